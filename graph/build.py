@@ -1,0 +1,45 @@
+"""The whole wiring on one screen.
+
+    START → agent → tools → agent …
+                  → force_answer → verify_traces
+                  → verify_traces → agent (cited traces missing, revisions left) | END
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.tools import BaseTool
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+
+from graph.config import GraphLimits
+from graph.edges import after_agent, after_verify
+from graph.nodes import make_agent, make_force_answer, make_tools, make_verify_traces
+from graph.state import InvestigationState
+from graph.trace_guard import TraceVerifier
+
+InvestigationGraph = CompiledStateGraph[InvestigationState, None, InvestigationState, InvestigationState]
+
+
+def build_graph(
+    model: BaseChatModel,
+    tools: Sequence[BaseTool],
+    verifier: TraceVerifier,
+    checkpointer: BaseCheckpointSaver[str] | None,
+    limits: GraphLimits,
+) -> InvestigationGraph:
+    builder = StateGraph(InvestigationState)
+    builder.add_node("agent", make_agent(model, tools))
+    builder.add_node("tools", make_tools(tools))
+    builder.add_node("force_answer", make_force_answer(model, tools))
+    builder.add_node("verify_traces", make_verify_traces(verifier, limits))
+
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", after_agent, ["tools", "force_answer", "verify_traces"])
+    builder.add_edge("tools", "agent")
+    builder.add_edge("force_answer", "verify_traces")
+    builder.add_conditional_edges("verify_traces", after_verify, ["agent", END])
+    return builder.compile(checkpointer=checkpointer)

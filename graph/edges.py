@@ -1,0 +1,36 @@
+"""Routing: the only place that decides where the graph goes next."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from langchain_core.messages import AIMessage
+from langgraph.graph import END
+
+from graph.state import InvestigationState, StopReason
+
+# force_answer and verify_traces must still fit after the agent's turn.
+STEPS_TO_FINISH = 4
+
+
+def pending_stop_reason(state: InvestigationState) -> StopReason | None:
+    """Why the agent's pending tool calls may not run, if they may not."""
+    last = state["messages"][-1]
+    calls = len(last.tool_calls) if isinstance(last, AIMessage) else 0
+    if state.get("tool_calls_used", 0) + calls > state.get("budget", 0):
+        return "tool_budget"
+    if state["remaining_steps"] <= STEPS_TO_FINISH:
+        return "step_limit"
+    return None
+
+
+def after_agent(state: InvestigationState) -> Literal["tools", "force_answer", "verify_traces"]:
+    last = state["messages"][-1]
+    if not (isinstance(last, AIMessage) and last.tool_calls):
+        return "verify_traces"
+    return "force_answer" if pending_stop_reason(state) else "tools"
+
+
+def after_verify(state: InvestigationState) -> Literal["agent", "__end__"]:
+    verdict = state.get("trace_verdict")
+    return "agent" if verdict and verdict["outcome"] == "revise" else END

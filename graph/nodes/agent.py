@@ -1,0 +1,30 @@
+"""`agent`: the model reads the thread and either calls tools or drafts an answer."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import SystemMessage
+from langchain_core.tools import BaseTool
+from langgraph.config import get_stream_writer
+
+from graph.prompts import SYSTEM_PROMPT
+from graph.state import InvestigationState
+
+Node = Callable[[InvestigationState], Awaitable[dict[str, Any]]]
+
+
+def make_agent(model: BaseChatModel, tools: Sequence[BaseTool]) -> Node:
+    bound = model.bind_tools(list(tools))
+
+    async def agent(state: InvestigationState) -> dict[str, Any]:
+        write = get_stream_writer()
+        write({"type": "model_started", "node": "agent"})
+        response = await bound.ainvoke([SystemMessage(SYSTEM_PROMPT), *state["messages"]])
+        calls = [c["name"] for c in getattr(response, "tool_calls", [])]
+        write({"type": "model_finished", "node": "agent", "tool_calls": calls})
+        return {"messages": [response]}
+
+    return agent

@@ -1,0 +1,66 @@
+"""`tools`: run the tool calls of the latest model turn, concurrently, and count them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, ToolCall, ToolMessage
+from langchain_core.tools import BaseTool
+from langgraph.config import get_stream_writer
+
+from graph.nodes.agent import Node
+from graph.state import InvestigationState
+
+MAX_TOOL_RESULT_CHARS = 12_000
+
+
+def _bounded(message: ToolMessage) -> ToolMessage:
+    text = message.content if isinstance(message.content, str) else str(message.content)
+    if len(text) > MAX_TOOL_RESULT_CHARS:
+        message.content = text[:MAX_TOOL_RESULT_CHARS] + "\n[result truncated]"
+    return message
+
+
+def make_tools(tools: Sequence[BaseTool]) -> Node:
+    by_name = {t.name: t for t in tools}
+
+    async def run(call: ToolCall) -> ToolMessage:
+        tool = by_name.get(call["name"])
+        call_id = call["id"] or ""
+        if tool is None:
+            known = ", ".join(sorted(by_name))
+            return ToolMessage(
+                f"There is no tool named {call['name']!r}. Available tools: {known}.",
+                tool_call_id=call_id,
+                name=call["name"],
+                status="error",
+            )
+        try:
+            result = await tool.ainvoke(call)
+        except Exception as exc:  # a tool failure is reported to the model, not raised
+            return ToolMessage(
+                f"{call['name']} failed: {type(exc).__name__}: {exc}",
+                tool_call_id=call_id,
+                name=call["name"],
+                status="error",
+            )
+        assert isinstance(result, ToolMessage)
+        return _bounded(result)
+
+    async def run_tools(state: InvestigationState) -> dict[str, Any]:
+        write = get_stream_writer()
+        last = state["messages"][-1]
+        assert isinstance(last, AIMessage)
+        for call in last.tool_calls:
+            write({"type": "tool_started", "tool": call["name"], "args": call["args"]})
+        results = await asyncio.gather(*(run(c) for c in last.tool_calls))
+        for call, result in zip(last.tool_calls, results, strict=True):
+            write({"type": "tool_finished", "tool": call["name"], "status": result.status})
+        return {
+            "messages": list(results),
+            "tool_calls_used": state.get("tool_calls_used", 0) + len(last.tool_calls),
+        }
+
+    return run_tools

@@ -1,0 +1,68 @@
+"""`verify_traces`: the deterministic trace guard over the latest draft."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.config import get_stream_writer
+
+from graph.config import GraphLimits
+from graph.nodes.agent import Node
+from graph.state import InvestigationState, TraceCheck, TraceVerdict
+from graph.trace_guard import TraceVerifier, finalise_answer, ids_with, revision_feedback
+from graph.trace_ids import find_trace_ids
+
+# A revision needs agent and verify_traces again, plus force_answer if the agent calls tools.
+STEPS_FOR_REVISION = 3
+
+
+def _draft(state: InvestigationState) -> str:
+    for message in reversed(state["messages"]):
+        if isinstance(message, AIMessage):
+            return message.text
+    return ""
+
+
+def make_verify_traces(verifier: TraceVerifier, limits: GraphLimits) -> Node:
+    async def verify_traces(state: InvestigationState) -> dict[str, Any]:
+        write = get_stream_writer()
+        draft = _draft(state)
+        cited = find_trace_ids(draft)
+        known = state.get("known_traces") or {}
+        write({"type": "verification_started", "trace_ids": len(cited)})
+        checks: dict[str, TraceCheck] = {
+            t: {"status": "found", "detail": "confirmed earlier in this thread"}
+            for t in cited
+            if t in known
+        }
+        checks.update(await verifier.check(t for t in cited if t not in known))
+        newly_found = {t: "found" for t in ids_with(checks, "found") if t not in known}
+        missing = ids_with(checks, "missing")
+        write(
+            {
+                "type": "verification_finished",
+                "found": len(ids_with(checks, "found")),
+                "missing": len(missing),
+                "unverified": len(ids_with(checks, "unverified")),
+            }
+        )
+        revisions = state.get("trace_revision_count", 0)
+        if (
+            missing
+            and revisions < limits.max_trace_revisions
+            and state["remaining_steps"] > STEPS_FOR_REVISION
+        ):
+            verdict: TraceVerdict = {"outcome": "revise", "checks": checks, "removed": 0}
+            return {
+                "trace_verdict": verdict,
+                "trace_revision_count": revisions + 1,
+                "known_traces": newly_found,
+                "messages": [HumanMessage(revision_feedback(missing), name="trace_guard")],
+            }
+        answer, removed = finalise_answer(draft, checks)
+        outcome = "removed" if missing else "verified"
+        verdict = {"outcome": outcome, "checks": checks, "removed": removed}
+        return {"trace_verdict": verdict, "known_traces": newly_found, "answer": answer}
+
+    return verify_traces

@@ -1,0 +1,50 @@
+"""The investigation state: what one Slack thread's LangGraph thread carries between steps.
+
+Per-turn fields (`tool_calls_used`, `trace_revision_count`, `answer`, `stop_reason`, ...)
+are reset by the runner's input at the start of every turn; `messages` and
+`known_traces` accumulate for the life of the thread.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, TypedDict
+
+from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
+from langgraph.managed import RemainingSteps
+
+TraceStatus = Literal["found", "missing", "unverified"]
+StopReason = Literal["tool_budget", "step_limit"]
+
+
+class TraceCheck(TypedDict):
+    status: TraceStatus
+    detail: str
+
+
+class TraceVerdict(TypedDict):
+    """The trace guard's judgement of the latest draft."""
+
+    outcome: Literal["verified", "revise", "removed"]
+    checks: dict[str, TraceCheck]  # normalised id -> result, for every id in the draft
+    removed: int  # occurrences removed from the posted answer
+
+
+def merge_known(left: dict[str, str] | None, right: dict[str, str] | None) -> dict[str, str]:
+    return {**(left or {}), **(right or {})}
+
+
+class InvestigationState(TypedDict, total=False):
+    messages: Annotated[list[AnyMessage], add_messages]
+    tool_calls_used: int
+    budget: int
+    stop_reason: StopReason | None
+    # Trace IDs Tempo confirmed in this thread (normalised id -> "found"): not re-checked.
+    known_traces: Annotated[dict[str, str], merge_known]
+    trace_verdict: TraceVerdict | None
+    trace_revision_count: int
+    # Rubric grading (the rubric issue fills these in).
+    rubric_feedback: str | None
+    rubric_revision_count: int
+    answer: str | None
+    remaining_steps: RemainingSteps

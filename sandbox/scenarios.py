@@ -1,0 +1,103 @@
+"""Incident scenarios: the telemetry the simulators serve.
+
+Deterministic (seeded) so tests, benchmarks and the demo see the same IDs run after run;
+timestamps are relative to `now` so time-window searches find them.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+
+from sandbox.traces import SimSpan, SimTrace
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    traces: tuple[SimTrace, ...]
+
+    @property
+    def error_trace_ids(self) -> list[str]:
+        return [t.trace_id for t in self.traces if any(s.status == "error" for s in t.spans)]
+
+    @property
+    def healthy_trace_ids(self) -> list[str]:
+        return [t.trace_id for t in self.traces if all(s.status != "error" for s in t.spans)]
+
+
+def _hex(rng: random.Random, chars: int) -> str:
+    return "".join(rng.choice("0123456789abcdef") for _ in range(chars))
+
+
+def _checkout_trace(
+    rng: random.Random, trace_id: str, start_ns: int, *, failing: bool
+) -> SimTrace:
+    root_id, pay_id, db_id = _hex(rng, 16), _hex(rng, 16), _hex(rng, 16)
+    pay_ms = rng.randint(700, 1300) if failing else rng.randint(40, 120)
+    db_ms = rng.randint(3, 9)
+    spans = [
+        SimSpan(
+            root_id,
+            "checkout",
+            "POST /checkout",
+            start_ns,
+            (pay_ms + 25) * 1_000_000,
+            status="error" if failing else "ok",
+            status_message="upstream payment-api returned 503" if failing else "",
+            attributes={"http.method": "POST", "http.status_code": 502 if failing else 200},
+        ),
+        SimSpan(
+            pay_id,
+            "payment-api",
+            "POST /v1/charge",
+            start_ns + 10_000_000,
+            pay_ms * 1_000_000,
+            parent_id=root_id,
+            status="error" if failing else "ok",
+            status_message=(
+                "NullPointerException in ChargeHandler.applyDiscount (payment-api:1.42.0)"
+                if failing
+                else ""
+            ),
+            attributes={
+                "http.status_code": 503 if failing else 200,
+                "k8s.deployment.name": "payment-api",
+                "service.version": "1.42.0" if failing else "1.41.3",
+            },
+        ),
+        SimSpan(
+            db_id,
+            "postgres",
+            "SELECT payments",
+            start_ns + 12_000_000,
+            db_ms * 1_000_000,
+            parent_id=pay_id,
+            status="ok",
+            attributes={"db.system": "postgresql"},
+        ),
+    ]
+    return SimTrace(trace_id, tuple(spans))
+
+
+def bad_deploy(now: float | None = None, seed: int = 42) -> Scenario:
+    """`checkout` returns 5xx since `payment-api` moved to revision 42 (image 1.42.0).
+
+    Includes a 16-hex trace id (upper 64 bits zero) and ids with leading zeros, which
+    Tempo's search shows stripped.
+    """
+    rng = random.Random(seed)
+    base_ns = int((now if now is not None else time.time()) * 1e9)
+    traces = []
+    for i in range(12):
+        failing = i % 3 != 2  # two of three recent checkouts fail
+        if i == 0:
+            trace_id = "0" * 16 + _hex(rng, 16)  # a 64-bit id, as some SDKs emit
+        elif i == 1:
+            trace_id = "00" + _hex(rng, 30)
+        else:
+            trace_id = _hex(rng, 32)
+        start_ns = base_ns - (i + 1) * 45 * 1_000_000_000  # one every 45 s, newest first
+        traces.append(_checkout_trace(rng, trace_id, start_ns, failing=failing))
+    return Scenario("bad-deploy", tuple(traces))

@@ -1,0 +1,242 @@
+"""A Grafana Tempo simulator: trace by ID (v1 and v2), TraceQL search (a subset), faults.
+
+Behaviour copied from real Tempo:
+- `GET /api/traces/<id>`: 404 with an empty body when missing, 400 when the id is not hex.
+- `GET /api/v2/traces/<id>`: 200 with an empty trace when missing.
+- `GET /api/search`: leading zeros are stripped from `traceID` in results; without
+  `start`/`end` only recent data (the last hour) is searched.
+- With `tenant` set, every request must carry `X-Scope-OrgID: <tenant>` (401 otherwise).
+
+TraceQL subset: `{ cond && cond ... }` where cond is `field op value`; fields
+`resource.service.name` (or `.service.name`), `name`, `status`, `duration`,
+`span.<attr>` / `.<attr>`; ops `= != > >= < <= =~`; values are strings, numbers,
+durations (`500ms`, `1.5s`) or `error|ok|unset`. Anything else is answered 400.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from sandbox.server import SimulatorServer
+from sandbox.traces import SimSpan, SimTrace, otlp_attributes, resource_spans
+
+_HEX = re.compile(r"^[0-9a-fA-F]{1,32}$")
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)$")
+_UNITS_NS = {"ns": 1, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9, "m": 60e9, "h": 3600e9}
+_COND = re.compile(
+    r'^\s*(?P<field>[A-Za-z_.][\w.]*)\s*(?P<op>=~|!=|>=|<=|=|>|<)\s*'
+    r'(?P<value>"(?:[^"\\]|\\.)*"|[\w.µ]+)\s*$'
+)
+RECENT_WINDOW_S = 3600
+
+
+class TraceQLError(ValueError):
+    pass
+
+
+@dataclass
+class TempoFaults:
+    """Injectable misbehaviour; change fields while the simulator runs."""
+
+    latency_s: float = 0.0
+    status: int | None = None  # answer every request with this HTTP status (e.g. 503)
+    hang: bool = False  # never answer (until the simulator stops)
+
+
+@dataclass
+class TempoRequest:
+    method: str
+    path: str
+    query: dict[str, str]
+    tenant: str | None
+
+
+@dataclass
+class TempoSimulator(SimulatorServer):
+    traces: Iterable[SimTrace] = ()
+    tenant: str | None = None
+    faults: TempoFaults = field(default_factory=TempoFaults)
+    requests: list[TempoRequest] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        super().__init__()
+        self._traces: dict[str, SimTrace] = {t.trace_id: t for t in self.traces}
+
+    def add(self, trace: SimTrace) -> None:
+        self._traces[trace.trace_id] = trace
+
+    def routes(self, app: web.Application) -> None:
+        app.middlewares.append(self._middleware)
+        app.router.add_get("/ready", self._ready)
+        app.router.add_get("/api/traces/{trace_id}", self._trace_v1)
+        app.router.add_get("/api/v2/traces/{trace_id}", self._trace_v2)
+        app.router.add_get("/api/search", self._search)
+
+    def requests_for(self, path_prefix: str) -> list[TempoRequest]:
+        return [r for r in self.requests if r.path.startswith(path_prefix)]
+
+    @web.middleware
+    async def _middleware(
+        self, request: web.Request, handler: Callable[[web.Request], Any]
+    ) -> web.StreamResponse:
+        tenant = request.headers.get("X-Scope-OrgID")
+        self.requests.append(TempoRequest(request.method, request.path, dict(request.query), tenant))
+        if self.faults.hang:
+            await self.stopping.wait()
+            return web.Response(status=503, text="simulator stopping")
+        if self.faults.latency_s:
+            await asyncio.sleep(self.faults.latency_s)
+        if self.faults.status is not None:
+            return web.Response(status=self.faults.status, text="injected failure")
+        if self.tenant is not None and tenant != self.tenant:
+            return web.Response(status=401, text="no org id")
+        response: web.StreamResponse = await handler(request)
+        return response
+
+    async def _ready(self, request: web.Request) -> web.Response:
+        return web.Response(text="ready")
+
+    def _lookup(self, raw_id: str) -> SimTrace | None:
+        if not _HEX.match(raw_id):
+            raise web.HTTPBadRequest(text=f"invalid trace id {raw_id!r}")
+        return self._traces.get(raw_id.lower().rjust(32, "0"))
+
+    async def _trace_v1(self, request: web.Request) -> web.Response:
+        trace = self._lookup(request.match_info["trace_id"])
+        if trace is None:
+            return web.Response(status=404)
+        return web.json_response({"batches": resource_spans(trace)})
+
+    async def _trace_v2(self, request: web.Request) -> web.Response:
+        trace = self._lookup(request.match_info["trace_id"])
+        if trace is None:
+            return web.json_response({"trace": {}})
+        return web.json_response({"trace": {"resourceSpans": resource_spans(trace)}})
+
+    async def _search(self, request: web.Request) -> web.Response:
+        try:
+            conditions = parse_traceql(request.query.get("q", "{}"))
+            limit = int(request.query.get("limit", "20"))
+            now = time.time()
+            start = float(request.query.get("start", now - RECENT_WINDOW_S))
+            end = float(request.query.get("end", now))
+        except (TraceQLError, ValueError) as exc:
+            return web.Response(status=400, text=f"invalid TraceQL query: {exc}")
+        found = []
+        for trace in sorted(self._traces.values(), key=lambda t: t.start_ns, reverse=True):
+            if not start <= trace.start_ns / 1e9 <= end:
+                continue
+            matched = [s for s in trace.spans if all(c(s) for c in conditions)]
+            if matched:
+                found.append(_search_result(trace, matched))
+            if len(found) >= limit:
+                break
+        return web.json_response({"traces": found, "metrics": {"inspectedTraces": len(self._traces)}})
+
+
+def _search_result(trace: SimTrace, matched: list[SimSpan]) -> dict[str, Any]:
+    root = trace.root
+    spans = [
+        {
+            "spanID": s.span_id,
+            "startTimeUnixNano": str(s.start_ns),
+            "durationNanos": str(s.duration_ns),
+            "attributes": otlp_attributes({"service.name": s.service}),
+        }
+        for s in matched[:3]
+    ]
+    spanset = {"spans": spans, "matched": len(matched)}
+    return {
+        "traceID": trace.trace_id.lstrip("0") or "0",  # real Tempo strips leading zeros
+        "rootServiceName": root.service,
+        "rootTraceName": root.name,
+        "startTimeUnixNano": str(trace.start_ns),
+        "durationMs": trace.duration_ms,
+        "spanSet": spanset,
+        "spanSets": [spanset],
+    }
+
+
+SpanCondition = Callable[[SimSpan], bool]
+
+
+def parse_traceql(query: str) -> list[SpanCondition]:
+    """Parse the supported subset into span predicates that must all hold."""
+    body = query.strip()
+    if not (body.startswith("{") and body.endswith("}")):
+        raise TraceQLError("expected a spanset filter in braces, e.g. { status = error }")
+    body = body[1:-1].strip()
+    if not body:
+        return []
+    if "||" in body or "|" in body.replace("||", ""):
+        raise TraceQLError("only && between conditions is supported by the simulator")
+    return [_condition(part) for part in body.split("&&")]
+
+
+def _condition(text: str) -> SpanCondition:
+    match = _COND.match(text)
+    if not match:
+        raise TraceQLError(f"cannot parse condition {text.strip()!r}")
+    name, op, raw = match["field"], match["op"], match["value"]
+    if name in ("resource.service.name", ".service.name"):
+        return _compare(lambda s: s.service, op, _string(raw))
+    if name == "name":
+        return _compare(lambda s: s.name, op, _string(raw))
+    if name == "status":
+        if raw not in ("error", "ok", "unset") or op not in ("=", "!="):
+            raise TraceQLError("status takes = or != with error, ok or unset")
+        return _compare(lambda s: s.status, op, raw)
+    if name == "duration":
+        return _compare(lambda s: s.duration_ns, op, _duration_ns(raw))
+    if name.startswith(("span.", ".")):
+        key = name.split(".", 1)[1]
+        value: str | float = _string(raw) if raw.startswith('"') else float(raw)
+        return _compare(lambda s: s.attributes.get(key), op, value)
+    raise TraceQLError(f"unsupported field {name!r}")
+
+
+def _string(raw: str) -> str:
+    if not raw.startswith('"'):
+        raise TraceQLError(f"expected a quoted string, got {raw}")
+    return raw[1:-1].replace('\\"', '"')
+
+
+def _duration_ns(raw: str) -> float:
+    match = _DURATION.match(raw)
+    if not match:
+        raise TraceQLError(f"expected a duration like 500ms, got {raw}")
+    return float(match[1]) * _UNITS_NS[match[2]]
+
+
+def _compare(get: Callable[[SimSpan], Any], op: str, want: Any) -> SpanCondition:
+    def check(span: SimSpan) -> bool:
+        have = get(span)
+        if have is None:
+            return False
+        if op == "=~":
+            return re.fullmatch(str(want), str(have)) is not None
+        if op in ("=", "!="):
+            equal: bool = have == want or (isinstance(want, float) and _num(have) == want)
+            return equal if op == "=" else not equal
+        number = _num(have)
+        if number is None:
+            return False
+        return {">": number > want, ">=": number >= want, "<": number < want, "<=": number <= want}[
+            op
+        ]
+
+    return check
+
+
+def _num(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,89 @@
+"""Shared fixtures: real Redis (from `make test`), simulators on free ports, real clients."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import pytest
+
+from graph.config import GraphLimits, ModelSpec, TempoSpec
+from graph.runner import Investigator, open_investigator
+from sandbox import GeminiSimulator, TempoSimulator
+from sandbox.scenarios import Scenario, bad_deploy
+
+MODEL = "gemini-3.8-flash"
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    url = os.environ.get("REDIS_URL")
+    if not url:
+        pytest.exit(
+            "REDIS_URL is not set: run the tests with `make test`, which starts Redis Stack, "
+            "or point REDIS_URL at a Redis 8 / Redis Stack server.",
+            returncode=2,
+        )
+    return url
+
+
+@pytest.fixture
+def scenario() -> Scenario:
+    return bad_deploy()
+
+
+@pytest.fixture
+async def tempo(scenario: Scenario) -> AsyncIterator[TempoSimulator]:
+    async with TempoSimulator(traces=scenario.traces) as sim:
+        yield sim
+
+
+@pytest.fixture
+async def gemini() -> AsyncIterator[GeminiSimulator]:
+    async with GeminiSimulator() as sim:
+        yield sim
+
+
+@pytest.fixture
+def thread_id() -> str:
+    return f"T1:C1:{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def model_spec(gemini: GeminiSimulator) -> ModelSpec:
+    return ModelSpec(
+        model=f"google_genai:{MODEL}",
+        api_key="sandbox-key",
+        base_url=gemini.url,
+        timeout_s=10,
+        max_retries=0,
+    )
+
+
+@pytest.fixture
+def tempo_spec(tempo: TempoSimulator) -> TempoSpec:
+    return TempoSpec(url=tempo.url, timeout_s=1.0)
+
+
+OpenInvestigator = Callable[..., AbstractAsyncContextManager[Investigator]]
+
+
+@pytest.fixture
+def investigator_for(
+    model_spec: ModelSpec, tempo_spec: TempoSpec, redis_url: str
+) -> OpenInvestigator:
+    """Open a fully wired investigator; keyword arguments override GraphLimits fields."""
+
+    def open_with(**limits: Any) -> AbstractAsyncContextManager[Investigator]:
+        return open_investigator(model_spec, tempo_spec, GraphLimits(**limits), redis_url)
+
+    return open_with
+
+
+@pytest.fixture
+async def investigator(investigator_for: OpenInvestigator) -> AsyncIterator[Investigator]:
+    async with investigator_for() as opened:
+        yield opened
