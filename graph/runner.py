@@ -147,6 +147,10 @@ class Investigator:
             return result("failed", _failure_message(exc, correlation_id), notices=notices)
 
         stop_reason = final.get("stop_reason")
+        status: Status = "incomplete" if stop_reason == "step_limit" else "answered"
+        done = {"at_ms": int((time.monotonic() - started) * 1000), "type": "final", "status": status}
+        events.append(done)
+        await _report(on_progress, done, correlation_id)
         if stop_reason == "step_limit":
             notices.append(
                 f"Stopped near the step limit ({self.limits.recursion_limit} steps); "
@@ -157,7 +161,6 @@ class Investigator:
                 f"Used the whole tool budget ({self.limits.tool_budget} calls) "
                 "before answering; some evidence may be missing."
             )
-        status: Status = "incomplete" if stop_reason == "step_limit" else "answered"
         return result(
             status,
             final.get("answer") or "",

@@ -1,0 +1,91 @@
+"""Tool budget, step limit and recursion limit: the turn always ends with a result."""
+
+from collections.abc import Callable
+
+import pytest
+from pydantic import ValidationError
+
+from graph.config import GraphLimits
+from graph.runner import Investigator
+from sandbox import GeminiRequest, Reply
+from sandbox.gemini import GeminiSimulator
+from sandbox.scenarios import Scenario
+from tests.conftest import OpenInvestigator
+
+
+def _keeps_calling_tools(trace_id: str) -> Callable[[GeminiRequest], Reply]:
+    """A model that never stops calling tools, unless tool calls are switched off."""
+
+    def reply(request: GeminiRequest) -> Reply:
+        config = request.body.get("toolConfig", {}).get("functionCallingConfig", {})
+        if config.get("mode") == "NONE":
+            return Reply.text(f"Best guess from what I saw: the deploy; see {trace_id}.")
+        return Reply.call("get_trace", trace_id=trace_id)
+
+    return reply
+
+
+async def test_an_exhausted_tool_budget_forces_an_answer_without_tools(
+    investigator_for: OpenInvestigator,
+    gemini: GeminiSimulator,
+    scenario: Scenario,
+    thread_id: str,
+) -> None:
+    gemini.script(*[_keeps_calling_tools(scenario.error_trace_ids[0])] * 10)
+    async with investigator_for(tool_budget=2) as investigator:
+        result = await investigator.investigate(thread_id, "why?", "U1")
+
+    forced = gemini.requests[-1]
+    assert result.tool_calls == 2
+    assert (result.status, result.stop_reason) == ("answered", "tool_budget")
+    assert forced.body["toolConfig"]["functionCallingConfig"]["mode"] == "NONE"
+    assert "tool budget for this question is used up" in forced.text()
+    assert result.verified_trace_ids == [scenario.error_trace_ids[0]]
+    assert any("tool budget" in n for n in result.notices)
+
+
+async def test_the_step_limit_routes_to_a_final_answer_before_the_recursion_limit(
+    investigator_for: OpenInvestigator,
+    gemini: GeminiSimulator,
+    scenario: Scenario,
+    thread_id: str,
+) -> None:
+    gemini.script(*[_keeps_calling_tools(scenario.error_trace_ids[0])] * 20)
+    async with investigator_for(recursion_limit=8, tool_budget=50) as investigator:
+        result = await investigator.investigate(thread_id, "why?", "U1")
+
+    assert (result.status, result.stop_reason) == ("incomplete", "step_limit")
+    assert "the answer may be incomplete — narrow the question" in result.notices[0]
+    assert "Best guess" in result.answer
+
+
+async def test_hitting_the_recursion_limit_returns_an_incomplete_result(
+    investigator_for: OpenInvestigator,
+    gemini: GeminiSimulator,
+    scenario: Scenario,
+    thread_id: str,
+) -> None:
+    gemini.script(*[_keeps_calling_tools(scenario.error_trace_ids[0])] * 5)
+    async with investigator_for(recursion_limit=3) as investigator:
+        result = await investigator.investigate(thread_id, "why?", "U1")
+
+    assert (result.status, result.stop_reason) == ("incomplete", "recursion_limit")
+    assert "Stopped after 3 steps; the answer may be incomplete" in result.notices[-1]
+    assert result.events[-1]["type"] == "stopped"
+
+
+def test_a_recursion_limit_below_3_is_refused_naming_the_setting() -> None:
+    with pytest.raises(ValidationError, match="RECURSION_LIMIT is 2; it must be at least 3"):
+        GraphLimits(recursion_limit=2)
+
+
+async def test_an_unknown_tool_name_is_answered_to_the_model_not_raised(
+    investigator: Investigator,
+    gemini: GeminiSimulator,
+    thread_id: str,
+) -> None:
+    gemini.script(Reply.call("kubectl_delete", namespace="prod"), Reply.text("I cannot do that."))
+    result = await investigator.investigate(thread_id, "delete prod", "U1")
+
+    assert "There is no tool named 'kubectl_delete'" in gemini.requests[1].text()
+    assert result.answer == "I cannot do that."

@@ -1,0 +1,131 @@
+"""The trace guard end to end: real ChatGoogleGenerativeAI and httpx against the simulators."""
+
+from graph.runner import Investigator
+from graph.trace_guard import REMOVED_PLACEHOLDER, UNVERIFIED_MARK
+from sandbox import GeminiSimulator, Reply, TempoSimulator
+from sandbox.scenarios import Scenario
+from tests.conftest import OpenInvestigator
+
+INVENTED = "deadbeefdeadbeefdeadbeefdeadbeef"
+SEARCH = Reply.call(
+    "query_tempo_traces", traceql='{ resource.service.name = "payment-api" && status = error }'
+)
+
+
+async def test_an_invented_id_sends_the_agent_back_with_feedback_naming_it(
+    investigator: Investigator, gemini: GeminiSimulator, scenario: Scenario, thread_id: str
+) -> None:
+    real = scenario.error_trace_ids[2]
+    gemini.script(
+        Reply.text(f"payment-api is failing, see trace {INVENTED}."),
+        SEARCH,
+        Reply.text(f"payment-api is failing, see trace {real}."),
+    )
+    result = await investigator.investigate(thread_id, "checkout 500s, why?", "U1")
+
+    feedback_request = gemini.requests[1]
+    assert f"do not exist in Tempo: {INVENTED}" in feedback_request.text()
+    assert "query_tempo_traces" in feedback_request.text()
+    assert real in result.answer and INVENTED not in result.answer
+    assert (result.trace_revisions, result.verified_trace_ids) == (1, [real])
+
+
+async def test_ids_still_invented_when_revisions_run_out_are_removed_and_counted(
+    investigator: Investigator, gemini: GeminiSimulator, thread_id: str
+) -> None:
+    other = "cafebabecafebabecafebabecafebabe"
+    gemini.script(*[Reply.text(f"Caused by {INVENTED} and {other}.")] * 3)
+    result = await investigator.investigate(thread_id, "why?", "U1")
+
+    assert len(gemini.requests) == 3  # first draft + TRACE_MAX_REVISIONS (2) revisions
+    assert INVENTED not in result.answer and other not in result.answer
+    assert result.answer.count(REMOVED_PLACEHOLDER) == 2
+    assert "2 trace ID references removed: Tempo has no such trace" in result.answer
+    assert sorted(result.removed_trace_ids) == sorted([INVENTED, other])
+
+
+async def test_tempo_down_marks_ids_unverified_without_blocking_the_answer(
+    investigator: Investigator,
+    gemini: GeminiSimulator,
+    tempo: TempoSimulator,
+    scenario: Scenario,
+    thread_id: str,
+) -> None:
+    cited = scenario.error_trace_ids[3]
+    tempo.faults.status = 503
+    gemini.script(Reply.text(f"Probably a bad deploy; see {cited}."))
+    result = await investigator.investigate(thread_id, "why?", "U1")
+
+    assert result.status == "answered"
+    assert result.unverified_trace_ids == [cited]
+    assert f"{cited}{UNVERIFIED_MARK}" in result.answer
+    assert result.verified_trace_ids == []
+
+
+async def test_tempo_hanging_past_the_timeout_marks_ids_unverified(
+    investigator: Investigator,
+    gemini: GeminiSimulator,
+    tempo: TempoSimulator,
+    scenario: Scenario,
+    thread_id: str,
+) -> None:
+    cited = scenario.error_trace_ids[3]
+    tempo.faults.hang = True
+    gemini.script(Reply.text(f"See {cited}."))
+    result = await investigator.investigate(thread_id, "why?", "U1")
+
+    assert result.unverified_trace_ids == [cited]
+    assert UNVERIFIED_MARK in result.answer
+
+
+async def test_short_upper_case_and_zero_stripped_ids_are_verified(
+    investigator: Investigator, gemini: GeminiSimulator, scenario: Scenario, thread_id: str
+) -> None:
+    sixty_four_bit = scenario.traces[0].trace_id  # 16 zeros + 16 hex
+    zero_stripped = scenario.traces[1].trace_id  # "00" + 30 hex
+    upper = scenario.error_trace_ids[3]
+    draft = (
+        f"Traces {sixty_four_bit[16:]}, {zero_stripped.lstrip('0')} and {upper.upper()} "
+        "all fail in payment-api."
+    )
+    gemini.script(Reply.text(draft))
+    result = await investigator.investigate(thread_id, "why?", "U1")
+
+    assert sorted(result.verified_trace_ids) == sorted([sixty_four_bit, zero_stripped, upper])
+    assert result.answer == draft
+
+
+async def test_hex_looking_words_that_are_not_traces_do_not_crash_the_guard(
+    investigator: Investigator, gemini: GeminiSimulator, thread_id: str
+) -> None:
+    draft = "The config hash is abcdefabcdef0123 and the build id DEADBEEFDEADBEEF."
+    gemini.script(*[Reply.text(draft)] * 3)
+    result = await investigator.investigate(thread_id, "why?", "U1")
+
+    assert result.status == "answered"
+    assert result.answer.count(REMOVED_PLACEHOLDER) == 2
+
+
+async def test_an_id_confirmed_earlier_in_the_thread_is_not_checked_again(
+    investigator: Investigator,
+    gemini: GeminiSimulator,
+    tempo: TempoSimulator,
+    scenario: Scenario,
+    thread_id: str,
+) -> None:
+    cited = scenario.error_trace_ids[0]
+    gemini.script(Reply.text(f"See {cited}."), Reply.text(f"As said, {cited}."))
+    await investigator.investigate(thread_id, "why?", "U1")
+    await investigator.investigate(thread_id, "sure?", "U1")
+
+    assert len(tempo.requests_for("/api/v2/traces/")) == 1
+
+
+async def test_a_draft_without_trace_ids_is_posted_unchanged(
+    investigator_for: OpenInvestigator, gemini: GeminiSimulator, thread_id: str
+) -> None:
+    gemini.script(Reply.text("I found no traces in that window; nothing to cite."))
+    async with investigator_for() as investigator:
+        result = await investigator.investigate(thread_id, "why?", "U1")
+    assert result.answer == "I found no traces in that window; nothing to cite."
+    assert result.trace_revisions == 0
