@@ -1,8 +1,8 @@
 """The whole wiring on one screen.
 
-    START → agent → tools → agent …
-                  → force_answer → verify_traces
-                  → verify_traces → agent (cited traces missing, revisions left) | END
+START → agent → tools → agent …
+              → force_answer → verify_traces
+              → verify_traces → agent (cited traces missing, revisions left) | END
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from graph.nodes import make_agent, make_force_answer, make_tools, make_verify_t
 from graph.state import InvestigationState
 from graph.trace_guard import TraceVerifier
 
-InvestigationGraph = CompiledStateGraph[InvestigationState, None, InvestigationState, InvestigationState]
+InvestigationGraph = CompiledStateGraph[
+    InvestigationState, None, InvestigationState, InvestigationState
+]
 
 
 def build_graph(

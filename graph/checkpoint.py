@@ -20,7 +20,9 @@ async def setup_saver(saver: AsyncRedisSaver) -> None:
 
 
 @asynccontextmanager
-async def open_checkpointer(redis_url: str, ttl_minutes: float | None) -> AsyncIterator[AsyncRedisSaver]:
+async def open_checkpointer(
+    redis_url: str, ttl_minutes: float | None
+) -> AsyncIterator[AsyncRedisSaver]:
     """An `AsyncRedisSaver`, set up, whose keys expire `ttl_minutes` after last use."""
     ttl = {"default_ttl": ttl_minutes, "refresh_on_read": True} if ttl_minutes else None
     saver = AsyncRedisSaver(redis_url, ttl=ttl)

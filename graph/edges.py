@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Literal
 
 from langchain_core.messages import AIMessage
-from langgraph.graph import END
 
 from graph.state import InvestigationState, StopReason
 
@@ -33,4 +32,4 @@ def after_agent(state: InvestigationState) -> Literal["tools", "force_answer", "
 
 def after_verify(state: InvestigationState) -> Literal["agent", "__end__"]:
     verdict = state.get("trace_verdict")
-    return "agent" if verdict and verdict["outcome"] == "revise" else END
+    return "agent" if verdict and verdict["outcome"] == "revise" else "__end__"

@@ -29,9 +29,7 @@ log = logging.getLogger(__name__)
 # C0/C1 controls (but tab and newline) and bidi overrides, which can disguise text.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
-EMPTY_QUESTION = (
-    "Ask me about the incident, e.g. “checkout is throwing 500s since 14:05, why?”"
-)
+EMPTY_QUESTION = "Ask me about the incident, e.g. “checkout is throwing 500s since 14:05, why?”"
 
 Status = Literal["answered", "incomplete", "rejected", "failed"]
 ProgressCallback = Callable[[dict[str, Any]], Awaitable[None]]
@@ -65,7 +63,7 @@ def clean_question(text: str, max_chars: int) -> tuple[str, list[str]]:
     return cleaned, notices
 
 
-def _turn_input(question: str, limits: GraphLimits) -> dict[str, Any]:
+def _turn_input(question: str, limits: GraphLimits) -> InvestigationState:
     # Per-turn fields start afresh; messages and known_traces carry over.
     return {
         "messages": [HumanMessage(question)],
@@ -120,15 +118,18 @@ class Investigator:
         }
         final: dict[str, Any] = {}
         try:
-            async for mode, chunk in self.graph.astream(
-                _turn_input(question, self.limits),  # type: ignore[arg-type]
+            async for part in self.graph.astream(
+                _turn_input(question, self.limits),
                 config,
                 stream_mode=["custom", "values"],
+                version="v2",
             ):
-                if mode == "values":
-                    final = chunk
+                if part["type"] == "values":
+                    final = dict(part["data"])
                     continue
-                event = {"at_ms": int((time.monotonic() - started) * 1000), **chunk}
+                if part["type"] != "custom":
+                    continue
+                event = {"at_ms": int((time.monotonic() - started) * 1000), **part["data"]}
                 events.append(event)
                 await _report(on_progress, event, correlation_id)
         except GraphRecursionError:
@@ -139,8 +140,13 @@ class Investigator:
                 f"Stopped after {steps} steps; the answer may be incomplete — narrow the question."
             )
             answer = final.get("answer") or message
-            return result("incomplete", answer, notices=[*notices, message],
-                          stop_reason="recursion_limit", **_trace_fields(final))
+            return result(
+                "incomplete",
+                answer,
+                notices=[*notices, message],
+                stop_reason="recursion_limit",
+                **_trace_fields(final),
+            )
         except Exception as exc:
             log.exception("investigation failed for thread %s [%s]", thread_id, correlation_id)
             events.append({"type": "failed", "error": type(exc).__name__})
@@ -148,7 +154,11 @@ class Investigator:
 
         stop_reason = final.get("stop_reason")
         status: Status = "incomplete" if stop_reason == "step_limit" else "answered"
-        done = {"at_ms": int((time.monotonic() - started) * 1000), "type": "final", "status": status}
+        done = {
+            "at_ms": int((time.monotonic() - started) * 1000),
+            "type": "final",
+            "status": status,
+        }
         events.append(done)
         await _report(on_progress, done, correlation_id)
         if stop_reason == "step_limit":
@@ -215,7 +225,7 @@ async def open_investigator(
     client = TempoClient(tempo)
     try:
         tools = tempo_tools(client)
-        verifier = TraceVerifier(client, limits.verify_concurrency)
+        verifier = TraceVerifier(client, limits.trace_verify_concurrency)
         async with open_checkpointer(redis_url, checkpoint_ttl_minutes) as saver:
             yield Investigator(build_graph(chat_model, tools, verifier, saver, limits), limits)
     finally:

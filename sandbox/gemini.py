@@ -58,7 +58,11 @@ class Reply:
             "candidates": [
                 {"content": {"role": "model", "parts": list(self.parts)}, "finishReason": "STOP"}
             ],
-            "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1, "totalTokenCount": 2},
+            "usageMetadata": {
+                "promptTokenCount": 1,
+                "candidatesTokenCount": 1,
+                "totalTokenCount": 2,
+            },
             "modelVersion": "sandbox",
             "responseId": uuid.uuid4().hex,
         }
@@ -137,7 +141,9 @@ class GeminiSimulator(SimulatorServer):
     async def _generate(self, request: web.Request) -> web.StreamResponse:
         model, _, action = request.match_info["model_action"].partition(":")
         if action not in ("generateContent", "streamGenerateContent"):
-            return web.json_response({"error": {"code": 404, "message": "unknown method"}}, status=404)
+            return web.json_response(
+                {"error": {"code": 404, "message": "unknown method"}}, status=404
+            )
         recorded = GeminiRequest(model, await request.json(), action == "streamGenerateContent")
         self.requests.append(recorded)
         reply = self._next(recorded)

@@ -31,9 +31,7 @@ def _hex(rng: random.Random, chars: int) -> str:
     return "".join(rng.choice("0123456789abcdef") for _ in range(chars))
 
 
-def _checkout_trace(
-    rng: random.Random, trace_id: str, start_ns: int, *, failing: bool
-) -> SimTrace:
+def _checkout_trace(rng: random.Random, trace_id: str, start_ns: int, *, failing: bool) -> SimTrace:
     root_id, pay_id, db_id = _hex(rng, 16), _hex(rng, 16), _hex(rng, 16)
     pay_ms = rng.randint(700, 1300) if failing else rng.randint(40, 120)
     db_ms = rng.randint(3, 9)

@@ -35,8 +35,8 @@ class SimulatorServer:
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
         server = site._server
-        assert server is not None
-        self._port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        assert isinstance(server, asyncio.Server)
+        self._port = server.sockets[0].getsockname()[1]
         return self
 
     async def stop(self) -> None:

@@ -31,7 +31,7 @@ _HEX = re.compile(r"^[0-9a-fA-F]{1,32}$")
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)$")
 _UNITS_NS = {"ns": 1, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9, "m": 60e9, "h": 3600e9}
 _COND = re.compile(
-    r'^\s*(?P<field>[A-Za-z_.][\w.]*)\s*(?P<op>=~|!=|>=|<=|=|>|<)\s*'
+    r"^\s*(?P<field>[A-Za-z_.][\w.]*)\s*(?P<op>=~|!=|>=|<=|=|>|<)\s*"
     r'(?P<value>"(?:[^"\\]|\\.)*"|[\w.µ]+)\s*$'
 )
 RECENT_WINDOW_S = 3600
@@ -87,7 +87,9 @@ class TempoSimulator(SimulatorServer):
         self, request: web.Request, handler: Callable[[web.Request], Any]
     ) -> web.StreamResponse:
         tenant = request.headers.get("X-Scope-OrgID")
-        self.requests.append(TempoRequest(request.method, request.path, dict(request.query), tenant))
+        self.requests.append(
+            TempoRequest(request.method, request.path, dict(request.query), tenant)
+        )
         if self.faults.hang:
             await self.stopping.wait()
             return web.Response(status=503, text="simulator stopping")
@@ -138,7 +140,9 @@ class TempoSimulator(SimulatorServer):
                 found.append(_search_result(trace, matched))
             if len(found) >= limit:
                 break
-        return web.json_response({"traces": found, "metrics": {"inspectedTraces": len(self._traces)}})
+        return web.json_response(
+            {"traces": found, "metrics": {"inspectedTraces": len(self._traces)}}
+        )
 
 
 def _search_result(trace: SimTrace, matched: list[SimSpan]) -> dict[str, Any]:
@@ -228,9 +232,13 @@ def _compare(get: Callable[[SimSpan], Any], op: str, want: Any) -> SpanCondition
         number = _num(have)
         if number is None:
             return False
-        return {">": number > want, ">=": number >= want, "<": number < want, "<=": number <= want}[
-            op
-        ]
+        comparisons: dict[str, bool] = {
+            ">": number > want,
+            ">=": number >= want,
+            "<": number < want,
+            "<=": number <= want,
+        }
+        return comparisons[op]
 
     return check
 

@@ -64,7 +64,9 @@ async def test_search_honours_the_time_window(tempo: TempoSimulator) -> None:
 
 async def test_unsupported_traceql_is_400_with_the_reason(tempo: TempoSimulator) -> None:
     async with httpx.AsyncClient(base_url=tempo.url) as http:
-        response = await http.get("/api/search", params={"q": "{ status = error || duration > 1s }"})
+        response = await http.get(
+            "/api/search", params={"q": "{ status = error || duration > 1s }"}
+        )
     assert response.status_code == 400
     assert "only &&" in response.text
 

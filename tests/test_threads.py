@@ -12,7 +12,9 @@ async def test_a_thread_continues_after_a_restart(
     scenario: Scenario,
     thread_id: str,
 ) -> None:
-    first_answer = f"payment-api 1.42.0 throws NullPointerException; see {scenario.error_trace_ids[0]}."
+    first_answer = (
+        f"payment-api 1.42.0 throws NullPointerException; see {scenario.error_trace_ids[0]}."
+    )
     gemini.script(Reply.text(first_answer), Reply.text("Roll back payment-api to 1.41.3."))
     async with investigator_for() as before_restart:
         await before_restart.investigate(thread_id, "checkout 500s, why?", "U1")

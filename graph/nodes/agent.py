@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Sequence
+from typing import Any, Protocol
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import SystemMessage
@@ -13,7 +13,11 @@ from langgraph.config import get_stream_writer
 from graph.prompts import SYSTEM_PROMPT
 from graph.state import InvestigationState
 
-Node = Callable[[InvestigationState], Awaitable[dict[str, Any]]]
+
+class Node(Protocol):
+    """What every node factory returns: a partial state update, no routing."""
+
+    def __call__(self, state: InvestigationState) -> Awaitable[dict[str, Any]]: ...
 
 
 def make_agent(model: BaseChatModel, tools: Sequence[BaseTool]) -> Node:

@@ -50,7 +50,7 @@ def make_verify_traces(verifier: TraceVerifier, limits: GraphLimits) -> Node:
         revisions = state.get("trace_revision_count", 0)
         if (
             missing
-            and revisions < limits.max_trace_revisions
+            and revisions < limits.trace_max_revisions
             and state["remaining_steps"] > STEPS_FOR_REVISION
         ):
             verdict: TraceVerdict = {"outcome": "revise", "checks": checks, "removed": 0}
@@ -61,8 +61,11 @@ def make_verify_traces(verifier: TraceVerifier, limits: GraphLimits) -> Node:
                 "messages": [HumanMessage(revision_feedback(missing), name="trace_guard")],
             }
         answer, removed = finalise_answer(draft, checks)
-        outcome = "removed" if missing else "verified"
-        verdict = {"outcome": outcome, "checks": checks, "removed": removed}
+        verdict = {
+            "outcome": "removed" if missing else "verified",
+            "checks": checks,
+            "removed": removed,
+        }
         return {"trace_verdict": verdict, "known_traces": newly_found, "answer": answer}
 
     return verify_traces

@@ -170,15 +170,16 @@ def summarise_trace(trace_id: str, spans: list[Span]) -> str:
         f"error spans ({len(errors)}):" if errors else "error spans: none",
     ]
     for s in errors[:10]:
-        http = s.attributes.get("http.status_code") or s.attributes.get(
-            "http.response.status_code"
-        )
+        http = s.attributes.get("http.status_code") or s.attributes.get("http.response.status_code")
         lines.append(
             f"- {_clip(s.service, 60)} {_clip(s.name, 120)} {s.duration_ms:.0f} ms"
             + (f" http={http}" if http else "")
             + (f' status="{_clip(s.status_message)}"' if s.status_message else "")
-            + (f" version={_clip(s.attributes['service.version'], 60)}"
-               if "service.version" in s.attributes else "")
+            + (
+                f" version={_clip(s.attributes['service.version'], 60)}"
+                if "service.version" in s.attributes
+                else ""
+            )
         )
     lines.append("slowest spans:")
     for s in sorted(spans, key=lambda s: s.duration_ms, reverse=True)[:5]:

@@ -1,0 +1,96 @@
+"""The `tracegate` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from bot.settings import Settings, SettingsError, load_settings
+from graph.config import ConfigError
+from graph.runner import InvestigationResult, open_investigator
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    # Request lines would repeat every URL (and any credentials a URL carries).
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+async def _investigate(settings: Settings, args: argparse.Namespace) -> InvestigationResult:
+    async def progress(event: dict[str, Any]) -> None:
+        if not args.json and event["type"] in ("tool_started", "verification_finished"):
+            details = {k: v for k, v in event.items() if k not in ("type", "at_ms")}
+            print(f"… {event['type']} {json.dumps(details)}", file=sys.stderr)
+
+    async with open_investigator(
+        settings.model_spec(),
+        settings.tempo_spec(),
+        settings.graph_limits(),
+        settings.redis_url,
+        settings.checkpoint_ttl_minutes,
+    ) as investigator:
+        return await investigator.investigate(
+            args.thread, args.question, args.user, on_progress=progress
+        )
+
+
+def _print_result(result: InvestigationResult, as_json: bool) -> None:
+    if as_json:
+        print(result.model_dump_json(indent=2))
+        return
+    print(result.answer)
+    for notice in result.notices:
+        print(f"\nnote: {notice}")
+    print(
+        f"\n[{result.status}] tool calls {result.tool_calls}, traces verified "
+        f"{len(result.verified_trace_ids)} / unverified {len(result.unverified_trace_ids)} / "
+        f"removed {len(result.removed_trace_ids)}, {result.duration_s:.1f}s, "
+        f"thread {result.thread_id}"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tracegate", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    ask = commands.add_parser(
+        "investigate", help="ask one question from the terminal (same graph as the bot)"
+    )
+    ask.add_argument("question")
+    ask.add_argument("--thread", default=None, help="continue this thread id (default: a new one)")
+    ask.add_argument("--user", default="cli", help="who is asking (recorded in the checkpoint)")
+    ask.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    commands.add_parser("serve", help="run the Slack app (not built yet)")
+    args = parser.parse_args(argv)
+
+    if args.command == "serve":
+        print(
+            "tracegate serve: the Slack app is not part of this build yet "
+            "(it arrives with the Slack bot issue). Use `tracegate investigate` meanwhile.",
+            file=sys.stderr,
+        )
+        return 2
+
+    try:
+        settings = load_settings()
+        _configure_logging(settings.log_level)
+        args.thread = args.thread or f"cli:{uuid.uuid4().hex}"
+        result = asyncio.run(_investigate(settings, args))
+    except (SettingsError, ConfigError) as exc:
+        print(f"tracegate: configuration error\n{exc}", file=sys.stderr)
+        return 2
+    _print_result(result, args.json)
+    return 1 if result.status == "failed" else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

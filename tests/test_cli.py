@@ -1,0 +1,53 @@
+"""`tracegate investigate` wires settings to the graph (run as a real subprocess)."""
+
+import asyncio
+import os
+import sys
+import tempfile
+
+from sandbox import GeminiSimulator, Reply, TempoSimulator
+from sandbox.scenarios import Scenario
+
+
+async def _tracegate(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
+    # Run outside the checkout so a developer's .env cannot leak into the test.
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot.cli",
+        *args,
+        env={"PATH": os.environ["PATH"], **env},
+        cwd=tempfile.gettempdir(),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await process.communicate()
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def test_investigate_answers_from_the_environment_configuration(
+    gemini: GeminiSimulator, tempo: TempoSimulator, scenario: Scenario, redis_url: str
+) -> None:
+    real = scenario.error_trace_ids[0]
+    gemini.script(Reply.text(f"payment-api 1.42.0 fails; see {real}."))
+    env = {
+        "GOOGLE_API_KEY": "sandbox-key",
+        "GEMINI_BASE_URL": gemini.url,
+        "LLM_MAX_RETRIES": "0",
+        "TEMPO_URL": tempo.url,
+        "REDIS_URL": redis_url,
+    }
+    code, out, err = await _tracegate("investigate", "checkout 500s, why?", env=env)
+
+    assert code == 0, err
+    assert f"payment-api 1.42.0 fails; see {real}." in out
+    assert "traces verified 1 / unverified 0 / removed 0" in out
+    assert "sandbox-key" not in out + err
+
+
+async def test_investigate_without_tempo_url_exits_2_naming_it(redis_url: str) -> None:
+    env = {"GOOGLE_API_KEY": "k", "REDIS_URL": redis_url}
+    code, _, err = await _tracegate("investigate", "why?", env=env)
+    assert code == 2
+    assert "TEMPO_URL: not set" in err

@@ -1,0 +1,48 @@
+"""Settings are read from the environment, and bad ones are reported by name."""
+
+import pytest
+
+from bot.settings import SettingsError, load_settings
+
+
+def test_defaults_give_the_documented_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("TOOL_BUDGET", "RECURSION_LIMIT", "TRACE_MAX_REVISIONS", "LLM_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    settings = load_settings(_env_file=None)
+    limits = settings.graph_limits()
+    assert (limits.tool_budget, limits.recursion_limit, limits.trace_max_revisions) == (8, 25, 2)
+    assert settings.llm_model == "google_genai:gemini-3.8-flash"
+
+
+def test_environment_variables_override_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOL_BUDGET", "3")
+    monkeypatch.setenv("TEMPO_URL", "http://tempo:3200")
+    monkeypatch.setenv("TEMPO_TENANT", "acme")
+    settings = load_settings(_env_file=None)
+    assert settings.graph_limits().tool_budget == 3
+    assert settings.tempo_spec().tenant == "acme"
+
+
+def test_a_recursion_limit_below_3_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RECURSION_LIMIT", "2")
+    with pytest.raises(SettingsError, match=r"^RECURSION_LIMIT: RECURSION_LIMIT is 2; it must be"):
+        load_settings(_env_file=None)
+
+
+def test_a_malformed_number_is_reported_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEMPO_TIMEOUT", "soon")
+    with pytest.raises(SettingsError, match=r"TEMPO_TIMEOUT: .*'soon'"):
+        load_settings(_env_file=None)
+
+
+def test_a_missing_tempo_url_says_what_to_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TEMPO_URL", raising=False)
+    with pytest.raises(SettingsError, match="TEMPO_URL: not set; set it to your Tempo"):
+        load_settings(_env_file=None).tempo_spec()
+
+
+def test_the_api_key_never_appears_in_the_settings_repr(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GOOGLE_API_KEY", "AIza-very-secret")
+    settings = load_settings(_env_file=None)
+    assert "AIza-very-secret" not in repr(settings)
+    assert "AIza-very-secret" not in repr(settings.model_spec())
