@@ -1,0 +1,148 @@
+"""Run every benchmark, each against a baseline measured in the same run; write BENCHMARKS.md.
+
+make bench            (starts Redis Stack unless REDIS_URL is set)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import statistics
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from langgraph.checkpoint.memory import InMemorySaver
+
+from graph.build import build_graph
+from graph.checkpoint import open_checkpointer
+from graph.config import GraphLimits, ModelSpec, TempoSpec
+from graph.model import make_chat_model
+from graph.runner import Investigator
+from graph.tools.tempo import TempoClient, tempo_tools
+from graph.trace_guard import TraceVerifier
+from sandbox import GeminiSimulator, Reply, TempoSimulator
+from sandbox.scenarios import bad_deploy
+
+OUT = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
+Row = tuple[str, str, str, str]
+
+
+async def _timed(run: Callable[[], Awaitable[object]], repeats: int) -> list[float]:
+    samples = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        await run()
+        samples.append((time.perf_counter() - started) * 1000)
+    return samples
+
+
+def _ms(samples: list[float]) -> str:
+    return (
+        f"{statistics.median(samples):.1f} ms ({sorted(samples)[int(len(samples) * 0.9)]:.1f})"
+    )
+
+
+async def bench_verification() -> list[Row]:
+    """12 cited IDs, Tempo answering in 50 ms: concurrent checks against one at a time."""
+    scenario = bad_deploy()
+    ids = [t.trace_id for t in scenario.traces]
+    async with TempoSimulator(traces=scenario.traces) as tempo:
+        tempo.faults.latency_s = 0.05
+        client = TempoClient(TempoSpec(url=tempo.url, timeout_s=5))
+        sequential = TraceVerifier(client, concurrency=1)
+        concurrent = TraceVerifier(client, concurrency=8)
+        base = await _timed(lambda: sequential.check(ids), 5)
+        fast = await _timed(lambda: concurrent.check(ids), 5)
+        await client.aclose()
+    speedup = statistics.median(base) / statistics.median(fast)
+    return [
+        ("verify 12 trace IDs, Tempo 50 ms", "one at a time (baseline)", _ms(base), "1.0×"),
+        (
+            "verify 12 trace IDs, Tempo 50 ms",
+            "8 concurrent (shipped)",
+            _ms(fast),
+            f"{speedup:.1f}×",
+        ),
+    ]
+
+
+async def bench_turn(redis_url: str) -> list[Row]:
+    """One question → search → answer → trace guard, with the checkpoint in memory vs in Redis."""
+    scenario = bad_deploy()
+    limits = GraphLimits()
+    answer = f"payment-api 1.42.0 is failing; see {scenario.error_trace_ids[0]}."
+    rows: list[Row] = []
+    async with TempoSimulator(traces=scenario.traces) as tempo, GeminiSimulator() as gemini:
+        model = make_chat_model(
+            ModelSpec(api_key="bench", base_url=gemini.url, max_retries=0, timeout_s=10)
+        )
+        client = TempoClient(TempoSpec(url=tempo.url))
+        tools = tempo_tools(client)
+        verifier = TraceVerifier(client, limits.trace_verify_concurrency)
+
+        async def turns(investigator: Investigator) -> list[float]:
+            async def one() -> None:
+                gemini.script(
+                    Reply.call("query_tempo_traces", traceql="{ status = error }"),
+                    Reply.text(answer),
+                )
+                result = await investigator.investigate(f"bench:{uuid.uuid4().hex}", "why?", "b")
+                assert result.status == "answered", result
+
+            await one()  # warm-up: connections, index set-up
+            return await _timed(one, 30)
+
+        memory = Investigator(build_graph(model, tools, verifier, InMemorySaver(), limits), limits)
+        base = await turns(memory)
+        async with open_checkpointer(redis_url, ttl_minutes=60) as saver:
+            redis = Investigator(build_graph(model, tools, verifier, saver, limits), limits)
+            measured = await turns(redis)
+        await client.aclose()
+    overhead = statistics.median(measured) - statistics.median(base)
+    rows.append(
+        (
+            "one turn (2 model calls, 1 search, 1 check)",
+            "in-memory checkpoint (baseline)",
+            _ms(base),
+            "—",
+        )
+    )
+    rows.append(
+        (
+            "one turn (2 model calls, 1 search, 1 check)",
+            "Redis checkpoint (shipped)",
+            _ms(measured),
+            f"+{overhead:.1f} ms",
+        )
+    )
+    return rows
+
+
+async def main() -> None:
+    redis_url = os.environ.get("REDIS_URL")
+    if not redis_url:
+        raise SystemExit("REDIS_URL is not set: run `make bench`, which starts Redis Stack")
+    rows = await bench_verification() + await bench_turn(redis_url)
+    lines = [
+        "# Benchmarks",
+        "",
+        "Written by `make bench` (`python -m bench`); every figure is compared with a baseline",
+        "measured in the same run, on the same machine. Simulators and Redis run on loopback.",
+        "",
+        f"- when: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+        f"- machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "",
+        "| benchmark | variant | median (p90) | vs baseline |",
+        "|---|---|---|---|",
+        *[f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows],
+        "",
+    ]
+    OUT.write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
