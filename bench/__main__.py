@@ -40,9 +40,7 @@ async def _timed(run: Callable[[], Awaitable[object]], repeats: int) -> list[flo
 
 
 def _ms(samples: list[float]) -> str:
-    return (
-        f"{statistics.median(samples):.1f} ms ({sorted(samples)[int(len(samples) * 0.9)]:.1f})"
-    )
+    return f"{statistics.median(samples):.1f} ms ({sorted(samples)[int(len(samples) * 0.9)]:.1f})"
 
 
 async def bench_verification() -> list[Row]:
@@ -59,12 +57,12 @@ async def bench_verification() -> list[Row]:
         await client.aclose()
     speedup = statistics.median(base) / statistics.median(fast)
     return [
-        ("verify 12 trace IDs, Tempo 50 ms", "one at a time (baseline)", _ms(base), "1.0×"),
+        ("verify 12 trace IDs, Tempo 50 ms", "one at a time (baseline)", _ms(base), "1.0x"),
         (
             "verify 12 trace IDs, Tempo 50 ms",
             "8 concurrent (shipped)",
             _ms(fast),
-            f"{speedup:.1f}×",
+            f"{speedup:.1f}x",
         ),
     ]
 
@@ -133,7 +131,8 @@ async def main() -> None:
         "measured in the same run, on the same machine. Simulators and Redis run on loopback.",
         "",
         f"- when: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
-        f"- machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        f"- machine: {platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}",
         "",
         "| benchmark | variant | median (p90) | vs baseline |",
         "|---|---|---|---|",
