@@ -7,16 +7,22 @@ from contextlib import asynccontextmanager
 
 from langgraph.checkpoint.redis.aio import AsyncRedisSaver
 from redis.exceptions import ResponseError
+from redisvl.exceptions import RedisSearchError
 
 
-async def setup_saver(saver: AsyncRedisSaver) -> None:
-    """Create the search indexes; tolerate a replica that created them a moment earlier."""
-    try:
-        await saver.asetup()
-    except ResponseError as exc:
-        if "already exists" not in str(exc).lower():
-            raise
-        await saver.asetup()  # the indexes exist now; this only finishes the set-up
+async def setup_saver(saver: AsyncRedisSaver, attempts: int = 3) -> None:
+    """Create the search indexes; tolerate a replica that created them a moment earlier.
+
+    The saver checks for each index, then creates it: two replicas starting together can
+    both see it missing, and the slower one gets "Index already exists".
+    """
+    for attempt in range(attempts):
+        try:
+            await saver.asetup()
+            return
+        except (RedisSearchError, ResponseError) as exc:
+            if "already exists" not in str(exc).lower() or attempt == attempts - 1:
+                raise
 
 
 @asynccontextmanager
