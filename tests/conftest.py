@@ -17,6 +17,8 @@ from sandbox.scenarios import Scenario, bad_deploy
 
 MODEL = "gemini-3.8-flash"
 
+pytest_plugins = ["tests.gates_fixtures"]
+
 
 @pytest.fixture(scope="session")
 def redis_url() -> str:
@@ -87,3 +89,4 @@ def investigator_for(
 async def investigator(investigator_for: OpenInvestigator) -> AsyncIterator[Investigator]:
     async with investigator_for() as opened:
         yield opened
+

@@ -1,0 +1,30 @@
+"""Typed policy for the action floor, built by `bot/` from the environment."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+DEFAULT_PROTECTED_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease"})
+
+
+class ActionPolicy(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    actions_enabled: bool = False  # ACTIONS_ENABLED: off = Approve runs a server-side dry run
+    allowed_namespaces: frozenset[str] = frozenset()  # ALLOWED_NAMESPACES: empty = all unprotected
+    protected_namespaces: frozenset[str] = DEFAULT_PROTECTED_NAMESPACES  # PROTECTED_NAMESPACES
+    protected_deployments: frozenset[str] = frozenset()  # PROTECTED_DEPLOYMENTS: "ns/name"
+    max_scale_factor: float = Field(default=10.0, gt=1)  # MAX_SCALE_FACTOR
+    max_replicas: int = Field(default=50, ge=1)  # MAX_REPLICAS
+    breaker_failure_threshold: int = Field(default=3, ge=1)  # BREAKER_FAILURE_THRESHOLD
+    breaker_window_s: int = Field(default=1800, ge=60)  # BREAKER_WINDOW_MINUTES * 60
+    breaker_max_per_target: int = Field(default=3, ge=1)  # BREAKER_MAX_ACTIONS_PER_TARGET
+    breaker_max_global: int = Field(default=10, ge=1)  # BREAKER_MAX_ACTIONS_GLOBAL
+    approval_ttl_s: int = Field(default=900, ge=30)  # APPROVAL_TTL (seconds)
+    approvers: frozenset[str] = frozenset()  # ACTION_APPROVERS: Slack user IDs
+    approver_group: str | None = None  # ACTION_APPROVER_GROUP: Slack user group ID
+    allow_self_approval: bool = False  # ALLOW_SELF_APPROVAL
+    judge_fail_mode: Literal["closed", "open"] = "closed"  # JUDGE_FAIL_MODE
+    kube_timeout_s: float = Field(default=10.0, gt=0)  # KUBE_TIMEOUT

@@ -1,0 +1,49 @@
+"""What a rule gate sees, and what it returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from gates.breaker import CircuitBreaker
+from gates.cluster import KubernetesCluster
+from gates.config import ActionPolicy
+from gates.model import ActionRequest, ClusterSnapshot, GateDecision
+from gates.store import ActionStore
+
+
+@dataclass
+class GateContext:
+    request: ActionRequest
+    policy: ActionPolicy
+    cluster: KubernetesCluster
+    store: ActionStore
+    breaker: CircuitBreaker
+    recheck: bool = False  # True when re-run at approval time, before execution
+    _snapshot: ClusterSnapshot | None = field(default=None, repr=False)
+
+    async def snapshot(self) -> ClusterSnapshot:
+        """The Deployment now (fetched once per gate run); raises ClusterError."""
+        if self._snapshot is None:
+            self._snapshot = await self.cluster.snapshot(
+                self.request.namespace, self.request.deployment
+            )
+        return self._snapshot
+
+    @property
+    def fetched_snapshot(self) -> ClusterSnapshot | None:
+        return self._snapshot
+
+
+class RuleGate(Protocol):
+    name: str
+
+    async def check(self, ctx: GateContext) -> GateDecision: ...
+
+
+def allow(gate: str, reason: str) -> GateDecision:
+    return GateDecision(gate=gate, allowed=True, reason=reason)
+
+
+def refuse(gate: str, reason: str) -> GateDecision:
+    return GateDecision(gate=gate, allowed=False, reason=reason)

@@ -1,0 +1,53 @@
+"""Blast radius: how much one click may change, judged on the live Deployment."""
+
+from __future__ import annotations
+
+from gates.cluster import ClusterError, DeploymentNotFound
+from gates.model import GateDecision
+from gates.rules.base import GateContext, allow, refuse
+
+
+class BlastRadiusGate:
+    name = "blast_radius"
+
+    async def check(self, ctx: GateContext) -> GateDecision:
+        r, p = ctx.request, ctx.policy
+        try:
+            now = await ctx.snapshot()
+        except DeploymentNotFound:
+            return refuse(self.name, f"deployment {r.target} does not exist")
+        except ClusterError as exc:
+            return refuse(self.name, f"cannot read {r.target}: {exc}")
+        if r.action == "scale":
+            assert r.replicas is not None  # validation ran first
+            if r.replicas == 0:
+                return refuse(self.name, "scaling to 0 takes the service down; not from chat")
+            if r.replicas > p.max_replicas:
+                return refuse(
+                    self.name, f"{r.replicas} replicas exceeds MAX_REPLICAS ({p.max_replicas})"
+                )
+            ceiling = max(1, now.replicas) * p.max_scale_factor
+            if r.replicas > ceiling:
+                return refuse(
+                    self.name,
+                    f"{now.replicas} → {r.replicas} is more than {p.max_scale_factor:g}× the current "
+                    "replicas (MAX_SCALE_FACTOR)",
+                )
+            return allow(self.name, f"{now.replicas} → {r.replicas} replicas")
+        if now.paused:
+            return refuse(self.name, f"{r.target} is paused; a rollback would not roll out")
+        target = (
+            next((v for v in now.revisions if v.revision == r.to_revision), None)
+            if r.to_revision
+            else now.previous_revision()
+        )
+        if target is None:
+            wanted = f"revision {r.to_revision}" if r.to_revision else "a previous revision"
+            return refuse(self.name, f"{r.target} has no {wanted} to roll back to")
+        if target.revision == now.current_revision or target.images == now.images:
+            return refuse(self.name, f"{r.target} already runs revision {target.revision}'s images")
+        return allow(
+            self.name,
+            f"revision {now.current_revision} ({', '.join(now.images)}) → "
+            f"{target.revision} ({', '.join(target.images)})",
+        )

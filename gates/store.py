@@ -1,0 +1,194 @@
+"""ActionRequests in Redis: atomic compare-and-set transitions and the audit stream.
+
+Each request is a hash {doc, status, version}. A transition reads the request, checks the
+state machine, and writes the new document with a Lua script that succeeds only if the
+version is still the one read, appending the audit entry in the same atomic step. Of many
+replicas racing on one request, exactly one wins; the others see the new status.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from gates.model import ActionRequest, Status, Transition, check_transition
+
+AUDIT_MAXLEN = 100_000
+RETENTION_S = 30 * 24 * 3600  # requests are kept 30 days; the audit stream keeps the rest
+
+_CREATE = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'doc', ARGV[1], 'status', ARGV[2], 'version', ARGV[3])
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', unpack(cjson.decode(ARGV[6])))
+return 1
+"""
+
+_TRANSITION = """
+if redis.call('HGET', KEYS[1], 'version') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'doc', ARGV[2], 'status', ARGV[3], 'version', ARGV[4])
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', unpack(cjson.decode(ARGV[7])))
+return 1
+"""
+
+
+class RequestNotFound(Exception):
+    pass
+
+
+class TransitionConflict(Exception):
+    """Someone else moved the request first; `current` is what they left."""
+
+    def __init__(self, current: ActionRequest) -> None:
+        super().__init__(f"{current.id} is already {current.status}")
+        self.current = current
+
+
+def _flat(fields: dict[str, str]) -> str:
+    return json.dumps([item for pair in fields.items() for item in pair])
+
+
+class ActionStore:
+    def __init__(self, redis: aioredis.Redis, prefix: str = "tracegate") -> None:
+        self.redis = redis
+        self.prefix = prefix
+        self.audit_stream = f"{prefix}:audit"
+        self._create = redis.register_script(_CREATE)
+        self._transition = redis.register_script(_TRANSITION)
+
+    def key(self, request_id: str) -> str:
+        return f"{self.prefix}:action:{request_id}"
+
+    def _audit_fields(
+        self, request: ActionRequest, event: str, actor: str, from_status: str, note: str
+    ) -> dict[str, str]:
+        return {
+            "event": event,
+            "request_id": request.id,
+            "action": request.action,
+            "target": request.target,
+            "from": from_status,
+            "to": request.status,
+            "actor": actor,
+            "note": note[:500],
+            "at": f"{time.time():.3f}",
+        }
+
+    async def create(self, request: ActionRequest) -> None:
+        fields = self._audit_fields(request, "created", request.requester, "", request.reason)
+        created = await self._create(
+            keys=[self.key(request.id), self.audit_stream],
+            args=[
+                request.model_dump_json(),
+                request.status,
+                request.version,
+                RETENTION_S,
+                AUDIT_MAXLEN,
+                _flat(fields),
+            ],
+        )
+        if not created:
+            raise ValueError(f"request {request.id} already exists")
+        await self.redis.zadd(
+            f"{self.prefix}:actions:thread:{request.thread_key}", {request.id: request.created_at}
+        )
+
+    async def get(self, request_id: str) -> ActionRequest:
+        doc = await self.redis.hget(self.key(request_id), "doc")
+        if doc is None:
+            raise RequestNotFound(f"no action request {request_id!r}")
+        return ActionRequest.model_validate_json(doc)
+
+    async def for_thread(self, thread_key: str) -> list[ActionRequest]:
+        ids = await self.redis.zrange(f"{self.prefix}:actions:thread:{thread_key}", 0, -1)
+        found = []
+        for raw in ids:
+            try:
+                found.append(await self.get(raw.decode() if isinstance(raw, bytes) else raw))
+            except RequestNotFound:
+                continue  # expired by retention
+        return found
+
+    async def transition(
+        self,
+        request_id: str,
+        to: Status,
+        actor: str,
+        note: str = "",
+        *,
+        expect: Status | None = None,
+        **changes: Any,
+    ) -> ActionRequest:
+        """Move the request to `to` (from `expect`, if given), atomically, and audit it.
+
+        Raises TransitionConflict when the request is not (or no longer) in `expect`, and
+        IllegalTransition when the state machine forbids the move.
+        """
+        while True:
+            current = await self.get(request_id)
+            if expect is not None and current.status != expect:
+                raise TransitionConflict(current)
+            check_transition(current.status, to)
+            step = Transition(
+                from_status=current.status, to_status=to, at=time.time(), actor=actor, note=note
+            )
+            updated = current.model_copy(
+                update={
+                    **changes,
+                    "status": to,
+                    "version": current.version + 1,
+                    "history": [*current.history, step],
+                }
+            )
+            fields = self._audit_fields(updated, "transition", actor, current.status, note)
+            stored = await self._transition(
+                keys=[self.key(request_id), self.audit_stream],
+                args=[
+                    current.version,
+                    updated.model_dump_json(),
+                    to,
+                    updated.version,
+                    RETENTION_S,
+                    AUDIT_MAXLEN,
+                    _flat(fields),
+                ],
+            )
+            if stored:
+                return updated
+            # Lost the race: read again; the status check above decides what that means.
+
+    async def audit(self, request: ActionRequest, event: str, actor: str, note: str) -> None:
+        """An audit entry that is not a transition (e.g. a refused approval)."""
+        fields = self._audit_fields(request, event, actor, request.status, note)
+        await self.redis.xadd(self.audit_stream, fields, maxlen=AUDIT_MAXLEN, approximate=True)  # type: ignore[arg-type]
+
+    async def audit_entries(self, request_id: str | None = None) -> list[dict[str, str]]:
+        entries = await self.redis.xrange(self.audit_stream)
+        decoded = [
+            {
+                (k.decode() if isinstance(k, bytes) else k): (
+                    v.decode() if isinstance(v, bytes) else v
+                )
+                for k, v in fields.items()
+            }
+            for _, fields in entries
+        ]
+        return [e for e in decoded if request_id is None or e["request_id"] == request_id]
+
+    # --- the duplicate gate's index: one live request per (incident, fingerprint) ----
+    async def remember_fingerprint(self, request: ActionRequest) -> None:
+        key = f"{self.prefix}:fingerprint:{request.thread_key}:{request.fingerprint}"
+        await self.redis.set(key, request.id, ex=RETENTION_S)
+
+    async def by_fingerprint(self, thread_key: str, fp: str) -> ActionRequest | None:
+        found = await self.redis.get(f"{self.prefix}:fingerprint:{thread_key}:{fp}")
+        if found is None:
+            return None
+        try:
+            return await self.get(found.decode() if isinstance(found, bytes) else found)
+        except RequestNotFound:
+            return None

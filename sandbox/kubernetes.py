@@ -1,0 +1,474 @@
+"""A Kubernetes API simulator: Deployments, their ReplicaSets, the scale subresource.
+
+Enough of apps/v1 for kubectl-style rollbacks and scaling through a real client:
+- GET/PATCH deployments (JSON Patch, merge patch, strategic merge treated as merge patch),
+  GET/PATCH/PUT `deployments/<name>/scale` (autoscaling/v1 Scale);
+- GET replicasets with `labelSelector` (equality terms);
+- `dryRun=All` validates and answers as if stored, but stores nothing;
+- every stored write bumps `metadata.resourceVersion`; a patch carrying a stale
+  resourceVersion (or a failing JSON Patch `test`) is 409 Conflict;
+- a template change behaves like the deployment controller: the ReplicaSet with that
+  template (ignoring `pod-template-hash`) becomes the newest revision, or a new one is made;
+- injectable faults: latency, a status for matching requests (403, 500, ...).
+
+`writes` lists every stored (not dry-run) change, so tests can count executions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import hashlib
+import itertools
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from sandbox.server import SimulatorServer
+
+REVISION = "deployment.kubernetes.io/revision"
+HASH_LABEL = "pod-template-hash"
+_APPS = "/apis/apps/v1/namespaces/{ns}"
+
+
+@dataclass
+class KubeFaults:
+    latency_s: float = 0.0
+    status: int | None = None  # answer matching requests with this status
+    methods: tuple[str, ...] = ("GET", "PATCH", "PUT")
+    path_contains: str = ""
+
+
+@dataclass
+class KubeWrite:
+    method: str
+    path: str
+    content_type: str
+    body: Any
+
+
+def _status(code: int, reason: str, message: str) -> web.Response:
+    body = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    return web.json_response(body, status=code)
+
+
+def template_hash(template: dict[str, Any]) -> str:
+    stripped = copy.deepcopy(template)
+    stripped.get("metadata", {}).get("labels", {}).pop(HASH_LABEL, None)
+    return hashlib.sha256(json.dumps(stripped, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def _without_hash(template: dict[str, Any]) -> dict[str, Any]:
+    stripped = copy.deepcopy(template)
+    stripped.get("metadata", {}).get("labels", {}).pop(HASH_LABEL, None)
+    return stripped
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+class PatchConflict(Exception):
+    pass
+
+
+def json_patch(document: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
+    """RFC 6902 for add/replace/remove/test on object paths."""
+    doc = copy.deepcopy(document)
+    for op in ops:
+        parts = [p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]]
+        parent = doc
+        for part in parts[:-1]:
+            parent = parent.setdefault(part, {})
+        last = parts[-1]
+        kind = op["op"]
+        if kind == "test":
+            if parent.get(last) != op["value"]:
+                raise PatchConflict(f"test failed at {op['path']}")
+        elif kind in ("add", "replace"):
+            if kind == "replace" and last not in parent:
+                raise ValueError(f"replace: {op['path']} does not exist")
+            parent[last] = copy.deepcopy(op["value"])
+        elif kind == "remove":
+            if last not in parent:
+                raise ValueError(f"remove: {op['path']} does not exist")
+            del parent[last]
+        else:
+            raise ValueError(f"unsupported JSON Patch op {kind!r}")
+    return doc
+
+
+@dataclass
+class KubernetesSimulator(SimulatorServer):
+    faults: KubeFaults = field(default_factory=KubeFaults)
+    writes: list[KubeWrite] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        super().__init__()
+        self.deployments: dict[tuple[str, str], dict[str, Any]] = {}
+        self.replicasets: dict[tuple[str, str], dict[str, Any]] = {}
+        self._versions = itertools.count(1000)
+
+    # --- fixtures -------------------------------------------------------------------
+    def _bump(self, obj: dict[str, Any]) -> None:
+        obj["metadata"]["resourceVersion"] = str(next(self._versions))
+
+    def add_deployment(
+        self,
+        namespace: str,
+        name: str,
+        images: list[str],
+        replicas: int = 3,
+        paused: bool = False,
+        change_causes: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """A Deployment whose revisions 1..N ran `images` in order (the last is current)."""
+        uid = str(uuid.uuid4())
+        labels = {"app": name}
+        causes = change_causes or [f"deploy {image.rsplit(':', 1)[-1]}" for image in images]
+        start = time.time() - 3600 * len(images)
+        for revision, (image, cause) in enumerate(zip(images, causes, strict=True), start=1):
+            template = {
+                "metadata": {"labels": dict(labels)},
+                "spec": {"containers": [{"name": name, "image": image}]},
+            }
+            pod_hash = template_hash(template)
+            template["metadata"]["labels"][HASH_LABEL] = pod_hash
+            created = time.strftime(
+                "%Y-%m-%dT%H:%M:%SZ", time.gmtime(start + 3600 * (revision - 1))
+            )
+            rs = {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "metadata": {
+                    "name": f"{name}-{pod_hash}",
+                    "namespace": namespace,
+                    "uid": str(uuid.uuid4()),
+                    "labels": {**labels, HASH_LABEL: pod_hash},
+                    "annotations": {
+                        REVISION: str(revision),
+                        "kubernetes.io/change-cause": cause,
+                        "deployment.kubernetes.io/desired-replicas": str(replicas),
+                    },
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "apps/v1",
+                            "kind": "Deployment",
+                            "name": name,
+                            "uid": uid,
+                            "controller": True,
+                        }
+                    ],
+                    "creationTimestamp": created,
+                },
+                "spec": {
+                    "replicas": replicas if revision == len(images) else 0,
+                    "selector": {"matchLabels": {**labels, HASH_LABEL: pod_hash}},
+                    "template": template,
+                },
+                "status": {"replicas": replicas if revision == len(images) else 0},
+            }
+            self._bump(rs)
+            self.replicasets[(namespace, rs["metadata"]["name"])] = rs
+        current = self._current_rs(namespace, uid)
+        deployment = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "uid": uid,
+                "generation": len(images),
+                "labels": dict(labels),
+                "annotations": {
+                    REVISION: str(len(images)),
+                    "kubernetes.io/change-cause": causes[-1],
+                },
+                "creationTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start)),
+            },
+            "spec": {
+                "replicas": replicas,
+                "paused": paused,
+                "selector": {"matchLabels": dict(labels)},
+                "template": _without_hash(current["spec"]["template"]),
+            },
+            "status": {},
+        }
+        self._settle(deployment)
+        self._bump(deployment)
+        self.deployments[(namespace, name)] = deployment
+        return deployment
+
+    def _owned(self, namespace: str, uid: str) -> list[dict[str, Any]]:
+        return [
+            rs
+            for (ns, _), rs in self.replicasets.items()
+            if ns == namespace
+            and any(o.get("uid") == uid for o in rs["metadata"].get("ownerReferences", []))
+        ]
+
+    def _current_rs(self, namespace: str, uid: str) -> dict[str, Any]:
+        return max(
+            self._owned(namespace, uid),
+            key=lambda rs: int(rs["metadata"]["annotations"][REVISION]),
+        )
+
+    def _settle(self, deployment: dict[str, Any]) -> None:
+        replicas = deployment["spec"]["replicas"]
+        deployment["status"] = {
+            "observedGeneration": deployment["metadata"]["generation"],
+            "replicas": replicas,
+            "updatedReplicas": replicas,
+            "readyReplicas": replicas,
+            "availableReplicas": replicas,
+        }
+
+    def _roll(self, before: dict[str, Any], after: dict[str, Any]) -> None:
+        """What the deployment controller does when the pod template changes."""
+        namespace, uid = after["metadata"]["namespace"], after["metadata"]["uid"]
+        owned = self._owned(namespace, uid)
+        top = max(int(rs["metadata"]["annotations"][REVISION]) for rs in owned)
+        wanted = _without_hash(after["spec"]["template"])
+        match = next((rs for rs in owned if _without_hash(rs["spec"]["template"]) == wanted), None)
+        if match is None:
+            pod_hash = template_hash(wanted)
+            template = copy.deepcopy(wanted)
+            template.setdefault("metadata", {}).setdefault("labels", {})[HASH_LABEL] = pod_hash
+            match = {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "metadata": {
+                    "name": f"{after['metadata']['name']}-{pod_hash}",
+                    "namespace": namespace,
+                    "uid": str(uuid.uuid4()),
+                    "labels": dict(template["metadata"]["labels"]),
+                    "annotations": {},
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "apps/v1",
+                            "kind": "Deployment",
+                            "name": after["metadata"]["name"],
+                            "uid": uid,
+                            "controller": True,
+                        }
+                    ],
+                },
+                "spec": {
+                    "replicas": 0,
+                    "selector": {"matchLabels": dict(template["metadata"]["labels"])},
+                    "template": template,
+                },
+                "status": {"replicas": 0},
+            }
+            self.replicasets[(namespace, match["metadata"]["name"])] = match
+        for rs in owned:
+            rs["spec"]["replicas"] = 0
+            rs["status"]["replicas"] = 0
+            self._bump(rs)
+        match["metadata"]["annotations"][REVISION] = str(top + 1)
+        match["spec"]["replicas"] = after["spec"]["replicas"]
+        match["status"]["replicas"] = after["spec"]["replicas"]
+        self._bump(match)
+        after["metadata"]["annotations"][REVISION] = str(top + 1)
+
+    # --- HTTP -----------------------------------------------------------------------
+    def routes(self, app: web.Application) -> None:
+        app.middlewares.append(self._middleware)
+        base = _APPS
+        app.router.add_get(base + "/deployments/{name}", self._get_deployment)
+        app.router.add_patch(base + "/deployments/{name}", self._patch_deployment)
+        app.router.add_get(base + "/deployments/{name}/scale", self._get_scale)
+        app.router.add_patch(base + "/deployments/{name}/scale", self._patch_scale)
+        app.router.add_put(base + "/deployments/{name}/scale", self._put_scale)
+        app.router.add_get(base + "/replicasets", self._list_replicasets)
+
+    @web.middleware
+    async def _middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        if self.faults.latency_s:
+            await asyncio.sleep(self.faults.latency_s)
+        fault = self.faults
+        if (
+            fault.status is not None
+            and request.method in fault.methods
+            and fault.path_contains in request.path
+        ):
+            reason = {403: "Forbidden", 404: "NotFound", 409: "Conflict"}.get(
+                fault.status, "InternalError"
+            )
+            return _status(fault.status, reason, f"injected {fault.status} for {request.path}")
+        response: web.StreamResponse = await handler(request)
+        return response
+
+    def _find(self, request: web.Request) -> dict[str, Any] | web.Response:
+        ns, name = request.match_info["ns"], request.match_info["name"]
+        found = self.deployments.get((ns, name))
+        if found is None:
+            return _status(404, "NotFound", f'deployments.apps "{name}" not found')
+        return found
+
+    async def _get_deployment(self, request: web.Request) -> web.Response:
+        found = self._find(request)
+        return found if isinstance(found, web.Response) else web.json_response(found)
+
+    def _scale_of(self, deployment: dict[str, Any]) -> dict[str, Any]:
+        meta = deployment["metadata"]
+        return {
+            "apiVersion": "autoscaling/v1",
+            "kind": "Scale",
+            "metadata": {
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta["uid"],
+                "resourceVersion": meta["resourceVersion"],
+            },
+            "spec": {"replicas": deployment["spec"]["replicas"]},
+            "status": {
+                "replicas": deployment["status"].get("replicas", 0),
+                "selector": ",".join(
+                    f"{k}={v}" for k, v in deployment["spec"]["selector"]["matchLabels"].items()
+                ),
+            },
+        }
+
+    async def _get_scale(self, request: web.Request) -> web.Response:
+        found = self._find(request)
+        return (
+            found if isinstance(found, web.Response) else web.json_response(self._scale_of(found))
+        )
+
+    async def _apply(
+        self, request: web.Request, current: dict[str, Any], updated: dict[str, Any]
+    ) -> web.Response | None:
+        """Validate and (unless dry run) store `updated`; None on success."""
+        sent_version = updated["metadata"].get("resourceVersion")
+        if sent_version is not None and sent_version != current["metadata"]["resourceVersion"]:
+            return _status(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on deployments.apps "{current["metadata"]["name"]}":'
+                " the object has been modified; please apply your changes to the latest version",
+            )
+        replicas = updated["spec"].get("replicas")
+        if not isinstance(replicas, int) or replicas < 0:
+            return _status(422, "Invalid", f"spec.replicas: Invalid value: {replicas!r}")
+        if request.query.get("dryRun") == "All":
+            return None
+        body = await request.text()
+        self.writes.append(
+            KubeWrite(request.method, request.path, request.content_type, json.loads(body))
+        )
+        if updated["spec"]["template"] != current["spec"]["template"]:
+            updated["metadata"]["generation"] = current["metadata"]["generation"] + 1
+            self._roll(current, updated)
+        self._settle(updated)
+        self._bump(updated)
+        ns, name = current["metadata"]["namespace"], current["metadata"]["name"]
+        self.deployments[(ns, name)] = updated
+        return None
+
+    async def _patch_deployment(self, request: web.Request) -> web.Response:
+        found = self._find(request)
+        if isinstance(found, web.Response):
+            return found
+        patch = await request.json()
+        try:
+            if request.content_type == "application/json-patch+json":
+                updated = json_patch(found, patch)
+            elif request.content_type in (
+                "application/merge-patch+json",
+                "application/strategic-merge-patch+json",
+            ):
+                updated = merge_patch(found, patch)
+            else:
+                return _status(415, "UnsupportedMediaType", f"{request.content_type}")
+        except PatchConflict as exc:
+            return _status(409, "Conflict", str(exc))
+        except (ValueError, KeyError, TypeError) as exc:
+            return _status(422, "Invalid", str(exc))
+        if updated["metadata"].get("resourceVersion") == found["metadata"]["resourceVersion"]:
+            updated["metadata"].pop("resourceVersion")  # unchanged: not a precondition
+        error = await self._apply(request, found, updated)
+        if error is not None:
+            return error
+        stored = self.deployments[(found["metadata"]["namespace"], found["metadata"]["name"])]
+        return web.json_response(updated if request.query.get("dryRun") else stored)
+
+    async def _write_scale(self, request: web.Request, scale: dict[str, Any]) -> web.Response:
+        found = self._find(request)
+        if isinstance(found, web.Response):
+            return found
+        updated = copy.deepcopy(found)
+        updated["metadata"].pop("resourceVersion")
+        version = scale.get("metadata", {}).get("resourceVersion")
+        if version is not None:
+            updated["metadata"]["resourceVersion"] = version
+        updated["spec"]["replicas"] = scale.get("spec", {}).get("replicas")
+        error = await self._apply(request, found, updated)
+        if error is not None:
+            return error
+        if request.query.get("dryRun") == "All":
+            updated["metadata"]["resourceVersion"] = found["metadata"]["resourceVersion"]
+            return web.json_response(self._scale_of(updated))
+        ns, name = found["metadata"]["namespace"], found["metadata"]["name"]
+        return web.json_response(self._scale_of(self.deployments[(ns, name)]))
+
+    async def _patch_scale(self, request: web.Request) -> web.Response:
+        if request.content_type == "application/json-patch+json":
+            return _status(415, "UnsupportedMediaType", "use a merge patch for scale")
+        found = self._find(request)
+        if isinstance(found, web.Response):
+            return found
+        return await self._write_scale(
+            request, merge_patch(self._scale_of(found), await request.json())
+        )
+
+    async def _put_scale(self, request: web.Request) -> web.Response:
+        return await self._write_scale(request, await request.json())
+
+    async def _list_replicasets(self, request: web.Request) -> web.Response:
+        namespace = request.match_info["ns"]
+        wanted: list[tuple[str, str, bool]] = []
+        for term in filter(None, request.query.get("labelSelector", "").split(",")):
+            if "!=" in term:
+                key, value = term.split("!=", 1)
+                wanted.append((key.strip(), value.strip(), False))
+            else:
+                key, value = term.replace("==", "=").split("=", 1)
+                wanted.append((key.strip(), value.strip(), True))
+        items = [
+            rs
+            for (ns, _), rs in sorted(self.replicasets.items())
+            if ns == namespace
+            and all(
+                (rs["metadata"].get("labels", {}).get(k) == v) == equal for k, v, equal in wanted
+            )
+        ]
+        return web.json_response(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSetList",
+                "metadata": {"resourceVersion": str(next(self._versions))},
+                "items": items,
+            }
+        )

@@ -1,0 +1,104 @@
+"""Fixtures for the action floor: the Kubernetes simulator behind a kubeconfig, the pipeline."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from gates.breaker import CircuitBreaker
+from gates.cluster import KubernetesCluster
+from gates.config import ActionPolicy
+from gates.judge import ActionJudge
+from gates.pipeline import ActionPipeline
+from gates.store import ActionStore
+from graph.config import ModelSpec
+from graph.model import make_chat_model
+from sandbox import Reply
+from sandbox.kubernetes import KubernetesSimulator
+
+APPROVER = "U_APPROVER"
+SECOND_APPROVER = "U_SECOND"
+REQUESTER = "U_ONCALL"
+OUTSIDER = "U_OUTSIDER"
+SAFE = Reply.json({"safe_to_proceed": True, "reason": "the errors started with revision 42"})
+
+
+def write_kubeconfig(path: Path, server: str) -> Path:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "sim", "cluster": {"server": server}}],
+        "users": [{"name": "sim", "user": {"token": "sandbox-token"}}],
+        "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "sim"}}],
+        "current-context": "sim",
+    }
+    path.write_text(json.dumps(config))
+    return path
+
+
+@pytest.fixture
+async def kube() -> AsyncIterator[KubernetesSimulator]:
+    async with KubernetesSimulator() as sim:
+        sim.add_deployment(
+            "shop",
+            "payment-api",
+            ["registry/payment-api:1.40.0", "registry/payment-api:1.41.3", "registry/payment-api:1.42.0"],
+            replicas=4,
+        )
+        sim.add_deployment("shop", "fresh-svc", ["registry/fresh:1.0.0"], replicas=2)
+        sim.add_deployment("shop", "frozen-svc", ["registry/frozen:1", "registry/frozen:2"], paused=True)
+        sim.add_deployment("kube-system", "coredns", ["coredns:1.11", "coredns:1.12"])
+        sim.add_deployment("billing", "ledger", ["ledger:1", "ledger:2"])
+        yield sim
+
+
+@pytest.fixture
+async def cluster(kube: KubernetesSimulator, tmp_path: Path) -> AsyncIterator[KubernetesCluster]:
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", kube.url)
+    connected = await KubernetesCluster.connect(str(kubeconfig), timeout_s=2.0)
+    yield connected
+    await connected.close()
+
+
+@pytest.fixture
+async def redis_client(redis_url: str) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.from_url(redis_url)
+    yield client
+    await client.aclose()
+
+
+PipelineFactory = Callable[..., ActionPipeline]
+
+
+@pytest.fixture
+def pipeline_for(
+    redis_client: aioredis.Redis, cluster: KubernetesCluster, model_spec: ModelSpec
+) -> PipelineFactory:
+    """A pipeline on a private Redis prefix; keyword arguments override ActionPolicy."""
+    prefix = f"test-{uuid.uuid4().hex[:8]}"
+
+    def build(**policy: Any) -> ActionPipeline:
+        settings = {"actions_enabled": True, "approvers": frozenset({APPROVER, SECOND_APPROVER})}
+        settings.update(policy)
+        action_policy = ActionPolicy(**settings)
+        judge = ActionJudge(make_chat_model(model_spec), action_policy.judge_fail_mode)
+        return ActionPipeline(
+            ActionStore(redis_client, prefix),
+            cluster,
+            CircuitBreaker(redis_client, action_policy, prefix),
+            judge,
+            action_policy,
+        )
+
+    return build
+
+
+@pytest.fixture
+def pipeline(pipeline_for: PipelineFactory) -> ActionPipeline:
+    return pipeline_for()
