@@ -11,9 +11,11 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from bot.runtime import open_runtime
 from bot.settings import Settings, SettingsError, load_settings
+from gates.cluster import ClusterError
 from graph.config import ConfigError
-from graph.runner import InvestigationResult, open_investigator
+from graph.runner import InvestigationResult
 
 
 def _configure_logging(level: str) -> None:
@@ -32,14 +34,8 @@ async def _investigate(settings: Settings, args: argparse.Namespace) -> Investig
             details = {k: v for k, v in event.items() if k not in ("type", "at_ms")}
             print(f"… {event['type']} {json.dumps(details)}", file=sys.stderr)
 
-    async with open_investigator(
-        settings.model_spec(),
-        settings.tempo_spec(),
-        settings.graph_limits(),
-        settings.redis_url,
-        settings.checkpoint_ttl_minutes,
-    ) as investigator:
-        return await investigator.investigate(
+    async with open_runtime(settings) as runtime:
+        return await runtime.investigator.investigate(
             args.thread, args.question, args.user, on_progress=progress
         )
 
@@ -87,6 +83,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = asyncio.run(_investigate(settings, args))
     except (SettingsError, ConfigError) as exc:
         print(f"tracegate: configuration error\n{exc}", file=sys.stderr)
+        return 2
+    except ClusterError as exc:
+        print(f"tracegate: cannot use the Kubernetes API (KUBECONFIG): {exc}", file=sys.stderr)
         return 2
     _print_result(result, args.json)
     return 1 if result.status == "failed" else 0

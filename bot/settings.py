@@ -5,11 +5,13 @@ Errors name the variable to fix. The README's settings table mirrors this class.
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from gates.config import ActionPolicy
 from graph.config import GraphLimits, ModelSpec, TempoSpec
 
 
@@ -39,8 +41,68 @@ class Settings(BaseSettings):
     trace_max_revisions: int = 2
     trace_verify_concurrency: int = 8
     question_max_chars: int = 8000
+    # Kubernetes actions
+    kubeconfig: str | None = None
+    kube_timeout: float = Field(default=10.0, gt=0)
+    actions_enabled: bool = False
+    allowed_namespaces: str = ""
+    protected_namespaces: str = "kube-system,kube-public,kube-node-lease"
+    protected_deployments: str = ""
+    max_scale_factor: float = Field(default=10.0, gt=1)
+    max_replicas: int = Field(default=50, ge=1)
+    breaker_failure_threshold: int = Field(default=3, ge=1)
+    breaker_window_minutes: int = Field(default=30, ge=1)
+    breaker_max_actions_per_target: int = Field(default=3, ge=1)
+    breaker_max_actions_global: int = Field(default=10, ge=1)
+    approval_ttl: str = "15m"
+    action_approvers: str = ""
+    action_approver_group: str | None = None
+    allow_self_approval: bool = False
+    judge_fail_mode: Literal["closed", "open"] = "closed"
+    judge_model: str | None = None  # default: LLM_MODEL
     # Logging
     log_level: str = "INFO"
+
+    @field_validator("approval_ttl")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        parse_duration(value)
+        return value
+
+    @field_validator("protected_deployments")
+    @classmethod
+    def _targets(cls, value: str) -> str:
+        for entry in _split(value):
+            if entry.count("/") != 1 or not all(entry.split("/")):
+                raise ValueError(f"entry {entry!r} is not namespace/name")
+        return value
+
+    @property
+    def kubernetes_configured(self) -> bool:
+        return bool(self.kubeconfig) or "KUBERNETES_SERVICE_HOST" in os.environ
+
+    def judge_spec(self) -> ModelSpec:
+        return self.model_spec().model_copy(update={"model": self.judge_model or self.llm_model})
+
+    def action_policy(self) -> ActionPolicy:
+        return ActionPolicy(
+            actions_enabled=self.actions_enabled,
+            allowed_namespaces=frozenset(_split(self.allowed_namespaces)),
+            protected_namespaces=frozenset(_split(self.protected_namespaces)),
+            protected_deployments=frozenset(_split(self.protected_deployments)),
+            max_scale_factor=self.max_scale_factor,
+            max_replicas=self.max_replicas,
+            breaker_failure_threshold=self.breaker_failure_threshold,
+            breaker_window_s=self.breaker_window_minutes * 60,
+            breaker_max_per_target=self.breaker_max_actions_per_target,
+            breaker_max_global=self.breaker_max_actions_global,
+            approval_ttl_s=parse_duration(self.approval_ttl),
+            approvers=frozenset(_split(self.action_approvers)),
+            approver_group=self.action_approver_group or None,
+            allow_self_approval=self.allow_self_approval,
+            judge_fail_mode=self.judge_fail_mode,
+            kube_timeout_s=self.kube_timeout,
+        )
 
     def model_spec(self) -> ModelSpec:
         return ModelSpec(
@@ -68,6 +130,23 @@ class Settings(BaseSettings):
         )
 
 
+def _split(value: str) -> list[str]:
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+def parse_duration(value: str) -> int:
+    """Seconds from `900`, `900s`, `15m` or `1h`."""
+    text = value.strip().lower()
+    unit = _UNITS.get(text[-1:])
+    number = text[:-1] if unit else text
+    if not number.isdigit() or int(number) == 0:
+        raise ValueError(f"{value!r} is not a duration like 900, 900s, 15m or 1h")
+    return int(number) * (unit or 1)
+
+
 def describe(exc: ValidationError) -> str:
     lines = []
     for error in exc.errors():
@@ -82,6 +161,7 @@ def load_settings(**overrides: Any) -> Settings:
     try:
         settings = Settings(**overrides)
         settings.graph_limits()
+        settings.action_policy()
     except ValidationError as exc:
         raise SettingsError(describe(exc)) from None
     return settings

@@ -27,7 +27,9 @@ class BreakerState(BaseModel):
 
 
 class CircuitBreaker:
-    def __init__(self, redis: aioredis.Redis, policy: ActionPolicy, prefix: str = "tracegate") -> None:
+    def __init__(
+        self, redis: aioredis.Redis, policy: ActionPolicy, prefix: str = "tracegate"
+    ) -> None:
         self.redis = redis
         self.policy = policy
         self.prefix = f"{prefix}:breaker"

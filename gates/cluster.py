@@ -48,7 +48,7 @@ class NothingToUndo(ClusterError):
 
 def _api_message(exc: ApiException) -> str:
     try:
-        body = json.loads(exc.body)
+        body = json.loads(exc.body or b"")
         return f"HTTP {exc.status}: {body.get('message', exc.reason)}"
     except (TypeError, ValueError):
         return f"HTTP {exc.status}: {exc.reason}"
@@ -76,7 +76,7 @@ class KubernetesCluster:
                 config_file=kubeconfig, client_configuration=configuration
             )
         else:
-            config.load_incluster_config(client_configuration=configuration)
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         return cls(client.ApiClient(configuration), timeout_s)
 
     async def close(self) -> None:
@@ -153,10 +153,10 @@ class KubernetesCluster:
         self, namespace: str, name: str, replicas: int, resource_version: str, dry_run: bool
     ) -> str:
         body = {"metadata": {"resourceVersion": resource_version}, "spec": {"replicas": replicas}}
+        scale = self._apps.patch_namespaced_deployment_scale
+        # dryRun=All: the API server validates and admits the change, and stores nothing.
         await self._call(
-            self._apps.patch_namespaced_deployment_scale(
-                name, namespace, body, dry_run="All" if dry_run else None
-            )
+            scale(name, namespace, body, dry_run="All") if dry_run else scale(name, namespace, body)
         )
         verb = "would scale" if dry_run else "scaled"
         return f"{verb} {namespace}/{name} to {replicas} replicas"
@@ -204,10 +204,11 @@ class KubernetesCluster:
             {"op": "replace", "path": "/spec/template", "value": template},
             {"op": "replace", "path": "/metadata/annotations", "value": annotations},
         ]
+        apply = self._apps.patch_namespaced_deployment
         await self._call(
-            self._apps.patch_namespaced_deployment(
-                name, namespace, patch, dry_run="All" if dry_run else None
-            )
+            apply(name, namespace, patch, dry_run="All")
+            if dry_run
+            else apply(name, namespace, patch)
         )
         images = ", ".join(c.get("image", "") for c in template["spec"]["containers"])
         verb = "would roll back" if dry_run else "rolled back"

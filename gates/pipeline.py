@@ -195,9 +195,13 @@ class ActionPipeline:
         decisions = await self._run_rule_gates(ctx)
         refused = next((d for d in decisions if not d.allowed), None)
         fresh = ctx.fetched_snapshot
-        if refused is None and fresh is not None and request.snapshot is not None:
-            if fresh.resource_version != request.snapshot.resource_version:
-                refused = GateDecision(gate="snapshot", allowed=False, reason=CHANGED)
+        if (
+            refused is None
+            and fresh is not None
+            and request.snapshot is not None
+            and fresh.resource_version != request.snapshot.resource_version
+        ):
+            refused = GateDecision(gate="snapshot", allowed=False, reason=CHANGED)
         if refused is not None or fresh is None:
             note = f"{refused.gate}: {refused.reason}" if refused else "no cluster state"
             aborted = await self.store.transition(

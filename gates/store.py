@@ -48,6 +48,10 @@ class TransitionConflict(Exception):
         self.current = current
 
 
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def _flat(fields: dict[str, str]) -> str:
     return json.dumps([item for pair in fields.items() for item in pair])
 
@@ -108,7 +112,7 @@ class ActionStore:
         found = []
         for raw in ids:
             try:
-                found.append(await self.get(raw.decode() if isinstance(raw, bytes) else raw))
+                found.append(await self.get(_text(raw)))
             except RequestNotFound:
                 continue  # expired by retention
         return found
@@ -167,16 +171,8 @@ class ActionStore:
         await self.redis.xadd(self.audit_stream, fields, maxlen=AUDIT_MAXLEN, approximate=True)  # type: ignore[arg-type]
 
     async def audit_entries(self, request_id: str | None = None) -> list[dict[str, str]]:
-        entries = await self.redis.xrange(self.audit_stream)
-        decoded = [
-            {
-                (k.decode() if isinstance(k, bytes) else k): (
-                    v.decode() if isinstance(v, bytes) else v
-                )
-                for k, v in fields.items()
-            }
-            for _, fields in entries
-        ]
+        entries = await self.redis.xrange(self.audit_stream) or []
+        decoded = [{_text(k): _text(v) for k, v in (fields or {}).items()} for _, fields in entries]
         return [e for e in decoded if request_id is None or e["request_id"] == request_id]
 
     # --- the duplicate gate's index: one live request per (incident, fingerprint) ----
@@ -189,6 +185,6 @@ class ActionStore:
         if found is None:
             return None
         try:
-            return await self.get(found.decode() if isinstance(found, bytes) else found)
+            return await self.get(_text(found))
         except RequestNotFound:
             return None

@@ -16,11 +16,13 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphRecursionError
 from pydantic import BaseModel, Field
 
+from gates.pipeline import ActionPipeline
 from graph.build import InvestigationGraph, build_graph
 from graph.checkpoint import open_checkpointer
 from graph.config import GraphLimits, ModelSpec, TempoSpec
 from graph.model import make_chat_model
 from graph.state import InvestigationState
+from graph.tools.kubernetes import kubernetes_tools
 from graph.tools.tempo import TempoClient, tempo_tools
 from graph.trace_guard import TraceVerifier, ids_with
 
@@ -46,6 +48,8 @@ class InvestigationResult(BaseModel):
     unverified_trace_ids: list[str] = Field(default_factory=list)
     removed_trace_ids: list[str] = Field(default_factory=list)
     trace_revisions: int = 0
+    # Actions the agent proposed this turn (pending approval or refused), for the bot's cards.
+    action_request_ids: list[str] = Field(default_factory=list)
     duration_s: float = 0.0
     correlation_id: str
     events: list[dict[str, Any]] = Field(default_factory=list)
@@ -101,6 +105,9 @@ class Investigator:
                 thread_id=thread_id,
                 status=status,
                 answer=answer,
+                action_request_ids=[
+                    e["request_id"] for e in events if e["type"] == "action_proposed"
+                ],
                 duration_s=round(time.monotonic() - started, 3),
                 correlation_id=correlation_id,
                 events=events,
@@ -219,12 +226,16 @@ async def open_investigator(
     limits: GraphLimits,
     redis_url: str,
     checkpoint_ttl_minutes: float | None = None,
+    actions: ActionPipeline | None = None,
 ) -> AsyncIterator[Investigator]:
-    """Everything an investigation needs, opened together and closed together."""
+    """Everything an investigation needs, opened together and closed together.
+
+    With `actions`, the agent can read rollout history and propose actions through it.
+    """
     chat_model = make_chat_model(model) if isinstance(model, ModelSpec) else model
     client = TempoClient(tempo)
     try:
-        tools = tempo_tools(client)
+        tools = tempo_tools(client) + (kubernetes_tools(actions) if actions else [])
         verifier = TraceVerifier(client, limits.trace_verify_concurrency)
         async with open_checkpointer(redis_url, checkpoint_ttl_minutes) as saver:
             yield Investigator(build_graph(chat_model, tools, verifier, saver, limits), limits)

@@ -88,7 +88,7 @@ class GeminiRequest:
                 if "text" in part:
                     chunks.append(part["text"])
                 elif "functionResponse" in part:
-                    chunks.append(json.dumps(part["functionResponse"]))
+                    chunks.append(json.dumps(part["functionResponse"], ensure_ascii=False))
         return "\n".join(chunks)
 
     @property

@@ -149,7 +149,7 @@ class KubernetesSimulator(SimulatorServer):
         causes = change_causes or [f"deploy {image.rsplit(':', 1)[-1]}" for image in images]
         start = time.time() - 3600 * len(images)
         for revision, (image, cause) in enumerate(zip(images, causes, strict=True), start=1):
-            template = {
+            template: dict[str, Any] = {
                 "metadata": {"labels": dict(labels)},
                 "spec": {"containers": [{"name": name, "image": image}]},
             }
@@ -158,7 +158,7 @@ class KubernetesSimulator(SimulatorServer):
             created = time.strftime(
                 "%Y-%m-%dT%H:%M:%SZ", time.gmtime(start + 3600 * (revision - 1))
             )
-            rs = {
+            rs: dict[str, Any] = {
                 "apiVersion": "apps/v1",
                 "kind": "ReplicaSet",
                 "metadata": {
@@ -192,7 +192,7 @@ class KubernetesSimulator(SimulatorServer):
             self._bump(rs)
             self.replicasets[(namespace, rs["metadata"]["name"])] = rs
         current = self._current_rs(namespace, uid)
-        deployment = {
+        deployment: dict[str, Any] = {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
             "metadata": {
@@ -317,6 +317,10 @@ class KubernetesSimulator(SimulatorServer):
                 fault.status, "InternalError"
             )
             return _status(fault.status, reason, f"injected {fault.status} for {request.path}")
+        if "dryRun" in request.query and request.query["dryRun"] != "All":
+            return _status(
+                400, "BadRequest", f"dryRun: Unsupported value: {request.query['dryRun']!r}"
+            )
         response: web.StreamResponse = await handler(request)
         return response
 
@@ -363,11 +367,12 @@ class KubernetesSimulator(SimulatorServer):
         """Validate and (unless dry run) store `updated`; None on success."""
         sent_version = updated["metadata"].get("resourceVersion")
         if sent_version is not None and sent_version != current["metadata"]["resourceVersion"]:
+            name = current["metadata"]["name"]
             return _status(
                 409,
                 "Conflict",
-                f'Operation cannot be fulfilled on deployments.apps "{current["metadata"]["name"]}":'
-                " the object has been modified; please apply your changes to the latest version",
+                f'Operation cannot be fulfilled on deployments.apps "{name}": the object has '
+                "been modified; please apply your changes to the latest version",
             )
         replicas = updated["spec"].get("replicas")
         if not isinstance(replicas, int) or replicas < 0:

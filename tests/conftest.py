@@ -89,4 +89,3 @@ def investigator_for(
 async def investigator(investigator_for: OpenInvestigator) -> AsyncIterator[Investigator]:
     async with investigator_for() as opened:
         yield opened
-

@@ -48,11 +48,17 @@ async def kube() -> AsyncIterator[KubernetesSimulator]:
         sim.add_deployment(
             "shop",
             "payment-api",
-            ["registry/payment-api:1.40.0", "registry/payment-api:1.41.3", "registry/payment-api:1.42.0"],
+            [
+                "registry/payment-api:1.40.0",
+                "registry/payment-api:1.41.3",
+                "registry/payment-api:1.42.0",
+            ],
             replicas=4,
         )
         sim.add_deployment("shop", "fresh-svc", ["registry/fresh:1.0.0"], replicas=2)
-        sim.add_deployment("shop", "frozen-svc", ["registry/frozen:1", "registry/frozen:2"], paused=True)
+        sim.add_deployment(
+            "shop", "frozen-svc", ["registry/frozen:1", "registry/frozen:2"], paused=True
+        )
         sim.add_deployment("kube-system", "coredns", ["coredns:1.11", "coredns:1.12"])
         sim.add_deployment("billing", "ledger", ["ledger:1", "ledger:2"])
         yield sim

@@ -20,7 +20,9 @@ from tests.gates_fixtures import (
 THREAD = "T1:C1:1700000000.000100"
 
 
-async def _pending(pipeline: ActionPipeline, gemini: GeminiSimulator, **kwargs: Any) -> ActionRequest:
+async def _pending(
+    pipeline: ActionPipeline, gemini: GeminiSimulator, **kwargs: Any
+) -> ActionRequest:
     gemini.script(SAFE)
     args = {
         "action": "rollout_undo",
@@ -261,8 +263,12 @@ async def test_a_judge_error_refuses_in_closed_mode(
 ) -> None:
     gemini.script(Reply.error(500))
     refused = await pipeline.propose(
-        action="rollout_undo", namespace="shop", deployment="payment-api",
-        thread_key=THREAD, requester=REQUESTER, reason="x",
+        action="rollout_undo",
+        namespace="shop",
+        deployment="payment-api",
+        thread_key=THREAD,
+        requester=REQUESTER,
+        reason="x",
     )
     assert refused.status == "refused"
     assert refused.judge is not None and not refused.judge.available
@@ -274,8 +280,12 @@ async def test_a_judge_error_allows_with_a_warning_in_open_mode(
 ) -> None:
     gemini.script(Reply.text("not json at all"))
     pending = await pipeline_for(judge_fail_mode="open").propose(
-        action="rollout_undo", namespace="shop", deployment="payment-api",
-        thread_key=THREAD, requester=REQUESTER, reason="x",
+        action="rollout_undo",
+        namespace="shop",
+        deployment="payment-api",
+        thread_key=THREAD,
+        requester=REQUESTER,
+        reason="x",
     )
     assert pending.status == "pending_approval"
     assert pending.judge is not None and not pending.judge.available

@@ -38,7 +38,11 @@ def test_the_gates_run_in_the_documented_order() -> None:
     [
         ({"action": "scale", "replicas": 0}, "blast_radius", "scaling to 0"),
         ({"action": "scale", "replicas": 44}, "blast_radius", "more than 10× the current"),
-        ({"action": "scale", "replicas": 60, "deployment": "fresh-svc"}, "blast_radius", "MAX_REPLICAS"),
+        (
+            {"action": "scale", "replicas": 60, "deployment": "fresh-svc"},
+            "blast_radius",
+            "MAX_REPLICAS",
+        ),
         ({"deployment": "*"}, "validation", "is not one named object"),
         ({"deployment": "all"}, "validation", "is not one named object"),
         ({"deployment": "Payment_API"}, "validation", "not a valid DNS-1123 name"),
@@ -104,7 +108,9 @@ async def test_too_many_recent_actions_on_a_target_trip_the_rate_window(
         await pipeline.breaker.record("shop/payment-api", True, f"act-{i}")
     refused = await _propose(pipeline)
     assert refused.refusal is not None
-    assert "3 actions ran on shop/payment-api in the last 30 min (limit 3)" in refused.refusal.reason
+    assert (
+        "3 actions ran on shop/payment-api in the last 30 min (limit 3)" in refused.refusal.reason
+    )
 
 
 async def test_the_same_proposal_twice_in_one_incident_is_refused_as_duplicate(

@@ -4,9 +4,12 @@ import asyncio
 import os
 import sys
 import tempfile
+from pathlib import Path
 
 from sandbox import GeminiSimulator, Reply, TempoSimulator
+from sandbox.kubernetes import KubernetesSimulator
 from sandbox.scenarios import Scenario
+from tests.gates_fixtures import write_kubeconfig
 
 
 async def _tracegate(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
@@ -51,3 +54,29 @@ async def test_investigate_without_tempo_url_exits_2_naming_it(redis_url: str) -
     code, _, err = await _tracegate("investigate", "why?", env=env)
     assert code == 2
     assert "TEMPO_URL: not set" in err
+
+
+async def test_with_a_kubeconfig_the_agent_can_read_rollout_history(
+    gemini: GeminiSimulator,
+    tempo: TempoSimulator,
+    kube: KubernetesSimulator,
+    redis_url: str,
+    tmp_path: Path,
+) -> None:
+    gemini.script(
+        Reply.call("get_rollout_history", namespace="shop", deployment="payment-api"),
+        Reply.text("payment-api moved to 1.42.0 an hour ago."),
+    )
+    env = {
+        "GOOGLE_API_KEY": "sandbox-key",
+        "GEMINI_BASE_URL": gemini.url,
+        "LLM_MAX_RETRIES": "0",
+        "TEMPO_URL": tempo.url,
+        "REDIS_URL": redis_url,
+        "KUBECONFIG": str(write_kubeconfig(tmp_path / "kubeconfig", kube.url)),
+    }
+    code, out, err = await _tracegate("investigate", "what changed?", env=env)
+
+    assert code == 0, err
+    assert "current revision 3 (registry/payment-api:1.42.0)" in gemini.requests[1].text()
+    assert "payment-api moved to 1.42.0 an hour ago." in out

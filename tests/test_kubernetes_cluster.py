@@ -15,7 +15,7 @@ async def test_a_snapshot_shows_replicas_revision_and_history(cluster: Kubernete
 
 
 async def test_a_missing_deployment_is_reported_as_such(cluster: KubernetesCluster) -> None:
-    with pytest.raises(DeploymentNotFound, match='deployments.apps "nope" not found'):
+    with pytest.raises(DeploymentNotFound, match=r'deployments\.apps "nope" not found'):
         await cluster.snapshot("shop", "nope")
 
 

@@ -46,3 +46,49 @@ def test_the_api_key_never_appears_in_the_settings_repr(monkeypatch: pytest.Monk
     settings = load_settings(_env_file=None)
     assert "AIza-very-secret" not in repr(settings)
     assert "AIza-very-secret" not in repr(settings.model_spec())
+
+
+def test_action_settings_become_the_action_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACTIONS_ENABLED", "true")
+    monkeypatch.setenv("ALLOWED_NAMESPACES", "shop, billing")
+    monkeypatch.setenv("PROTECTED_DEPLOYMENTS", "shop/payment-db")
+    monkeypatch.setenv("ACTION_APPROVERS", "U1,U2")
+    monkeypatch.setenv("APPROVAL_TTL", "10m")
+    monkeypatch.setenv("JUDGE_FAIL_MODE", "open")
+    policy = load_settings(_env_file=None).action_policy()
+    assert policy.actions_enabled
+    assert policy.allowed_namespaces == {"shop", "billing"}
+    assert policy.protected_deployments == {"shop/payment-db"}
+    assert policy.approvers == {"U1", "U2"}
+    assert (policy.approval_ttl_s, policy.judge_fail_mode) == (600, "open")
+
+
+def test_actions_are_off_and_system_namespaces_protected_by_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("ACTIONS_ENABLED", "PROTECTED_NAMESPACES", "APPROVAL_TTL", "JUDGE_FAIL_MODE"):
+        monkeypatch.delenv(name, raising=False)
+    policy = load_settings(_env_file=None).action_policy()
+    assert not policy.actions_enabled
+    assert policy.protected_namespaces == {"kube-system", "kube-public", "kube-node-lease"}
+    assert (policy.approval_ttl_s, policy.judge_fail_mode) == (900, "closed")
+
+
+def test_a_malformed_approval_ttl_is_reported_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("APPROVAL_TTL", "soonish")
+    with pytest.raises(SettingsError, match="APPROVAL_TTL: 'soonish' is not a duration like"):
+        load_settings(_env_file=None)
+
+
+def test_a_protected_deployment_without_namespace_is_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PROTECTED_DEPLOYMENTS", "payment-db")
+    with pytest.raises(SettingsError, match="PROTECTED_DEPLOYMENTS: entry 'payment-db' is not"):
+        load_settings(_env_file=None)
+
+
+def test_an_unknown_judge_fail_mode_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JUDGE_FAIL_MODE", "maybe")
+    with pytest.raises(SettingsError, match="JUDGE_FAIL_MODE"):
+        load_settings(_env_file=None)

@@ -30,8 +30,8 @@ class BlastRadiusGate:
             if r.replicas > ceiling:
                 return refuse(
                     self.name,
-                    f"{now.replicas} → {r.replicas} is more than {p.max_scale_factor:g}× the current "
-                    "replicas (MAX_SCALE_FACTOR)",
+                    f"{now.replicas} → {r.replicas} is more than {p.max_scale_factor:g}× "
+                    "the current replicas (MAX_SCALE_FACTOR)",
                 )
             return allow(self.name, f"{now.replicas} → {r.replicas} replicas")
         if now.paused:

@@ -7,6 +7,7 @@ from typing import Any, Protocol
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import SystemMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.config import get_stream_writer
 
@@ -18,6 +19,14 @@ class Node(Protocol):
     """What every node factory returns: a partial state update, no routing."""
 
     def __call__(self, state: InvestigationState) -> Awaitable[dict[str, Any]]: ...
+
+
+class ConfigNode(Protocol):
+    """A node that also needs the run's config (thread id, user)."""
+
+    def __call__(
+        self, state: InvestigationState, config: RunnableConfig
+    ) -> Awaitable[dict[str, Any]]: ...
 
 
 def make_agent(model: BaseChatModel, tools: Sequence[BaseTool]) -> Node:

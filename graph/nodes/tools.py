@@ -6,14 +6,33 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from langchain_core.messages import AIMessage, ToolCall, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolCall, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.config import get_stream_writer
 
-from graph.nodes.agent import Node
+from graph.nodes.agent import ConfigNode
 from graph.state import InvestigationState
+from graph.trace_ids import find_trace_ids
 
 MAX_TOOL_RESULT_CHARS = 12_000
+MAX_CONTEXT_CHARS = 6_000
+MAX_EVIDENCE = 20
+
+
+def with_investigation(config: RunnableConfig, messages: Sequence[AnyMessage]) -> RunnableConfig:
+    """Hand tools what the thread has found so far (for proposals): trace IDs that came
+    out of tool results, and the question with the latest evidence, as plain text."""
+    tool_texts = [m.text for m in messages if isinstance(m, ToolMessage)]
+    evidence = list(dict.fromkeys(t for text in tool_texts for t in find_trace_ids(text)))
+    question = next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), "")
+    context = f"Question: {question}\n\nLatest tool results:\n" + "\n---\n".join(tool_texts[-3:])
+    configurable = {
+        **(config.get("configurable") or {}),
+        "evidence": evidence[:MAX_EVIDENCE],
+        "context": context[:MAX_CONTEXT_CHARS],
+    }
+    return {**config, "configurable": configurable}
 
 
 def _bounded(message: ToolMessage) -> ToolMessage:
@@ -23,10 +42,10 @@ def _bounded(message: ToolMessage) -> ToolMessage:
     return message
 
 
-def make_tools(tools: Sequence[BaseTool]) -> Node:
+def make_tools(tools: Sequence[BaseTool]) -> ConfigNode:
     by_name = {t.name: t for t in tools}
 
-    async def run(call: ToolCall) -> ToolMessage:
+    async def run(call: ToolCall, config: RunnableConfig) -> ToolMessage:
         tool = by_name.get(call["name"])
         call_id = call["id"] or ""
         if tool is None:
@@ -38,7 +57,7 @@ def make_tools(tools: Sequence[BaseTool]) -> Node:
                 status="error",
             )
         try:
-            result = await tool.ainvoke(call)
+            result = await tool.ainvoke(call, config)
         except Exception as exc:  # a tool failure is reported to the model, not raised
             return ToolMessage(
                 f"{call['name']} failed: {type(exc).__name__}: {exc}",
@@ -49,13 +68,14 @@ def make_tools(tools: Sequence[BaseTool]) -> Node:
         assert isinstance(result, ToolMessage)
         return _bounded(result)
 
-    async def run_tools(state: InvestigationState) -> dict[str, Any]:
+    async def run_tools(state: InvestigationState, config: RunnableConfig) -> dict[str, Any]:
         write = get_stream_writer()
         last = state["messages"][-1]
         assert isinstance(last, AIMessage)
         for call in last.tool_calls:
             write({"type": "tool_started", "tool": call["name"], "args": call["args"]})
-        results = await asyncio.gather(*(run(c) for c in last.tool_calls))
+        tool_config = with_investigation(config, state["messages"])
+        results = await asyncio.gather(*(run(c, tool_config) for c in last.tool_calls))
         for call, result in zip(last.tool_calls, results, strict=True):
             write({"type": "tool_finished", "tool": call["name"], "status": result.status})
         return {

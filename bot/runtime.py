@@ -1,0 +1,59 @@
+"""Opening everything the bot needs from its settings, and closing it again."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import redis.asyncio as aioredis
+
+from bot.settings import Settings
+from gates.breaker import CircuitBreaker
+from gates.cluster import KubernetesCluster
+from gates.judge import ActionJudge
+from gates.pipeline import ActionPipeline
+from gates.store import ActionStore
+from graph.model import make_chat_model
+from graph.runner import Investigator, open_investigator
+
+
+@dataclass(frozen=True)
+class Runtime:
+    investigator: Investigator
+    actions: ActionPipeline | None  # None: no KUBECONFIG and not in a cluster
+
+
+@asynccontextmanager
+async def open_runtime(settings: Settings) -> AsyncIterator[Runtime]:
+    redis = aioredis.from_url(settings.redis_url)
+    cluster: KubernetesCluster | None = None
+    try:
+        actions = None
+        if settings.kubernetes_configured:
+            kubeconfig = settings.kubeconfig.split(os.pathsep)[0] if settings.kubeconfig else None
+            cluster = await KubernetesCluster.connect(kubeconfig, settings.kube_timeout)
+            policy = settings.action_policy()
+            actions = ActionPipeline(
+                ActionStore(redis),
+                cluster,
+                CircuitBreaker(redis, policy),
+                ActionJudge(
+                    make_chat_model(settings.judge_spec(), "JUDGE_MODEL"), policy.judge_fail_mode
+                ),
+                policy,
+            )
+        async with open_investigator(
+            settings.model_spec(),
+            settings.tempo_spec(),
+            settings.graph_limits(),
+            settings.redis_url,
+            settings.checkpoint_ttl_minutes,
+            actions=actions,
+        ) as investigator:
+            yield Runtime(investigator, actions)
+    finally:
+        if cluster is not None:
+            await cluster.close()
+        await redis.aclose()

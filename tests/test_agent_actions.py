@@ -1,0 +1,89 @@
+"""The agent reads rollout history and proposes actions; it can never execute them."""
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from gates.pipeline import ActionPipeline
+from graph.config import GraphLimits, ModelSpec, TempoSpec
+from graph.runner import Investigator, open_investigator
+from sandbox import GeminiSimulator, Reply
+from sandbox.kubernetes import KubernetesSimulator
+from sandbox.scenarios import Scenario
+from tests.gates_fixtures import SAFE
+
+
+@pytest.fixture
+async def agent(
+    model_spec: ModelSpec, tempo_spec: TempoSpec, redis_url: str, pipeline: ActionPipeline
+) -> AsyncIterator[Investigator]:
+    async with open_investigator(
+        model_spec, tempo_spec, GraphLimits(), redis_url, actions=pipeline
+    ) as investigator:
+        yield investigator
+
+
+async def test_rollout_history_is_shown_to_the_model(
+    agent: Investigator, gemini: GeminiSimulator, thread_id: str
+) -> None:
+    gemini.script(
+        Reply.call("get_rollout_history", namespace="shop", deployment="payment-api"),
+        Reply.text("revision 3 went out an hour ago"),
+    )
+    await agent.investigate(thread_id, "what changed?", "U1")
+    shown = gemini.requests[1].text()
+    assert "shop/payment-api: 4/4 replicas ready, current revision 3" in shown
+    assert "- 2: registry/payment-api:1.41.3 — deploy 1.41.3" in shown
+
+
+async def test_a_proposal_reaches_approval_and_is_reported_plainly(
+    agent: Investigator,
+    gemini: GeminiSimulator,
+    scenario: Scenario,
+    kube: KubernetesSimulator,
+    pipeline: ActionPipeline,
+    thread_id: str,
+) -> None:
+    evidence = scenario.error_trace_ids[0]
+    gemini.script(
+        Reply.call("get_trace", trace_id=evidence),
+        Reply.call(
+            "propose_action",
+            action="rollout_undo",
+            namespace="shop",
+            deployment="payment-api",
+            reason=f"NullPointerException since 1.42.0, e.g. {evidence}",
+        ),
+    )
+    gemini.script(SAFE, Reply.text(f"Rollback proposed; evidence {evidence}."))  # judge, agent
+    result = await agent.investigate(thread_id, "fix checkout", "U_ONCALL")
+
+    (request_id,) = result.action_request_ids
+    request = await pipeline.store.get(request_id)
+    told = gemini.requests[-1].text()
+    assert f"Proposed as {request_id}, awaiting human approval" in told
+    assert (request.status, request.requester, request.thread_key) == (
+        "pending_approval",
+        "U_ONCALL",
+        thread_id,
+    )
+    assert request.evidence == [evidence]
+    assert kube.writes == []  # proposing never executes
+
+
+async def test_a_refused_proposal_tells_the_model_which_gate_and_why(
+    agent: Investigator, gemini: GeminiSimulator, thread_id: str
+) -> None:
+    gemini.script(
+        Reply.call(
+            "propose_action",
+            action="scale",
+            namespace="shop",
+            deployment="payment-api",
+            replicas=0,
+            reason="stop the bleeding",
+        ),
+        Reply.text("I could not scale it down."),
+    )
+    await agent.investigate(thread_id, "turn it off", "U1")
+    assert "Refused by blast_radius: scaling to 0" in gemini.requests[1].text()
