@@ -290,3 +290,34 @@ async def test_a_judge_error_allows_with_a_warning_in_open_mode(
     assert pending.status == "pending_approval"
     assert pending.judge is not None and not pending.judge.available
     assert "judge unavailable" in pending.judge.reason
+
+
+async def test_the_audit_stream_holds_every_transition_of_every_request(
+    pipeline: ActionPipeline, gemini: GeminiSimulator, kube: KubernetesSimulator
+) -> None:
+    refused = await pipeline.propose(
+        action="scale",
+        namespace="shop",
+        deployment="payment-api",
+        replicas=0,
+        thread_key=THREAD,
+        requester=REQUESTER,
+        reason="x",
+    )
+    rejected = await _pending(pipeline, gemini, thread_key="T1:C1:a")
+    await pipeline.reject(rejected.id, APPROVER, "not now")
+    succeeded = await _pending(pipeline, gemini, thread_key="T1:C1:b")
+    await pipeline.approve(succeeded.id, APPROVER)
+    aborted = await _pending(pipeline, gemini, action="scale", replicas=5, thread_key="T1:C1:c")
+    kube.deployments[("shop", "payment-api")]["metadata"]["resourceVersion"] = "1"
+    await pipeline.approve(aborted.id, APPROVER)
+
+    for request_id in (refused.id, rejected.id, succeeded.id, aborted.id):
+        stored = await pipeline.store.get(request_id)
+        audited = [
+            (e["from"], e["to"], e["actor"])
+            for e in await pipeline.store.audit_entries(request_id)
+            if e["event"] == "transition"
+        ]
+        assert audited == [(t.from_status, t.to_status, t.actor) for t in stored.history]
+        assert stored.status in ("refused", "rejected", "succeeded", "aborted")
