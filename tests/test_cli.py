@@ -29,18 +29,22 @@ async def _tracegate(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
     return process.returncode, out.decode(), err.decode()
 
 
-async def test_investigate_answers_from_the_environment_configuration(
-    gemini: GeminiSimulator, tempo: TempoSimulator, scenario: Scenario, redis_url: str
-) -> None:
-    real = scenario.error_trace_ids[0]
-    gemini.script(Reply.text(f"payment-api 1.42.0 fails; see {real}."))
-    env = {
+def _sandbox_env(gemini: GeminiSimulator, tempo: TempoSimulator, redis_url: str) -> dict[str, str]:
+    return {
         "GOOGLE_API_KEY": "sandbox-key",
         "GEMINI_BASE_URL": gemini.url,
         "LLM_MAX_RETRIES": "0",
         "TEMPO_URL": tempo.url,
         "REDIS_URL": redis_url,
     }
+
+
+async def test_investigate_answers_from_the_environment_configuration(
+    gemini: GeminiSimulator, tempo: TempoSimulator, scenario: Scenario, redis_url: str
+) -> None:
+    real = scenario.error_trace_ids[0]
+    gemini.script(Reply.text(f"payment-api 1.42.0 fails; see {real}."))
+    env = _sandbox_env(gemini, tempo, redis_url)
     code, out, err = await _tracegate("investigate", "checkout 500s, why?", env=env)
 
     assert code == 0, err
@@ -68,11 +72,7 @@ async def test_with_a_kubeconfig_the_agent_can_read_rollout_history(
         Reply.text("payment-api moved to 1.42.0 an hour ago."),
     )
     env = {
-        "GOOGLE_API_KEY": "sandbox-key",
-        "GEMINI_BASE_URL": gemini.url,
-        "LLM_MAX_RETRIES": "0",
-        "TEMPO_URL": tempo.url,
-        "REDIS_URL": redis_url,
+        **_sandbox_env(gemini, tempo, redis_url),
         "KUBECONFIG": str(write_kubeconfig(tmp_path / "kubeconfig", kube.url)),
     }
     code, out, err = await _tracegate("investigate", "what changed?", env=env)
