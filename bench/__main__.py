@@ -19,6 +19,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from graph.build import build_graph
 from graph.checkpoint import open_checkpointer
 from graph.config import GraphLimits, ModelSpec, TempoSpec
+from graph.grader import Grader
 from graph.model import make_chat_model
 from graph.runner import Investigator
 from graph.tools.tempo import TempoClient, tempo_tools
@@ -80,6 +81,7 @@ async def bench_turn(redis_url: str) -> list[Row]:
         client = TempoClient(TempoSpec(url=tempo.url))
         tools = tempo_tools(client)
         verifier = TraceVerifier(client, limits.trace_verify_concurrency)
+        grader = Grader(model, tools, limits.grader_max_steps)  # no rubric: never called
 
         async def turns(investigator: Investigator) -> list[float]:
             async def one() -> None:
@@ -93,10 +95,12 @@ async def bench_turn(redis_url: str) -> list[Row]:
             await one()  # warm-up: connections, index set-up
             return await _timed(one, 30)
 
-        memory = Investigator(build_graph(model, tools, verifier, InMemorySaver(), limits), limits)
+        memory = Investigator(
+            build_graph(model, tools, verifier, grader, InMemorySaver(), limits), limits
+        )
         base = await turns(memory)
         async with open_checkpointer(redis_url, ttl_minutes=60) as saver:
-            redis = Investigator(build_graph(model, tools, verifier, saver, limits), limits)
+            redis = Investigator(build_graph(model, tools, verifier, grader, saver, limits), limits)
             measured = await turns(redis)
         await client.aclose()
     overhead = statistics.median(measured) - statistics.median(base)

@@ -38,6 +38,19 @@ class GraphLimits(BaseModel):
     trace_max_revisions: int = Field(default=2, ge=0)  # TRACE_MAX_REVISIONS
     trace_verify_concurrency: int = Field(default=8, ge=1)  # TRACE_VERIFY_CONCURRENCY
     question_max_chars: int = Field(default=8000, ge=100)  # QUESTION_MAX_CHARS
+    rubric_max_iterations: int = 3  # RUBRIC_MAX_ITERATIONS: grader passes per run
+    grader_max_steps: int = Field(default=3, ge=0)  # GRADER_MAX_STEPS: evidence look-ups
+
+    @field_validator("rubric_max_iterations", mode="before")
+    @classmethod
+    def _whole_iterations(cls, value: object) -> object:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if isinstance(value, str) and value.strip().isdigit() and int(value) >= 1:
+                return int(value)
+            raise ValueError(
+                f"RUBRIC_MAX_ITERATIONS is {value!r}; it must be a whole number of at least 1"
+            )
+        return value
 
     @field_validator("recursion_limit")
     @classmethod

@@ -30,6 +30,14 @@ def after_agent(state: InvestigationState) -> Literal["tools", "force_answer", "
     return "force_answer" if pending_stop_reason(state) else "tools"
 
 
-def after_verify(state: InvestigationState) -> Literal["agent", "__end__"]:
+def after_verify(state: InvestigationState) -> Literal["agent", "grade", "__end__"]:
     verdict = state.get("trace_verdict")
-    return "agent" if verdict and verdict["outcome"] == "revise" else "__end__"
+    if verdict and verdict["outcome"] == "revise":
+        return "agent"
+    if state.get("rubric") and state.get("rubric_status") in (None, "needs_revision"):
+        return "grade"
+    return "__end__"
+
+
+def after_grade(state: InvestigationState) -> Literal["agent", "__end__"]:
+    return "agent" if state.get("rubric_status") == "needs_revision" else "__end__"

@@ -20,7 +20,10 @@ from gates.pipeline import ActionPipeline
 from graph.build import InvestigationGraph, build_graph
 from graph.checkpoint import open_checkpointer
 from graph.config import GraphLimits, ModelSpec, TempoSpec
+from graph.grader import Grader
 from graph.model import make_chat_model
+from graph.nodes.grade import OnEvaluation
+from graph.rubric import Evaluation
 from graph.state import InvestigationState
 from graph.tools.kubernetes import kubernetes_tools
 from graph.tools.tempo import TempoClient, tempo_tools
@@ -48,11 +51,26 @@ class InvestigationResult(BaseModel):
     unverified_trace_ids: list[str] = Field(default_factory=list)
     removed_trace_ids: list[str] = Field(default_factory=list)
     trace_revisions: int = 0
+    rubric_status: str | None = None  # this turn's grading verdict; None: not graded
+    rubric_passes: int = 0
+    rubric_revisions: int = 0
     # Actions the agent proposed this turn (pending approval or refused), for the bot's cards.
     action_request_ids: list[str] = Field(default_factory=list)
     duration_s: float = 0.0
     correlation_id: str
     events: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class RubricReport(BaseModel):
+    """A thread's rubric grading, as `/rubric status` shows it."""
+
+    thread_id: str
+    rubric: str | None
+    status: str | None
+    grading_run_id: str | None
+    iterations: int
+    max_iterations: int
+    evaluations: list[Evaluation] = Field(default_factory=list)  # every run, oldest first
 
 
 def clean_question(text: str, max_chars: int) -> tuple[str, list[str]]:
@@ -67,8 +85,8 @@ def clean_question(text: str, max_chars: int) -> tuple[str, list[str]]:
     return cleaned, notices
 
 
-def _turn_input(question: str, limits: GraphLimits) -> InvestigationState:
-    # Per-turn fields start afresh; messages and known_traces carry over.
+def _turn_input(question: str, limits: GraphLimits, rubric: str | None) -> InvestigationState:
+    # Per-turn fields start afresh; messages, known_traces and evaluations carry over.
     return {
         "messages": [HumanMessage(question)],
         "tool_calls_used": 0,
@@ -76,16 +94,77 @@ def _turn_input(question: str, limits: GraphLimits) -> InvestigationState:
         "stop_reason": None,
         "trace_verdict": None,
         "trace_revision_count": 0,
+        "rubric": rubric,
+        "rubric_run_id": uuid.uuid4().hex[:12] if rubric else None,
+        "rubric_iteration": 0,
+        "rubric_status": None,
         "rubric_feedback": None,
         "rubric_revision_count": 0,
         "answer": None,
     }
 
 
+class _Turn:
+    """The bookkeeping of one `investigate` call: events, timing, the final state."""
+
+    def __init__(self, thread_id: str, on_progress: ProgressCallback | None) -> None:
+        self.thread_id = thread_id
+        self.on_progress = on_progress
+        self.started = time.monotonic()
+        self.correlation_id = uuid.uuid4().hex[:12]
+        self.events: list[dict[str, Any]] = []
+        self.final: dict[str, Any] = {}
+
+    async def emit(self, event: dict[str, Any]) -> None:
+        event = {"at_ms": int((time.monotonic() - self.started) * 1000), **event}
+        self.events.append(event)
+        if self.on_progress is None:
+            return
+        try:
+            await self.on_progress(event)
+        except Exception:  # progress is cosmetic: a failing reporter must not stop the run
+            log.exception("progress callback failed [%s]", self.correlation_id)
+
+    def result(self, status: Status, answer: str, **fields: Any) -> InvestigationResult:
+        return InvestigationResult(
+            thread_id=self.thread_id,
+            status=status,
+            answer=answer,
+            action_request_ids=[
+                e["request_id"] for e in self.events if e["type"] == "action_proposed"
+            ],
+            duration_s=round(time.monotonic() - self.started, 3),
+            correlation_id=self.correlation_id,
+            events=self.events,
+            **fields,
+        )
+
+
 class Investigator:
-    def __init__(self, graph: InvestigationGraph, limits: GraphLimits) -> None:
+    def __init__(
+        self, graph: InvestigationGraph, limits: GraphLimits, default_rubric: str | None = None
+    ) -> None:
         self.graph = graph
         self.limits = limits
+        self.default_rubric = default_rubric or None
+
+    def _config(self, thread_id: str, user: str = "", ref: str = "") -> RunnableConfig:
+        return {
+            "configurable": {"thread_id": thread_id},
+            "recursion_limit": self.limits.recursion_limit,
+            "metadata": {"user": user, "correlation_id": ref},
+        }
+
+    async def _stream(
+        self, graph_input: InvestigationState | None, config: RunnableConfig, turn: _Turn
+    ) -> None:
+        async for part in self.graph.astream(
+            graph_input, config, stream_mode=["custom", "values"], version="v2"
+        ):
+            if part["type"] == "values":
+                turn.final = dict(part["data"])
+            elif part["type"] == "custom":
+                await turn.emit(part["data"])
 
     async def investigate(
         self,
@@ -94,80 +173,54 @@ class Investigator:
         user: str,
         *,
         on_progress: ProgressCallback | None = None,
+        rubric: str | None = None,
+        channel_rubric: str | None = None,
     ) -> InvestigationResult:
-        """Run one turn of the thread's investigation; never raises for a failed run."""
-        started = time.monotonic()
-        correlation_id = uuid.uuid4().hex[:12]
-        events: list[dict[str, Any]] = []
+        """Run one turn of the thread's investigation; never raises for a failed run.
 
-        def result(status: Status, answer: str, **fields: Any) -> InvestigationResult:
-            return InvestigationResult(
-                thread_id=thread_id,
-                status=status,
-                answer=answer,
-                action_request_ids=[
-                    e["request_id"] for e in events if e["type"] == "action_proposed"
-                ],
-                duration_s=round(time.monotonic() - started, 3),
-                correlation_id=correlation_id,
-                events=events,
-                **fields,
-            )
-
+        The rubric graded against is `rubric` if given, else the one already active on
+        the thread, else `channel_rubric`, else the default rubric; none means no grading.
+        """
+        turn = _Turn(thread_id, on_progress)
         question, notices = clean_question(text, self.limits.question_max_chars)
         if not question:
-            return result("rejected", EMPTY_QUESTION)
-
-        config: RunnableConfig = {
-            "configurable": {"thread_id": thread_id},
-            "recursion_limit": self.limits.recursion_limit,
-            "metadata": {"user": user, "correlation_id": correlation_id},
-        }
-        final: dict[str, Any] = {}
+            return turn.result("rejected", EMPTY_QUESTION)
+        config = self._config(thread_id, user, turn.correlation_id)
         try:
-            async for part in self.graph.astream(
-                _turn_input(question, self.limits),
-                config,
-                stream_mode=["custom", "values"],
-                version="v2",
-            ):
-                if part["type"] == "values":
-                    final = dict(part["data"])
-                    continue
-                if part["type"] != "custom":
-                    continue
-                event = {"at_ms": int((time.monotonic() - started) * 1000), **part["data"]}
-                events.append(event)
-                await _report(on_progress, event, correlation_id)
+            snapshot = await self.graph.aget_state(config)
+            if snapshot.next:
+                # An earlier run was interrupted (e.g. a restart during grading): finish it
+                # first, so its pending step runs once and its records are not lost.
+                await turn.emit({"type": "resumed", "pending": list(snapshot.next)})
+                await self._stream(None, config, turn)
+            active = (
+                rubric or snapshot.values.get("rubric") or channel_rubric or self.default_rubric
+            )
+            await self._stream(_turn_input(question, self.limits, active), config, turn)
         except GraphRecursionError:
             steps = self.limits.recursion_limit
-            events.append({"type": "stopped", "reason": "recursion_limit", "steps": steps})
-            log.warning("thread %s hit the recursion limit [%s]", thread_id, correlation_id)
+            await turn.emit({"type": "stopped", "reason": "recursion_limit", "steps": steps})
+            log.warning("thread %s hit the recursion limit [%s]", thread_id, turn.correlation_id)
             message = (
                 f"Stopped after {steps} steps; the answer may be incomplete — narrow the question."
             )
-            answer = final.get("answer") or message
-            return result(
+            return turn.result(
                 "incomplete",
-                answer,
+                turn.final.get("answer") or message,
                 notices=[*notices, message],
                 stop_reason="recursion_limit",
-                **_trace_fields(final),
+                **_turn_fields(turn.final),
             )
         except Exception as exc:
-            log.exception("investigation failed for thread %s [%s]", thread_id, correlation_id)
-            events.append({"type": "failed", "error": type(exc).__name__})
-            return result("failed", _failure_message(exc, correlation_id), notices=notices)
+            log.exception("investigation failed for thread %s [%s]", thread_id, turn.correlation_id)
+            await turn.emit({"type": "failed", "error": type(exc).__name__})
+            return turn.result(
+                "failed", _failure_message(exc, turn.correlation_id), notices=notices
+            )
 
-        stop_reason = final.get("stop_reason")
+        stop_reason = turn.final.get("stop_reason")
         status: Status = "incomplete" if stop_reason == "step_limit" else "answered"
-        done = {
-            "at_ms": int((time.monotonic() - started) * 1000),
-            "type": "final",
-            "status": status,
-        }
-        events.append(done)
-        await _report(on_progress, done, correlation_id)
+        await turn.emit({"type": "final", "status": status})
         if stop_reason == "step_limit":
             notices.append(
                 f"Stopped near the step limit ({self.limits.recursion_limit} steps); "
@@ -178,16 +231,29 @@ class Investigator:
                 f"Used the whole tool budget ({self.limits.tool_budget} calls) "
                 "before answering; some evidence may be missing."
             )
-        return result(
+        return turn.result(
             status,
-            final.get("answer") or "",
+            turn.final.get("answer") or "",
             notices=notices,
             stop_reason=stop_reason,
-            **_trace_fields(final),
+            **_turn_fields(turn.final),
+        )
+
+    async def rubric_status(self, thread_id: str) -> RubricReport:
+        """The thread's active rubric, its latest run's status and every evaluation."""
+        values = (await self.graph.aget_state(self._config(thread_id))).values
+        return RubricReport(
+            thread_id=thread_id,
+            rubric=values.get("rubric"),
+            status=values.get("rubric_status"),
+            grading_run_id=values.get("rubric_run_id"),
+            iterations=values.get("rubric_iteration", 0),
+            max_iterations=self.limits.rubric_max_iterations,
+            evaluations=values.get("rubric_evaluations") or [],
         )
 
 
-def _trace_fields(state: dict[str, Any]) -> dict[str, Any]:
+def _turn_fields(state: dict[str, Any]) -> dict[str, Any]:
     verdict = state.get("trace_verdict") or {}
     checks = verdict.get("checks", {})
     return {
@@ -196,6 +262,9 @@ def _trace_fields(state: dict[str, Any]) -> dict[str, Any]:
         "unverified_trace_ids": ids_with(checks, "unverified"),
         "removed_trace_ids": ids_with(checks, "missing") if verdict.get("removed") else [],
         "trace_revisions": state.get("trace_revision_count", 0),
+        "rubric_status": state.get("rubric_status"),
+        "rubric_passes": state.get("rubric_iteration", 0),
+        "rubric_revisions": state.get("rubric_revision_count", 0),
     }
 
 
@@ -210,15 +279,6 @@ def _failure_message(exc: Exception, correlation_id: str) -> str:
     return f"{what}. Try again in a minute; if it persists, quote reference {correlation_id}."
 
 
-async def _report(callback: ProgressCallback | None, event: dict[str, Any], ref: str) -> None:
-    if callback is None:
-        return
-    try:
-        await callback(event)
-    except Exception:  # progress is cosmetic: a failing reporter must not stop the run
-        log.exception("progress callback failed [%s]", ref)
-
-
 @asynccontextmanager
 async def open_investigator(
     model: ModelSpec | BaseChatModel,
@@ -226,28 +286,32 @@ async def open_investigator(
     limits: GraphLimits,
     redis_url: str,
     checkpoint_ttl_minutes: float | None = None,
+    *,
     actions: ActionPipeline | None = None,
+    grader_model: ModelSpec | BaseChatModel | None = None,
+    default_rubric: str | None = None,
+    on_evaluation: OnEvaluation | None = None,
 ) -> AsyncIterator[Investigator]:
     """Everything an investigation needs, opened together and closed together.
 
     With `actions`, the agent can read rollout history and propose actions through it.
+    The grader uses `grader_model` (default: the agent's model) and the read-only Tempo tools.
     """
     chat_model = make_chat_model(model) if isinstance(model, ModelSpec) else model
+    if grader_model is None:
+        grading_model = chat_model
+    elif isinstance(grader_model, ModelSpec):
+        grading_model = make_chat_model(grader_model, "GRADER_MODEL")
+    else:
+        grading_model = grader_model
     client = TempoClient(tempo)
     try:
-        tools = tempo_tools(client) + (kubernetes_tools(actions) if actions else [])
+        evidence_tools = tempo_tools(client)
+        tools = evidence_tools + (kubernetes_tools(actions) if actions else [])
         verifier = TraceVerifier(client, limits.trace_verify_concurrency)
+        grader = Grader(grading_model, evidence_tools, limits.grader_max_steps)
         async with open_checkpointer(redis_url, checkpoint_ttl_minutes) as saver:
-            yield Investigator(build_graph(chat_model, tools, verifier, saver, limits), limits)
+            graph = build_graph(chat_model, tools, verifier, grader, saver, limits, on_evaluation)
+            yield Investigator(graph, limits, default_rubric)
     finally:
         await client.aclose()
-
-
-__all__ = [
-    "InvestigationResult",
-    "InvestigationState",
-    "Investigator",
-    "ProgressCallback",
-    "clean_question",
-    "open_investigator",
-]

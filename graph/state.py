@@ -7,11 +7,14 @@ are reset by the runner's input at the start of every turn; `messages` and
 
 from __future__ import annotations
 
+import operator
 from typing import Annotated, Literal, TypedDict
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
 from langgraph.managed import RemainingSteps
+
+from graph.rubric import Evaluation, Verdict
 
 TraceStatus = Literal["found", "missing", "unverified"]
 StopReason = Literal["tool_budget", "step_limit"]
@@ -43,7 +46,12 @@ class InvestigationState(TypedDict, total=False):
     known_traces: Annotated[dict[str, str], merge_known]
     trace_verdict: TraceVerdict | None
     trace_revision_count: int
-    # Rubric grading (the rubric issue fills these in).
+    # Rubric grading. `rubric` is sticky: it stays active for later turns of the thread.
+    rubric: str | None
+    rubric_run_id: str | None  # one grading run per turn graded
+    rubric_iteration: int  # grader passes in the current run
+    rubric_status: Verdict | None  # the current run's verdict
+    rubric_evaluations: Annotated[list[Evaluation], operator.add]  # every pass, every run
     rubric_feedback: str | None
     rubric_revision_count: int
     answer: str | None

@@ -42,31 +42,35 @@ def _bounded(message: ToolMessage) -> ToolMessage:
     return message
 
 
+async def run_tool_call(
+    by_name: dict[str, BaseTool], call: ToolCall, config: RunnableConfig | None = None
+) -> ToolMessage:
+    """Run one tool call; a missing tool or a failure becomes an error result, never raised."""
+    tool = by_name.get(call["name"])
+    call_id = call["id"] or ""
+    if tool is None:
+        known = ", ".join(sorted(by_name))
+        return ToolMessage(
+            f"There is no tool named {call['name']!r}. Available tools: {known}.",
+            tool_call_id=call_id,
+            name=call["name"],
+            status="error",
+        )
+    try:
+        result = await tool.ainvoke(call, config)
+    except Exception as exc:  # a tool failure is reported to the model, not raised
+        return ToolMessage(
+            f"{call['name']} failed: {type(exc).__name__}: {exc}",
+            tool_call_id=call_id,
+            name=call["name"],
+            status="error",
+        )
+    assert isinstance(result, ToolMessage)
+    return _bounded(result)
+
+
 def make_tools(tools: Sequence[BaseTool]) -> ConfigNode:
     by_name = {t.name: t for t in tools}
-
-    async def run(call: ToolCall, config: RunnableConfig) -> ToolMessage:
-        tool = by_name.get(call["name"])
-        call_id = call["id"] or ""
-        if tool is None:
-            known = ", ".join(sorted(by_name))
-            return ToolMessage(
-                f"There is no tool named {call['name']!r}. Available tools: {known}.",
-                tool_call_id=call_id,
-                name=call["name"],
-                status="error",
-            )
-        try:
-            result = await tool.ainvoke(call, config)
-        except Exception as exc:  # a tool failure is reported to the model, not raised
-            return ToolMessage(
-                f"{call['name']} failed: {type(exc).__name__}: {exc}",
-                tool_call_id=call_id,
-                name=call["name"],
-                status="error",
-            )
-        assert isinstance(result, ToolMessage)
-        return _bounded(result)
 
     async def run_tools(state: InvestigationState, config: RunnableConfig) -> dict[str, Any]:
         write = get_stream_writer()
@@ -75,7 +79,9 @@ def make_tools(tools: Sequence[BaseTool]) -> ConfigNode:
         for call in last.tool_calls:
             write({"type": "tool_started", "tool": call["name"], "args": call["args"]})
         tool_config = with_investigation(config, state["messages"])
-        results = await asyncio.gather(*(run(c, tool_config) for c in last.tool_calls))
+        results = await asyncio.gather(
+            *(run_tool_call(by_name, c, tool_config) for c in last.tool_calls)
+        )
         for call, result in zip(last.tool_calls, results, strict=True):
             write({"type": "tool_finished", "tool": call["name"], "status": result.status})
         return {

@@ -1,0 +1,90 @@
+"""`grade`: one rubric grader pass over the latest (trace-verified) answer."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from langchain_core.messages import HumanMessage
+from langgraph.config import get_stream_writer
+
+from graph.config import GraphLimits
+from graph.grader import Grader
+from graph.nodes.agent import Node
+from graph.rubric import Evaluation, Verdict, decide, revision_feedback
+from graph.state import InvestigationState
+
+log = logging.getLogger(__name__)
+
+OnEvaluation = Callable[[Evaluation], Awaitable[None] | None]
+# A revision needs agent, force_answer, verify_traces and grade again.
+STEPS_FOR_REVISION = 4
+
+
+def _expected_criteria(state: InvestigationState, run_id: str) -> list[str]:
+    """Criteria the latest usable pass of this run named (coverage for the next pass)."""
+    for evaluation in reversed(state.get("rubric_evaluations") or []):
+        if evaluation["grading_run_id"] != run_id:
+            break
+        if evaluation["criteria"] and not evaluation["unverified"]:
+            return [str(c["name"]) for c in evaluation["criteria"]]
+    return []
+
+
+def make_grade(grader: Grader, limits: GraphLimits, on_evaluation: OnEvaluation | None) -> Node:
+    async def grade(state: InvestigationState) -> dict[str, Any]:
+        write = get_stream_writer()
+        run_id = state.get("rubric_run_id") or "unknown"
+        iteration = state.get("rubric_iteration", 0)
+        write({"type": "rubric_evaluation_start", "grading_run_id": run_id, "iteration": iteration})
+        feedback: str | None = None
+        try:
+            outcome = await grader.grade(
+                state.get("rubric") or "", state["messages"], _expected_criteria(state, run_id)
+            )
+            result: Verdict = decide(
+                outcome.verdict.result, iteration, limits.rubric_max_iterations
+            )
+            if result == "needs_revision" and state["remaining_steps"] <= STEPS_FOR_REVISION:
+                result = "max_iterations_reached"  # no steps left for another draft
+            if result == "needs_revision":
+                feedback = revision_feedback(outcome.verdict)
+            evaluation: Evaluation = {
+                "grading_run_id": run_id,
+                "iteration": iteration,
+                "result": result,
+                "explanation": outcome.verdict.explanation,
+                "criteria": [c.model_dump(exclude_none=True) for c in outcome.verdict.criteria],
+                "unverified": outcome.unverified,
+            }
+        except Exception as exc:  # the grader's failure is a verdict, not a crash
+            log.warning("rubric grader failed: %s: %s", type(exc).__name__, exc)
+            evaluation = {
+                "grading_run_id": run_id,
+                "iteration": iteration,
+                "result": "grader_error",
+                "explanation": f"{type(exc).__name__}: {exc}",
+                "criteria": [],
+                "unverified": False,
+            }
+        write({"type": "rubric_evaluation_end", **evaluation})
+        if on_evaluation is not None:
+            try:
+                pending = on_evaluation(evaluation)
+                if pending is not None:
+                    await pending
+            except Exception:  # an observer must not break the run
+                log.exception("on_evaluation callback failed")
+        update: dict[str, Any] = {
+            "rubric_evaluations": [evaluation],
+            "rubric_status": evaluation["result"],
+            "rubric_iteration": iteration + 1,
+        }
+        if feedback is not None:
+            update["messages"] = [HumanMessage(feedback, name="rubric_grader")]
+            update["rubric_feedback"] = feedback
+            update["rubric_revision_count"] = state.get("rubric_revision_count", 0) + 1
+        return update
+
+    return grade
