@@ -50,7 +50,13 @@ def _print_result(result: InvestigationResult, as_json: bool) -> None:
     print(
         f"\n[{result.status}] tool calls {result.tool_calls}, traces verified "
         f"{len(result.verified_trace_ids)} / unverified {len(result.unverified_trace_ids)} / "
-        f"removed {len(result.removed_trace_ids)}, {result.duration_s:.1f}s, "
+        f"removed {len(result.removed_trace_ids)}, "
+        + (
+            f"rubric {result.rubric_status} after {result.rubric_passes} pass(es), "
+            if result.rubric_status
+            else ""
+        )
+        + f"{result.duration_s:.1f}s, "
         f"thread {result.thread_id}"
     )
 

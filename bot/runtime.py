@@ -51,6 +51,8 @@ async def open_runtime(settings: Settings) -> AsyncIterator[Runtime]:
             settings.redis_url,
             settings.checkpoint_ttl_minutes,
             actions=actions,
+            grader_model=settings.grader_spec(),
+            default_rubric=settings.rubric,
         ) as investigator:
             yield Runtime(investigator, actions)
     finally:

@@ -13,6 +13,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from gates.config import ActionPolicy
 from graph.config import GraphLimits, ModelSpec, TempoSpec
+from graph.rubric import DEFAULT_RUBRIC
 
 
 class SettingsError(Exception):
@@ -41,6 +42,11 @@ class Settings(BaseSettings):
     trace_max_revisions: int = 2
     trace_verify_concurrency: int = 8
     question_max_chars: int = 8000
+    # Rubric grading
+    default_rubric: str = DEFAULT_RUBRIC  # empty: no grading unless a channel sets a rubric
+    rubric_max_iterations: Any = 3  # validated by GraphLimits, which names the setting
+    grader_model: str | None = None  # default: LLM_MODEL
+    grader_max_steps: int = 3
     # Kubernetes actions
     kubeconfig: str | None = None
     kube_timeout: float = Field(default=10.0, gt=0)
@@ -127,7 +133,18 @@ class Settings(BaseSettings):
             trace_max_revisions=self.trace_max_revisions,
             trace_verify_concurrency=self.trace_verify_concurrency,
             question_max_chars=self.question_max_chars,
+            rubric_max_iterations=self.rubric_max_iterations,
+            grader_max_steps=self.grader_max_steps,
         )
+
+    def grader_spec(self) -> ModelSpec:
+        return self.model_spec().model_copy(update={"model": self.grader_model or self.llm_model})
+
+    @property
+    def rubric(self) -> str | None:
+        """DEFAULT_RUBRIC, with `\\n` accepted for newlines (one-line environment values)."""
+        text = self.default_rubric.replace("\\n", "\n").strip()
+        return text or None
 
 
 def _split(value: str) -> list[str]:

@@ -116,11 +116,18 @@ class GeminiSimulator(SimulatorServer):
         super().__init__()
         self._shared: deque[Scripted] = deque()
         self._per_model: dict[str, deque[Scripted]] = {}
+        self._arrived = asyncio.Condition()
 
     def script(self, *replies: Scripted, model: str | None = None) -> None:
         """Queue replies, for one model name or (default) for any model."""
         queue = self._shared if model is None else self._per_model.setdefault(model, deque())
         queue.extend(replies)
+
+    async def wait_for_request(self, model: str, timeout_s: float = 5.0) -> GeminiRequest:
+        """The first request for `model`, waiting for it to arrive if need be."""
+        async with asyncio.timeout(timeout_s), self._arrived:
+            await self._arrived.wait_for(lambda: any(r.model == model for r in self.requests))
+        return next(r for r in self.requests if r.model == model)
 
     @property
     def pending(self) -> int:
@@ -146,6 +153,8 @@ class GeminiSimulator(SimulatorServer):
             )
         recorded = GeminiRequest(model, await request.json(), action == "streamGenerateContent")
         self.requests.append(recorded)
+        async with self._arrived:
+            self._arrived.notify_all()
         reply = self._next(recorded)
         if reply.delay_s:
             await asyncio.sleep(reply.delay_s)

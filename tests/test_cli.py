@@ -36,6 +36,7 @@ def _sandbox_env(gemini: GeminiSimulator, tempo: TempoSimulator, redis_url: str)
         "LLM_MAX_RETRIES": "0",
         "TEMPO_URL": tempo.url,
         "REDIS_URL": redis_url,
+        "DEFAULT_RUBRIC": "",  # no grader replies scripted here
     }
 
 

@@ -92,3 +92,20 @@ def test_an_unknown_judge_fail_mode_is_reported(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("JUDGE_FAIL_MODE", "maybe")
     with pytest.raises(SettingsError, match="JUDGE_FAIL_MODE"):
         load_settings(_env_file=None)
+
+
+def test_the_default_rubric_ships_and_can_be_written_on_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("DEFAULT_RUBRIC", raising=False)
+    assert "root cause" in (load_settings(_env_file=None).rubric or "")
+    monkeypatch.setenv("DEFAULT_RUBRIC", "- cause stated\\n- evidence cited")
+    assert load_settings(_env_file=None).rubric == "- cause stated\n- evidence cited"
+    monkeypatch.setenv("DEFAULT_RUBRIC", "")
+    assert load_settings(_env_file=None).rubric is None
+
+
+def test_a_bad_rubric_max_iterations_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RUBRIC_MAX_ITERATIONS", "0")
+    with pytest.raises(SettingsError, match="RUBRIC_MAX_ITERATIONS: RUBRIC_MAX_ITERATIONS is '0'"):
+        load_settings(_env_file=None)
