@@ -270,3 +270,23 @@ async def test_a_run_cancelled_during_grading_resumes_without_a_duplicate_record
     assert len({e["grading_run_id"] for e in evaluations}) == 2
     assert result.events[0]["type"] == "resumed"
     assert len(seen) == 2
+
+
+async def test_a_later_pass_that_drops_criteria_is_re_asked_then_not_trusted(
+    graded: Investigator, gemini: GeminiSimulator, thread_id: str
+) -> None:
+    partial = verdict("satisfied", ("cause stated", True, None))
+    gemini.script(*[Reply.text(f"Draft {i}.") for i in (1, 2, 3)])
+    gemini.script(EVIDENCE_MISSING, partial, partial, ALL_PASS, model=GRADER)
+    await graded.investigate(thread_id, "why?", "U1", rubric=RUBRIC)
+
+    grader_requests = [r for r in gemini.requests if r.model == GRADER]
+    assert "Verdict rejected: criteria missing: evidence cited" in grader_requests[2].text()
+    results = [
+        (e["result"], e["unverified"]) for e in (await graded.rubric_status(thread_id)).evaluations
+    ]
+    assert results == [
+        ("needs_revision", False),
+        ("needs_revision", True),
+        ("satisfied", False),
+    ]
