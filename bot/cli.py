@@ -11,7 +11,10 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from redis.exceptions import RedisError
+
 from bot.runtime import open_runtime
+from bot.server import serve
 from bot.settings import Settings, SettingsError, load_settings
 from gates.cluster import ClusterError
 from graph.config import ConfigError
@@ -71,24 +74,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     ask.add_argument("--thread", default=None, help="continue this thread id (default: a new one)")
     ask.add_argument("--user", default="cli", help="who is asking (recorded in the checkpoint)")
     ask.add_argument("--json", action="store_true", help="print the whole result as JSON")
-    commands.add_parser("serve", help="run the Slack app (not built yet)")
+    commands.add_parser("serve", help="run the Slack app (HTTP on PORT, or Socket Mode)")
     args = parser.parse_args(argv)
-
-    if args.command == "serve":
-        print(
-            "tracegate serve: the Slack app is not part of this build yet "
-            "(it arrives with the Slack bot issue). Use `tracegate investigate` meanwhile.",
-            file=sys.stderr,
-        )
-        return 2
 
     try:
         settings = load_settings()
         _configure_logging(settings.log_level)
+        if args.command == "serve":
+            asyncio.run(serve(settings))
+            return 0
         args.thread = args.thread or f"cli:{uuid.uuid4().hex}"
         result = asyncio.run(_investigate(settings, args))
     except (SettingsError, ConfigError) as exc:
         print(f"tracegate: configuration error\n{exc}", file=sys.stderr)
+        return 2
+    except RedisError as exc:
+        print(f"tracegate: cannot use Redis at REDIS_URL: {exc}", file=sys.stderr)
         return 2
     except ClusterError as exc:
         print(f"tracegate: cannot use the Kubernetes API (KUBECONFIG): {exc}", file=sys.stderr)

@@ -36,9 +36,9 @@ async def open_runtime(settings: Settings) -> AsyncIterator[Runtime]:
             cluster = await KubernetesCluster.connect(kubeconfig, settings.kube_timeout)
             policy = settings.action_policy()
             actions = ActionPipeline(
-                ActionStore(redis),
+                ActionStore(redis, settings.redis_prefix),
                 cluster,
-                CircuitBreaker(redis, policy),
+                CircuitBreaker(redis, policy, settings.redis_prefix),
                 ActionJudge(
                     make_chat_model(settings.judge_spec(), "JUDGE_MODEL"), policy.judge_fail_mode
                 ),

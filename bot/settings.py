@@ -23,6 +23,18 @@ class SettingsError(Exception):
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_file=".env", extra="ignore", frozen=True)
 
+    # Slack
+    slack_bot_token: SecretStr | None = None
+    slack_signing_secret: SecretStr | None = None
+    slack_app_token: SecretStr | None = None  # set: Socket Mode instead of HTTP
+    slack_api_url: str = "https://slack.com/api/"
+    port: int = Field(default=3000, ge=1, le=65535)
+    progress_interval: float = Field(default=1.5, ge=0)  # seconds between placeholder edits
+    approver_group_cache: int = Field(default=300, ge=0)  # seconds
+    # Grafana (links only)
+    grafana_url: str | None = None
+    grafana_tempo_datasource: str = "tempo"
+
     # The model
     google_api_key: SecretStr | None = None
     llm_model: str = "google_genai:gemini-3.8-flash"
@@ -35,6 +47,7 @@ class Settings(BaseSettings):
     tempo_timeout: float = Field(default=5.0, gt=0)
     # Redis (checkpoints)
     redis_url: str = "redis://localhost:6379/0"
+    redis_prefix: str = "tracegate"  # key prefix for the bot's own keys (not checkpoints)
     checkpoint_ttl_minutes: float = Field(default=7 * 24 * 60, gt=0)
     # Limits of one investigation turn (validated by GraphLimits)
     tool_budget: int = 8
@@ -82,6 +95,31 @@ class Settings(BaseSettings):
             if entry.count("/") != 1 or not all(entry.split("/")):
                 raise ValueError(f"entry {entry!r} is not namespace/name")
         return value
+
+    def check_for_serve(self) -> None:
+        """Everything `tracegate serve` needs, reported together, by name."""
+        problems = []
+        bot = self.slack_bot_token.get_secret_value() if self.slack_bot_token else ""
+        if not bot:
+            problems.append("SLACK_BOT_TOKEN: not set; use the app's Bot User OAuth Token (xoxb-…)")
+        elif not bot.startswith("xoxb-"):
+            problems.append(
+                "SLACK_BOT_TOKEN: does not start with xoxb-; use the Bot User OAuth Token"
+            )
+        app = self.slack_app_token.get_secret_value() if self.slack_app_token else ""
+        if app and not app.startswith("xapp-"):
+            problems.append("SLACK_APP_TOKEN: does not start with xapp-; use an app-level token")
+        if not app and not self.slack_signing_secret:
+            problems.append(
+                "SLACK_SIGNING_SECRET: not set; copy it from the app's Basic Information page "
+                "(or set SLACK_APP_TOKEN for Socket Mode)"
+            )
+        if not self.google_api_key:
+            problems.append("GOOGLE_API_KEY: not set; the agent needs a Gemini API key")
+        if not self.tempo_url:
+            problems.append("TEMPO_URL: not set; set it to your Tempo's HTTP API")
+        if problems:
+            raise SettingsError("\n".join(problems))
 
     @property
     def kubernetes_configured(self) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -162,9 +163,17 @@ class ActionPipeline:
             return exc.current
 
     async def approve(
-        self, request_id: str, user: str, *, in_approver_group: bool = False
+        self,
+        request_id: str,
+        user: str,
+        *,
+        in_approver_group: bool = False,
+        on_approved: Callable[[ActionRequest], Awaitable[None]] | None = None,
     ) -> ApprovalResult:
-        """Authorise, win the compare-and-set, re-check on fresh state, execute once."""
+        """Authorise, win the compare-and-set, re-check on fresh state, execute once.
+
+        `on_approved` is told as soon as this call has won (e.g. to show "executing").
+        """
         try:
             request = await self.store.get(request_id)
         except RequestNotFound:
@@ -186,6 +195,11 @@ class ActionPipeline:
                 exc.current, "approval_denied", user, f"already {exc.current.status}"
             )
             return ApprovalResult("already_handled", f"already {exc.current.status}", exc.current)
+        if on_approved is not None:
+            try:
+                await on_approved(request)
+            except Exception:  # showing progress must not stop the execution
+                log.exception("on_approved callback failed for %s", request_id)
         return await self._recheck_and_execute(request, user)
 
     async def _recheck_and_execute(self, request: ActionRequest, user: str) -> ApprovalResult:

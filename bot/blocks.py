@@ -1,0 +1,354 @@
+"""Block Kit rendering: answers, progress, approval cards, steps, rubric status.
+
+Pure functions. Model output and telemetry are escaped (`&`, `<`, `>`) before our own
+links are added, so no answer can ping `@channel` or smuggle a link. Limits kept here:
+section text 3000 chars, at most 50 blocks, button text 75, confirm text 300.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import quote
+
+from gates.model import ActionRequest
+from graph.runner import InvestigationResult, RubricReport
+from graph.trace_ids import rewrite_trace_ids
+
+Block = dict[str, Any]
+SECTION_LIMIT = 3000
+MAX_BLOCKS = 50
+MESSAGE_TEXT_LIMIT = 3000  # the notification text; the blocks carry the whole answer
+
+
+def escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def section(text: str) -> Block:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
+
+
+def context(text: str) -> Block:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}
+
+
+def button(text: str, action_id: str, value: str, style: str | None = None) -> Block:
+    element: Block = {
+        "type": "button",
+        "text": {"type": "plain_text", "text": text[:75]},
+        "action_id": action_id,
+        "value": value,
+    }
+    if style:
+        element["style"] = style
+    return element
+
+
+def explore_url(grafana_url: str, datasource: str, trace_id: str) -> str:
+    pane = {
+        "a": {
+            "datasource": datasource,
+            "queries": [
+                {
+                    "refId": "A",
+                    "datasource": {"type": "tempo", "uid": datasource},
+                    "queryType": "traceql",
+                    "query": trace_id,
+                }
+            ],
+            "range": {"from": "now-6h", "to": "now"},
+        }
+    }
+    return f"{grafana_url.rstrip('/')}/explore?schemaVersion=1&panes=" + quote(
+        json.dumps(pane, separators=(",", ":")), safe=""
+    )
+
+
+def link_traces(
+    text: str, verified: Iterable[str], grafana_url: str | None, datasource: str
+) -> str:
+    """Verified trace IDs become Grafana Explore links (text must already be escaped)."""
+    if not grafana_url:
+        return text
+    linked, _ = rewrite_trace_ids(
+        text, verified, lambda token: f"<{explore_url(grafana_url, datasource, token)}|{token}>"
+    )
+    return linked
+
+
+def split_sections(text: str, limit: int = SECTION_LIMIT) -> list[str]:
+    """Chunks of at most `limit` characters, cut at line ends, else at spaces."""
+    chunks: list[str] = []
+    current = ""
+    for line in text.split("\n"):
+        pieces = [line]
+        if len(line) > limit:
+            pieces, word_line = [], ""
+            for word in line.split(" "):
+                while len(word) > limit:  # a single unbroken token: cut it
+                    pieces.append(word[:limit])
+                    word = word[limit:]
+                candidate = f"{word_line} {word}" if word_line else word
+                if len(candidate) > limit:
+                    pieces.append(word_line)
+                    word_line = word
+                else:
+                    word_line = candidate
+            pieces.append(word_line)
+        for piece in pieces:
+            candidate = f"{current}\n{piece}" if current else piece
+            if len(candidate) > limit:
+                chunks.append(current)
+                current = piece
+            else:
+                current = candidate
+    if current.strip():
+        chunks.append(current)
+    return [c for c in chunks if c.strip()] or [" "]
+
+
+def how_it_was_reached(result: InvestigationResult) -> str:
+    parts = [f"{result.tool_calls} tool call{'s' if result.tool_calls != 1 else ''}"]
+    parts.append(
+        f"traces: {len(result.verified_trace_ids)} verified, "
+        f"{len(result.unverified_trace_ids)} unverified, {len(result.removed_trace_ids)} removed"
+    )
+    if result.rubric_status:
+        revisions = result.rubric_revisions
+        parts.append(
+            f"rubric: {result.rubric_status.replace('_', ' ')}"
+            + (f" after {revisions} revision{'s' if revisions != 1 else ''}" if revisions else "")
+        )
+    if result.stop_reason:
+        parts.append(f"stopped: {result.stop_reason.replace('_', ' ')}")
+    parts.append(f"{result.duration_s:.1f} s")
+    return " · ".join(parts)
+
+
+def answer_message(
+    result: InvestigationResult, grafana_url: str | None, datasource: str
+) -> tuple[str, list[Block]]:
+    """The final answer as (notification text, blocks)."""
+    body = link_traces(escape(result.answer), result.verified_trace_ids, grafana_url, datasource)
+    if result.unverified_trace_ids:
+        body += "\n\n:warning: Trace IDs marked _unverified_ could not be checked in Tempo."
+    notes = "".join(f"\n_{escape(n)}_" for n in result.notices)
+    chunks = split_sections(body + ("\n" + notes if notes else ""))
+    room = MAX_BLOCKS - 2  # the context line and the Steps button
+    if len(chunks) > room:
+        omitted = sum(len(c) for c in chunks[room - 1 :])
+        chunks = [
+            *chunks[: room - 1],
+            f"_…{omitted:,} more characters omitted; ask for a summary._",
+        ]
+    blocks = [section(c) for c in chunks]
+    blocks.append(context(how_it_was_reached(result)))
+    blocks.append(
+        {"type": "actions", "elements": [button("Steps", "show_steps", result.correlation_id)]}
+    )
+    text = (
+        result.answer
+        if len(result.answer) <= MESSAGE_TEXT_LIMIT
+        else (result.answer[: MESSAGE_TEXT_LIMIT - 1] + "…")
+    )
+    return text or "(empty answer)", blocks
+
+
+def failure_message(result: InvestigationResult) -> tuple[str, list[Block]]:
+    text = f":x: {result.answer}"
+    return text, [section(escape(text))]
+
+
+PROGRESS = {
+    "model_started": "Thinking…",
+    "verification_started": "Checking the cited trace IDs in Tempo…",
+    "forced_answer": "Limit reached; writing the answer with what I have…",
+    "resumed": "Finishing an interrupted investigation first…",
+}
+
+
+def progress_text(event: dict[str, Any], max_iterations: int) -> str | None:
+    kind = event.get("type")
+    if kind == "tool_started":
+        return f":mag: Running `{escape(str(event.get('tool')))}`…"
+    if kind == "rubric_evaluation_start":
+        return (
+            f":clipboard: Grading the answer (pass {int(event.get('iteration', 0)) + 1} "
+            f"of {max_iterations})…"
+        )
+    if kind in PROGRESS:
+        return f":hourglass_flowing_sand: {PROGRESS[kind]}"
+    return None
+
+
+# --- steps ----------------------------------------------------------------------------------
+def _step_detail(e: dict[str, Any]) -> str:
+    kind = str(e.get("type", "?"))
+    if kind == "tool_started":
+        return f"tool {e.get('tool')} started"
+    if kind == "tool_finished":
+        return f"tool {e.get('tool')}: {e.get('status')}"
+    if kind == "model_started":
+        return f"model ({e.get('node')})"
+    if kind == "model_finished":
+        calls = ", ".join(e.get("tool_calls", [])) or "none"
+        return f"model done; tool calls: {calls}"
+    if kind == "verification_finished":
+        return (
+            f"trace guard: {e.get('found')} found, {e.get('missing')} missing, "
+            f"{e.get('unverified')} unverified"
+        )
+    if kind == "rubric_evaluation_end":
+        unverified = " (unverified)" if e.get("unverified") else ""
+        return f"rubric pass {int(e.get('iteration', 0)) + 1}: {e.get('result')}{unverified}"
+    if kind == "forced_answer":
+        return f"forced answer: {e.get('reason')}"
+    if kind == "stopped":
+        return f"stopped: {e.get('reason')} after {e.get('steps')} steps"
+    if kind == "action_proposed":
+        return f"action {e.get('request_id')}: {e.get('status')}"
+    return kind.replace("_", " ")
+
+
+def steps_blocks(events: list[dict[str, Any]]) -> list[Block]:
+    """The run's trace, for whoever clicks Steps: each event in order with its status."""
+    lines = [f"`{int(e.get('at_ms', 0)) / 1000:6.1f}s` {escape(_step_detail(e))}" for e in events]
+    chunks = split_sections("\n".join(lines) or "No steps recorded.")
+    return [section(chunk) for chunk in chunks][:MAX_BLOCKS]
+
+
+# --- approval cards ---------------------------------------------------------------------------
+OUTCOME_ICONS = {
+    "succeeded": ":white_check_mark:",
+    "failed": ":x:",
+    "aborted": ":no_entry:",
+    "rejected": ":no_entry_sign:",
+    "expired": ":hourglass:",
+    "executing": ":gear:",
+    "approved": ":gear:",
+}
+
+
+def _change(request: ActionRequest) -> str:
+    snap = request.snapshot
+    if request.action == "scale":
+        return f"{snap.replicas if snap else '?'} → {request.replicas} replicas"
+    if snap is None:
+        return "previous revision"
+    previous = snap.previous_revision()
+    target = previous.revision if previous else "?"
+    images = ", ".join(previous.images) if previous else "?"
+    return f"revision {snap.current_revision} ({', '.join(snap.images)}) → {target} ({images})"
+
+
+def card_blocks(
+    request: ActionRequest, grafana_url: str | None, datasource: str, dry_run: bool
+) -> list[Block]:
+    """The approval card for a request in any state."""
+    what = escape(request.describe())
+    blocks: list[Block] = [section(f"*Proposed action:* {what}")]
+    if request.status == "refused":
+        refusal = request.refusal
+        why = (
+            f"{refusal.gate}: {refusal.reason}"
+            if refusal
+            else f"judge: {request.judge.reason if request.judge else 'no verdict'}"
+        )
+        return [*blocks, context(f":no_entry: Refused by {escape(why)}")]
+    evidence = ", ".join(
+        f"<{explore_url(grafana_url, datasource, t)}|{t[:16]}…>" if grafana_url else f"`{t}`"
+        for t in request.evidence[:5]
+    )
+    blocks.append(
+        {
+            "type": "section",
+            "fields": [
+                {"type": "mrkdwn", "text": f"*Where*\n`{escape(request.target)}`"},
+                {"type": "mrkdwn", "text": f"*Change*\n{escape(_change(request))}"},
+                {"type": "mrkdwn", "text": f"*Asked by*\n<@{request.requester}>"},
+                {
+                    "type": "mrkdwn",
+                    "text": f"*Expires*\n<!date^{int(request.expires_at)}^{{time}}|"
+                    f"{time.strftime('%H:%M UTC', time.gmtime(request.expires_at))}>",
+                },
+            ],
+        }
+    )
+    blocks.append(section(f"*Reason:* {escape(request.reason)[:2500]}"))
+    if evidence:
+        blocks.append(context(f"Evidence: {evidence}"))
+    gates = "\n".join(
+        f"{':white_check_mark:' if d.allowed else ':x:'} *{d.gate}*: {escape(d.reason)}"
+        for d in request.gate_decisions
+    )
+    if request.judge is not None:
+        icon = ":warning:" if not request.judge.available else ":scales:"
+        gates += f"\n{icon} *judge*: {escape(request.judge.reason)}"
+    blocks.append(context(gates[:3000]))
+    if request.status == "pending_approval":
+        mode = "a server-side dry run (ACTIONS_ENABLED is off)" if dry_run else "it for real"
+        approve = button("Approve", "approve_action", request.id, "primary")
+        approve["confirm"] = {
+            "title": {"type": "plain_text", "text": "Run this action?"},
+            "text": {"type": "mrkdwn", "text": f"{what[:200]} — this runs {mode}."[:300]},
+            "confirm": {"type": "plain_text", "text": "Approve"},
+            "deny": {"type": "plain_text", "text": "Cancel"},
+        }
+        blocks.append(
+            {
+                "type": "actions",
+                "block_id": f"action:{request.id}",
+                "elements": [approve, button("Reject", "reject_action", request.id, "danger")],
+            }
+        )
+    else:
+        blocks.append(context(status_line(request)))
+    return blocks
+
+
+def status_line(request: ActionRequest) -> str:
+    icon = OUTCOME_ICONS.get(request.status, ":grey_question:")
+    who = {t.to_status: t.actor for t in request.history}
+    if request.status in ("approved", "executing"):
+        return f"{icon} Approved by <@{who.get('approved', '?')}> — executing…"
+    if request.status == "rejected":
+        return f"{icon} Rejected by <@{who.get('rejected', '?')}>"
+    if request.status == "expired":
+        return f"{icon} Expired — nobody approved it in time; ask again if still needed."
+    outcome = escape(request.outcome.detail) if request.outcome else ""
+    approver = who.get("approved")
+    by = f" (approved by <@{approver}>)" if approver else ""
+    label = (
+        "Dry run succeeded"
+        if request.outcome and request.outcome.dry_run
+        else request.status.capitalize()
+    )
+    return f"{icon} {label}{by}: {outcome}"
+
+
+# --- rubric -------------------------------------------------------------------------------------
+def rubric_report_blocks(report: RubricReport, label: str) -> list[Block]:
+    if not report.rubric and not report.evaluations:
+        return [section(f"No rubric is active for {label}, and nothing has been graded.")]
+    latest_run = report.grading_run_id
+    latest = [e for e in report.evaluations if e["grading_run_id"] == latest_run]
+    lines = [
+        f"*Rubric for {label}:* {escape((report.status or 'not graded yet').replace('_', ' '))}"
+        f" — pass {report.iterations} of {report.max_iterations}"
+    ]
+    if latest:
+        last = latest[-1]
+        for criterion in last["criteria"]:
+            mark = ":white_check_mark:" if criterion.get("passed") else ":x:"
+            gap = f" — {escape(str(criterion.get('gap')))}" if not criterion.get("passed") else ""
+            lines.append(f"{mark} {escape(str(criterion.get('name')))}{gap}")
+        if last["unverified"]:
+            lines.append("_The grader's verdict was incomplete and is marked unverified._")
+        if last["explanation"]:
+            lines.append(f"_{escape(last['explanation'])[:500]}_")
+    runs = len({e["grading_run_id"] for e in report.evaluations})
+    lines.append(f"{runs} grading run{'s' if runs != 1 else ''} in this thread.")
+    return [section(chunk) for chunk in split_sections("\n".join(lines))][:MAX_BLOCKS]

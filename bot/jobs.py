@@ -1,0 +1,43 @@
+"""Investigations run as in-process background jobs that a shutdown waits for.
+
+Bolt keeps no reference to the tasks it starts; these are kept, named, and drained.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+class Jobs:
+    def __init__(self) -> None:
+        self._running: set[asyncio.Task[None]] = set()
+
+    def submit(self, job: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        task = asyncio.create_task(job, name=name)
+        self._running.add(task)
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._running.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("job %s failed", task.get_name(), exc_info=task.exception())
+
+    @property
+    def running(self) -> int:
+        return len(self._running)
+
+    async def join(self, timeout_s: float | None = None) -> bool:
+        """Wait for every job (also ones submitted meanwhile); False on timeout."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                while self._running:
+                    await asyncio.gather(*self._running, return_exceptions=True)
+        except TimeoutError:
+            return False
+        return True

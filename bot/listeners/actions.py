@@ -1,0 +1,36 @@
+"""Buttons: Approve, Reject, Steps. Acknowledged at once, then handled."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from slack_bolt.async_app import AsyncAck, AsyncApp
+
+if TYPE_CHECKING:
+    from bot.app import Services
+
+
+def _click(body: dict[str, Any]) -> tuple[str, str, str, str]:
+    action = body["actions"][0]
+    channel = body.get("channel", {}).get("id") or body["container"]["channel_id"]
+    message_ts = body.get("container", {}).get("message_ts") or body["message"]["ts"]
+    return action.get("value", ""), body["user"]["id"], channel, message_ts
+
+
+def register(app: AsyncApp, services: Services) -> None:
+    async def approve(ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        await services.cards.approve(*_click(body))
+
+    async def reject(ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        await services.cards.reject(*_click(body))
+
+    async def steps(ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        correlation_id, user, channel, _ = _click(body)
+        await services.cards.show_steps(correlation_id, user, channel)
+
+    app.action("approve_action")(approve)
+    app.action("reject_action")(reject)
+    app.action("show_steps")(steps)

@@ -1,0 +1,118 @@
+"""`/rubric`: status, set, show, clear, help. Replies are ephemeral."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from bot.blocks import Block, escape, rubric_report_blocks, section
+from bot.threads import ThreadMemory, thread_key
+from graph.rubric import criteria_of
+from graph.runner import Investigator
+
+# https://x.slack.com/archives/C123/p1700000000000100[?thread_ts=1700000000.000100&cid=C123]
+_PERMALINK = re.compile(
+    r"/archives/(?P<channel>[A-Z0-9]+)/p(?P<seconds>\d{10})(?P<micros>\d{6})"
+    r"(?:\?[^>\s|]*?thread_ts=(?P<thread_ts>\d+\.\d+))?"
+)
+RECENT_THREADS = 5
+MAX_RUBRIC_CHARS = 2000
+
+HELP = """\
+*/rubric* — how answers in this channel are graded
+• `/rubric status` — the latest grading of this channel's recent threads
+• `/rubric status <thread link>` — the grading of one thread (copy the link of its first message)
+• `/rubric set <checklist>` — this channel's rubric: one criterion per line (or separated by `;`)
+• `/rubric show` — the rubric in force here
+• `/rubric clear` — back to the default rubric
+In a thread, mention me with `rubric status` for that thread."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str
+    blocks: list[Block]
+
+
+def parse_permalink(text: str) -> tuple[str, str] | None:
+    """(channel, thread_ts) of a Slack message link, or None."""
+    match = _PERMALINK.search(text)
+    if not match:
+        return None
+    ts = match["thread_ts"] or f"{match['seconds']}.{match['micros']}"
+    return match["channel"], ts
+
+
+def normalise_checklist(text: str) -> str:
+    lines = text.splitlines() if "\n" in text else text.split(";")
+    return "\n".join(f"- {item}" for item in criteria_of("\n".join(lines)))
+
+
+class RubricCommand:
+    def __init__(self, investigator: Investigator, memory: ThreadMemory, default: str | None):
+        self.investigator = investigator
+        self.memory = memory
+        self.default = default
+
+    async def run(self, team: str, channel: str, text: str) -> Reply:
+        verb, _, rest = text.strip().partition(" ")
+        verb = verb.lower()
+        if verb == "status":
+            return await self._status(team, channel, rest.strip())
+        if verb == "set":
+            checklist = normalise_checklist(rest)
+            if not checklist:
+                return _say(
+                    "Give the checklist after `set`, "
+                    "e.g. `/rubric set cause stated; evidence cited`."
+                )
+            if len(checklist) > MAX_RUBRIC_CHARS:
+                return _say(
+                    f"That rubric is {len(checklist)} characters; keep it under {MAX_RUBRIC_CHARS}."
+                )
+            await self.memory.set_channel_rubric(team, channel, checklist)
+            return _say(f"This channel's rubric is now:\n{escape(checklist)}")
+        if verb == "show":
+            current = await self.memory.channel_rubric(team, channel)
+            if current:
+                return _say(f"This channel's rubric:\n{escape(current)}")
+            if self.default:
+                return _say(f"No channel rubric; the default applies:\n{escape(self.default)}")
+            return _say("No rubric is set here and there is no default: answers are not graded.")
+        if verb == "clear":
+            await self.memory.set_channel_rubric(team, channel, None)
+            return _say("Channel rubric cleared; the default applies to new threads.")
+        return _say(HELP)
+
+    async def _status(self, team: str, channel: str, argument: str) -> Reply:
+        if argument:
+            located = parse_permalink(argument)
+            if located is None:
+                return _say("That does not look like a Slack message link. " + HELP.splitlines()[2])
+            link_channel, thread_ts = located
+            report = await self.investigator.rubric_status(
+                thread_key(team, link_channel, thread_ts)
+            )
+            return Reply("Rubric status", rubric_report_blocks(report, "that thread"))
+        threads = await self.memory.recent_threads(team, channel, RECENT_THREADS)
+        if not threads:
+            return _say("I have not answered in any thread of this channel yet.")
+        blocks: list[Block] = []
+        for ts in threads:
+            report = await self.investigator.rubric_status(thread_key(team, channel, ts))
+            blocks.extend(
+                rubric_report_blocks(
+                    report,
+                    f"the thread of <!date^{int(float(ts))}^{{date_short_pretty}} {{time}}|{ts}>",
+                )
+            )
+        return Reply("Rubric status", blocks[:50])
+
+
+def _say(text: str) -> Reply:
+    return Reply(text, [section(text)])
+
+
+def as_kwargs(reply: Reply) -> dict[str, Any]:
+    return {"text": reply.text[:3000], "blocks": reply.blocks}

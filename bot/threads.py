@@ -1,0 +1,130 @@
+"""What the bot remembers about Slack threads, in Redis so every replica shares it.
+
+- event dedupe: Slack redelivers an event (same `event_id`) when it saw no 200 in 3 s;
+- threads the bot is in (replies there continue the conversation without a mention);
+- each channel's recent threads (for `/rubric status` without a permalink);
+- the channel's rubric (`/rubric set`);
+- a run's steps (for the Steps button), and where each approval card was posted;
+- a per-thread lock, because the checkpointer does not serialise work on one thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis.asyncio as aioredis
+
+DEDUPE_TTL_S = 3600  # Slack retries for about 5 minutes; keep a margin
+LOCK_TTL_S = 900  # longer than any investigation; released earlier when done
+
+
+def thread_key(team: str, channel: str, thread_ts: str) -> str:
+    return f"{team}:{channel}:{thread_ts}"
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@dataclass
+class _LocalTurn:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
+
+
+class ThreadMemory:
+    def __init__(self, redis: aioredis.Redis, ttl_s: int, prefix: str = "tracegate") -> None:
+        self.redis = redis
+        self.ttl_s = ttl_s
+        self.prefix = prefix
+        self._local: dict[str, _LocalTurn] = {}
+
+    async def first_delivery(self, event_id: str) -> bool:
+        """True the first time an event id is seen by any replica."""
+        claimed = await self.redis.set(
+            f"{self.prefix}:event:{event_id}", "1", nx=True, ex=DEDUPE_TTL_S
+        )
+        return bool(claimed)
+
+    async def join(self, team: str, channel: str, thread_ts: str) -> None:
+        key = thread_key(team, channel, thread_ts)
+        await self.redis.set(f"{self.prefix}:thread:{key}", "1", ex=self.ttl_s)
+        index = f"{self.prefix}:channel:{team}:{channel}:threads"
+        await self.redis.zadd(index, {thread_ts: float(thread_ts)})
+        await self.redis.zremrangebyrank(index, 0, -51)  # keep the latest 50
+
+    async def joined(self, team: str, channel: str, thread_ts: str) -> bool:
+        key = thread_key(team, channel, thread_ts)
+        return bool(await self.redis.exists(f"{self.prefix}:thread:{key}"))
+
+    async def recent_threads(self, team: str, channel: str, limit: int) -> list[str]:
+        index = f"{self.prefix}:channel:{team}:{channel}:threads"
+        return [_text(ts) for ts in await self.redis.zrevrange(index, 0, limit - 1)]
+
+    def busy(self, key: str) -> bool:
+        """Whether this process is already answering in the thread."""
+        return key in self._local
+
+    @asynccontextmanager
+    async def turn(self, key: str) -> AsyncIterator[None]:
+        """Hold the thread: FIFO within this process, exclusive across replicas."""
+        local = self._local.setdefault(key, _LocalTurn())
+        local.users += 1
+        try:
+            async with local.lock:
+                lock = self.redis.lock(
+                    f"{self.prefix}:lock:{key}", timeout=LOCK_TTL_S, blocking_timeout=LOCK_TTL_S
+                )
+                async with lock:
+                    yield
+        finally:
+            local.users -= 1
+            if local.users == 0:
+                del self._local[key]
+
+    # --- channel rubric ---------------------------------------------------------------------
+    async def channel_rubric(self, team: str, channel: str) -> str | None:
+        value = await self.redis.get(f"{self.prefix}:rubric:{team}:{channel}")
+        return _text(value) if value is not None else None
+
+    async def set_channel_rubric(self, team: str, channel: str, rubric: str | None) -> None:
+        key = f"{self.prefix}:rubric:{team}:{channel}"
+        if rubric:
+            await self.redis.set(key, rubric)
+        else:
+            await self.redis.delete(key)
+
+    # --- steps and cards ---------------------------------------------------------------------
+    async def save_steps(self, correlation_id: str, events: list[dict[str, Any]]) -> None:
+        await self.redis.set(
+            f"{self.prefix}:steps:{correlation_id}", json.dumps(events, default=str), ex=self.ttl_s
+        )
+
+    async def steps(self, correlation_id: str) -> list[dict[str, Any]] | None:
+        raw = await self.redis.get(f"{self.prefix}:steps:{correlation_id}")
+        return json.loads(raw) if raw is not None else None
+
+    async def remember_card(
+        self, request_id: str, channel: str, ts: str, expires_at: float
+    ) -> None:
+        await self.redis.set(f"{self.prefix}:card:{request_id}", f"{channel} {ts}", ex=self.ttl_s)
+        await self.redis.zadd(f"{self.prefix}:cards:expiry", {request_id: expires_at})
+
+    async def card(self, request_id: str) -> tuple[str, str] | None:
+        raw = await self.redis.get(f"{self.prefix}:card:{request_id}")
+        if raw is None:
+            return None
+        channel, ts = _text(raw).split(" ", 1)
+        return channel, ts
+
+    async def cards_due(self, now: float) -> list[str]:
+        due = await self.redis.zrangebyscore(f"{self.prefix}:cards:expiry", 0, now)
+        return [_text(r) for r in due]
+
+    async def forget_card_expiry(self, request_id: str) -> None:
+        await self.redis.zrem(f"{self.prefix}:cards:expiry", request_id)

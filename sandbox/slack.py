@@ -1,0 +1,347 @@
+"""A Slack Web API simulator, and a driver that plays Slack's side towards the bot.
+
+Web API (POST /api/<method>, form or JSON, like slack_sdk sends): auth.test,
+chat.postMessage, chat.update, chat.postEphemeral, chat.getPermalink,
+usergroups.users.list, conversations.replies. Every call is recorded. Blocks are checked
+against Slack's documented limits and refused with `invalid_blocks`, as Slack does.
+`rate_limit(method, times, retry_after)` answers the next calls 429 with Retry-After.
+
+`SlackDriver` sends correctly signed events, interactivity payloads and slash commands
+to the bot over HTTP, like Slack's servers do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import itertools
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlencode
+
+import aiohttp
+from aiohttp import web
+
+from sandbox.server import SimulatorServer
+
+BOT_USER = "UBOT"
+TEAM = "T1"
+
+
+@dataclass
+class SlackCall:
+    method: str
+    args: dict[str, Any]
+
+
+@dataclass
+class SlackMessage:
+    channel: str
+    ts: str
+    text: str
+    blocks: list[dict[str, Any]]
+    thread_ts: str | None
+    edits: int = 0
+
+
+def block_problems(blocks: list[dict[str, Any]]) -> list[str]:
+    """Violations of Slack's Block Kit limits (the ones tracegate can run into)."""
+    problems = []
+    if len(blocks) > 50:
+        problems.append(f"{len(blocks)} blocks (max 50)")
+    for i, block in enumerate(blocks):
+        text = block.get("text") or {}
+        if block.get("type") == "section" and len(text.get("text", "")) > 3000:
+            problems.append(f"block {i}: section text {len(text['text'])} chars (max 3000)")
+        if block.get("type") == "header" and len(text.get("text", "")) > 150:
+            problems.append(f"block {i}: header text over 150 chars")
+        for element in (
+            block.get("elements", []) if block.get("type") in ("actions", "context") else []
+        ):
+            if element.get("type") == "button":
+                if len(element["text"]["text"]) > 75:
+                    problems.append(f"block {i}: button text over 75 chars")
+                if len(element.get("value", "")) > 2000:
+                    problems.append(f"block {i}: button value over 2000 chars")
+                if len(element.get("action_id", "")) > 255:
+                    problems.append(f"block {i}: action_id over 255 chars")
+                confirm = element.get("confirm")
+                if confirm and len(confirm["text"]["text"]) > 300:
+                    problems.append(f"block {i}: confirm text over 300 chars")
+        for f in block.get("fields", []):
+            if len(f.get("text", "")) > 2000:
+                problems.append(f"block {i}: field over 2000 chars")
+    return problems
+
+
+@dataclass
+class SlackSimulator(SimulatorServer):
+    calls: list[SlackCall] = field(default_factory=list)
+    usergroups: dict[str, list[str]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        super().__init__()
+        self.messages: dict[tuple[str, str], SlackMessage] = {}
+        self.ephemeral: list[dict[str, Any]] = []
+        self._clock = itertools.count(1)
+        self._limits: dict[str, tuple[int, int]] = {}
+
+    # --- inspection ---------------------------------------------------------------------
+    def calls_to(self, method: str) -> list[SlackCall]:
+        return [c for c in self.calls if c.method == method]
+
+    def thread(self, channel: str, thread_ts: str) -> list[SlackMessage]:
+        """The bot's messages in a thread, in posting order."""
+        found = [
+            m
+            for m in self.messages.values()
+            if m.channel == channel and (m.thread_ts == thread_ts or m.ts == thread_ts)
+        ]
+        return sorted(found, key=lambda m: float(m.ts))
+
+    def rate_limit(self, method: str, times: int = 1, retry_after: int = 1) -> None:
+        self._limits[method] = (times, retry_after)
+
+    def new_ts(self) -> str:
+        return f"{1_700_000_000 + next(self._clock)}.000100"
+
+    # --- HTTP -------------------------------------------------------------------------------
+    def routes(self, app: web.Application) -> None:
+        app.router.add_post("/api/{method}", self._api)
+
+    async def _args(self, request: web.Request) -> dict[str, Any]:
+        if request.content_type == "application/json":
+            parsed: dict[str, Any] = await request.json()
+            return parsed
+        form = await request.post()
+        args: dict[str, Any] = {}
+        for key, value in form.items():
+            text = str(value)
+            args[key] = json.loads(text) if key in ("blocks", "attachments") else text
+        return args
+
+    async def _api(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        args = await self._args(request)
+        self.calls.append(SlackCall(method, args))
+        times, retry_after = self._limits.get(method, (0, 0))
+        if times > 0:
+            self._limits[method] = (times - 1, retry_after)
+            return web.json_response(
+                {"ok": False, "error": "ratelimited"},
+                status=429,
+                headers={"Retry-After": str(retry_after)},
+            )
+        if not request.headers.get("Authorization", "").startswith("Bearer xoxb-"):
+            return web.json_response({"ok": False, "error": "not_authed"})
+        handler = getattr(self, "_" + method.replace(".", "_"), None)
+        if handler is None:
+            return web.json_response({"ok": False, "error": "unknown_method"})
+        body: dict[str, Any] = handler(args)
+        return web.json_response(body)
+
+    def _auth_test(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {"ok": True, "team_id": TEAM, "user_id": BOT_USER, "bot_id": "BBOT", "team": "sim"}
+
+    def _checked(self, args: dict[str, Any]) -> dict[str, Any] | None:
+        blocks = args.get("blocks") or []
+        problems = block_problems(blocks)
+        if problems:
+            return {"ok": False, "error": "invalid_blocks", "errors": problems}
+        if len(args.get("text", "")) > 40_000:
+            return {"ok": False, "error": "msg_too_long"}
+        if not args.get("text") and not blocks:
+            return {"ok": False, "error": "no_text"}
+        return None
+
+    def _chat_postMessage(self, args: dict[str, Any]) -> dict[str, Any]:
+        error = self._checked(args)
+        if error:
+            return error
+        ts = self.new_ts()
+        message = SlackMessage(
+            args["channel"],
+            ts,
+            args.get("text", ""),
+            args.get("blocks") or [],
+            args.get("thread_ts"),
+        )
+        self.messages[(message.channel, ts)] = message
+        return {"ok": True, "channel": message.channel, "ts": ts, "message": {"ts": ts}}
+
+    def _chat_update(self, args: dict[str, Any]) -> dict[str, Any]:
+        error = self._checked(args)
+        if error:
+            return error
+        message = self.messages.get((args["channel"], args["ts"]))
+        if message is None:
+            return {"ok": False, "error": "message_not_found"}
+        message.text = args.get("text", message.text)
+        message.blocks = args.get("blocks") or []
+        message.edits += 1
+        return {"ok": True, "channel": message.channel, "ts": message.ts}
+
+    def _chat_postEphemeral(self, args: dict[str, Any]) -> dict[str, Any]:
+        error = self._checked(args)
+        if error:
+            return error
+        self.ephemeral.append(args)
+        return {"ok": True, "message_ts": self.new_ts()}
+
+    def _chat_getPermalink(self, args: dict[str, Any]) -> dict[str, Any]:
+        ts = args["message_ts"]
+        return {
+            "ok": True,
+            "channel": args["channel"],
+            "permalink": f"https://sim.slack.com/archives/{args['channel']}/p{ts.replace('.', '')}",
+        }
+
+    def _usergroups_users_list(self, args: dict[str, Any]) -> dict[str, Any]:
+        group = args.get("usergroup", "")
+        if group not in self.usergroups:
+            return {"ok": False, "error": "no_such_subteam"}
+        return {"ok": True, "users": self.usergroups[group]}
+
+    def _conversations_replies(self, args: dict[str, Any]) -> dict[str, Any]:
+        found = self.thread(args["channel"], args["ts"])
+        return {
+            "ok": True,
+            "messages": [{"ts": m.ts, "text": m.text, "thread_ts": m.thread_ts} for m in found],
+        }
+
+
+def sign(secret: str, body: str, timestamp: int) -> str:
+    base = f"v0:{timestamp}:{body}".encode()
+    return "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+
+
+@dataclass
+class SlackDriver:
+    """Slack's side of the conversation: what the bot receives over HTTP."""
+
+    bot_url: str
+    signing_secret: str
+    team: str = TEAM
+
+    async def post(
+        self,
+        body: str,
+        content_type: str,
+        *,
+        timestamp: int | None = None,
+        secret: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, str]:
+        stamp = int(time.time()) if timestamp is None else timestamp
+        sent = {
+            "Content-Type": content_type,
+            "X-Slack-Request-Timestamp": str(stamp),
+            "X-Slack-Signature": sign(secret or self.signing_secret, body, stamp),
+            **(headers or {}),
+        }
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(f"{self.bot_url}/slack/events", data=body, headers=sent) as response,
+        ):
+            return response.status, await response.text()
+
+    async def event(
+        self, event: dict[str, Any], *, event_id: str | None = None, retry: int = 0, **kw: Any
+    ) -> tuple[int, str]:
+        envelope = {
+            "token": "legacy",
+            "team_id": self.team,
+            "api_app_id": "A1",
+            "event": event,
+            "type": "event_callback",
+            "event_id": event_id or f"Ev{uuid.uuid4().hex[:10]}",
+            "event_time": int(time.time()),
+            "authorizations": [{"team_id": self.team, "user_id": BOT_USER, "is_bot": True}],
+        }
+        headers = {"X-Slack-Retry-Num": str(retry), "X-Slack-Retry-Reason": "http_timeout"}
+        return await self.post(
+            json.dumps(envelope), "application/json", headers=headers if retry else None, **kw
+        )
+
+    async def mention(
+        self,
+        text: str,
+        *,
+        user: str = "U_ONCALL",
+        channel: str = "C1",
+        ts: str,
+        thread_ts: str | None = None,
+        event_id: str | None = None,
+        retry: int = 0,
+    ) -> tuple[int, str]:
+        event = {
+            "type": "app_mention",
+            "user": user,
+            "text": f"<@{BOT_USER}> {text}",
+            "ts": ts,
+            "channel": channel,
+            "event_ts": ts,
+            **({"thread_ts": thread_ts} if thread_ts else {}),
+        }
+        return await self.event(event, event_id=event_id, retry=retry)
+
+    async def reply(
+        self, text: str, *, user: str = "U_ONCALL", channel: str = "C1", ts: str, thread_ts: str
+    ) -> tuple[int, str]:
+        event = {
+            "type": "message",
+            "user": user,
+            "text": text,
+            "ts": ts,
+            "channel": channel,
+            "channel_type": "channel",
+            "event_ts": ts,
+            "thread_ts": thread_ts,
+        }
+        return await self.event(event)
+
+    async def click(
+        self, action_id: str, value: str, *, user: str, channel: str, message_ts: str
+    ) -> tuple[int, str]:
+        payload = {
+            "type": "block_actions",
+            "team": {"id": self.team},
+            "user": {"id": user, "username": user, "team_id": self.team},
+            "api_app_id": "A1",
+            "token": "legacy",
+            "container": {"type": "message", "message_ts": message_ts, "channel_id": channel},
+            "trigger_id": uuid.uuid4().hex,
+            "channel": {"id": channel},
+            "message": {"ts": message_ts, "type": "message"},
+            "response_url": "https://hooks.slack.invalid/actions",
+            "actions": [
+                {
+                    "action_id": action_id,
+                    "block_id": "b",
+                    "value": value,
+                    "type": "button",
+                    "action_ts": str(time.time()),
+                }
+            ],
+        }
+        body = urlencode({"payload": json.dumps(payload)})
+        return await self.post(body, "application/x-www-form-urlencoded")
+
+    async def slash(
+        self, command: str, text: str, *, user: str = "U_ONCALL", channel: str = "C1"
+    ) -> tuple[int, str]:
+        form = {
+            "token": "legacy",
+            "team_id": self.team,
+            "channel_id": channel,
+            "user_id": user,
+            "command": command,
+            "text": text,
+            "response_url": "https://hooks.slack.invalid/commands",
+            "trigger_id": uuid.uuid4().hex,
+            "api_app_id": "A1",
+        }
+        return await self.post(urlencode(form), "application/x-www-form-urlencoded")
