@@ -23,6 +23,17 @@ class Jobs:
         task.add_done_callback(self._done)
         return task
 
+    def adopt_current(self) -> None:
+        """Track the running task (a Bolt listener, which Bolt itself does not keep).
+
+        Call it before the listener's first await: the task is then registered before
+        Slack (or a test) can see the acknowledgement.
+        """
+        task = asyncio.current_task()
+        if task is not None and task not in self._running:
+            self._running.add(task)  # type: ignore[arg-type]
+            task.add_done_callback(self._done)  # type: ignore[arg-type]
+
     def _done(self, task: asyncio.Task[None]) -> None:
         self._running.discard(task)
         if not task.cancelled() and task.exception() is not None:

@@ -28,7 +28,7 @@ class Settings(BaseSettings):
     slack_signing_secret: SecretStr | None = None
     slack_app_token: SecretStr | None = None  # set: Socket Mode instead of HTTP
     slack_api_url: str = "https://slack.com/api/"
-    port: int = Field(default=3000, ge=1, le=65535)
+    port: int = Field(default=3000, ge=0, le=65535)  # 0: any free port (tests)
     progress_interval: float = Field(default=1.5, ge=0)  # seconds between placeholder edits
     approver_group_cache: int = Field(default=300, ge=0)  # seconds
     # Grafana (links only)

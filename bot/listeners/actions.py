@@ -19,14 +19,17 @@ def _click(body: dict[str, Any]) -> tuple[str, str, str, str]:
 
 def register(app: AsyncApp, services: Services) -> None:
     async def approve(ack: AsyncAck, body: dict[str, Any]) -> None:
+        services.jobs.adopt_current()
         await ack()
         await services.cards.approve(*_click(body))
 
     async def reject(ack: AsyncAck, body: dict[str, Any]) -> None:
+        services.jobs.adopt_current()
         await ack()
         await services.cards.reject(*_click(body))
 
     async def steps(ack: AsyncAck, body: dict[str, Any]) -> None:
+        services.jobs.adopt_current()
         await ack()
         correlation_id, user, channel, _ = _click(body)
         await services.cards.show_steps(correlation_id, user, channel)

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
 def register(app: AsyncApp, services: Services) -> None:
     async def rubric(ack: AsyncAck, command: dict[str, Any]) -> None:
+        services.jobs.adopt_current()
         await ack()
         reply = await services.rubric_command.run(
             str(command.get("team_id", "")), command["channel_id"], command.get("text", "")

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
 def register(app: AsyncApp, services: Services) -> None:
     async def on_mention(body: dict[str, Any], event: dict[str, Any]) -> None:
+        services.jobs.adopt_current()
         await services.conversations.on_message(
             team=str(body.get("team_id", "")),
             channel=event["channel"],
@@ -26,6 +27,7 @@ def register(app: AsyncApp, services: Services) -> None:
     async def on_message(
         body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext
     ) -> None:
+        services.jobs.adopt_current()
         if event.get("subtype") or event.get("bot_id") or not event.get("thread_ts"):
             return  # edits, joins, bots, and top-level chatter are not questions
         if f"<@{context.bot_user_id}>" in event.get("text", ""):

@@ -1,0 +1,225 @@
+"""The Slack bot end to end: the real server over HTTP, signed requests, every simulator."""
+
+import asyncio
+import time
+
+from bot.server import RunningBot
+from sandbox import GeminiSimulator, Reply
+from sandbox.scenarios import Scenario
+from sandbox.slack import SlackDriver, SlackSimulator
+from tests.slack_fixtures import GRAFANA, SECRET, BotFactory
+
+ROOT = "1700000000.000100"  # threads stay apart across tests: each test has its own team id
+
+
+async def _settled(bot: RunningBot) -> None:
+    assert await bot.services.jobs.join(15), "answers still running"
+
+
+async def test_a_mention_gets_a_placeholder_then_the_answer_in_the_thread(
+    bot: RunningBot,
+    driver: SlackDriver,
+    slack: SlackSimulator,
+    gemini: GeminiSimulator,
+    scenario: Scenario,
+) -> None:
+    real = scenario.error_trace_ids[0]
+    gemini.script(
+        Reply.call("query_tempo_traces", traceql="{ status = error }"),
+        Reply.text(f"payment-api 1.42.0 throws NullPointerException; see {real}."),
+    )
+    status, _ = await driver.mention("checkout is throwing 500s, why?", ts=ROOT)
+    await _settled(bot)
+
+    assert status == 200
+    (answer,) = slack.thread("C1", ROOT)
+    first_post = slack.calls_to("chat.postMessage")[0].args
+    assert first_post["thread_ts"] == ROOT and "Looking into it" in first_post["text"]
+    assert answer.edits >= 2  # progress, then the final answer
+    body = answer.blocks[0]["text"]["text"]
+    assert f"{GRAFANA}/explore?schemaVersion=1&panes=" in body and f"|{real}>" in body
+    assert "traces: 1 verified, 0 unverified, 0 removed" in answer.blocks[-2]["elements"][0]["text"]
+
+
+async def test_an_event_delivered_three_times_is_answered_once(
+    bot: RunningBot, driver: SlackDriver, slack: SlackSimulator, gemini: GeminiSimulator
+) -> None:
+    gemini.script(Reply.text("one answer"), Reply.text("a second answer that must not happen"))
+    for retry in range(3):
+        status, _ = await driver.mention("why?", ts=ROOT, event_id="EvSame", retry=retry)
+        assert status == 200
+    await _settled(bot)
+
+    assert len(gemini.requests) == 1
+    assert len(slack.thread("C1", ROOT)) == 1
+
+
+async def test_a_bad_signature_or_a_stale_timestamp_is_refused_and_nothing_runs(
+    bot: RunningBot, driver: SlackDriver, slack: SlackSimulator, gemini: GeminiSimulator
+) -> None:
+    forged = SlackDriver(bot.url, "not-the-secret", team=driver.team)
+    status_forged, _ = await forged.mention("why?", ts=ROOT)
+    status_stale, _ = await driver.event(
+        {"type": "app_mention", "user": "U1", "text": "<@UBOT> why?", "ts": ROOT, "channel": "C1"},
+        timestamp=int(time.time()) - 6 * 60,
+    )
+    await _settled(bot)
+
+    assert (status_forged, status_stale) == (401, 401)
+    assert gemini.requests == []
+    assert slack.calls_to("chat.postMessage") == []
+
+
+async def test_a_reply_in_the_thread_continues_the_conversation_without_a_mention(
+    bot: RunningBot, driver: SlackDriver, gemini: GeminiSimulator
+) -> None:
+    gemini.script(Reply.text("The deploy of 1.42.0."), Reply.text("Roll back to 1.41.3."))
+    await driver.mention("why are checkouts failing?", ts=ROOT)
+    await _settled(bot)
+    await driver.reply("what should we do?", ts="1700000100.000100", thread_ts=ROOT)
+    await _settled(bot)
+
+    follow_up = gemini.requests[1].text()
+    assert "why are checkouts failing?" in follow_up and "The deploy of 1.42.0." in follow_up
+
+
+async def test_replies_in_threads_the_bot_is_not_in_are_ignored(
+    bot: RunningBot, driver: SlackDriver, gemini: GeminiSimulator
+) -> None:
+    await driver.reply("chatter", ts="1700000200.000100", thread_ts="1699999999.000100")
+    await _settled(bot)
+    assert gemini.requests == []
+
+
+async def test_two_mentions_in_one_thread_are_both_answered_in_order(
+    bot: RunningBot, driver: SlackDriver, slack: SlackSimulator, gemini: GeminiSimulator
+) -> None:
+    gemini.script(
+        Reply(parts=({"text": "first answer"},), delay_s=0.3), Reply.text("second answer")
+    )
+    await asyncio.gather(
+        driver.mention("first question", ts=ROOT),
+        driver.mention("second question", ts="1700000001.000100", thread_ts=ROOT),
+    )
+    await _settled(bot)
+
+    answers = [m.blocks[0]["text"]["text"] for m in slack.thread("C1", ROOT)]
+    assert sorted(answers) == ["first answer", "second answer"]
+    asked = [r.contents[-1]["parts"][0]["text"] for r in gemini.requests]
+    assert "first question" in gemini.requests[1].text()  # the second turn saw the first
+    assert asked[0] in ("first question", "second question")
+
+
+async def test_a_failure_ends_as_a_short_plain_message(
+    bot: RunningBot, driver: SlackDriver, slack: SlackSimulator, gemini: GeminiSimulator
+) -> None:
+    gemini.script(Reply.error(500, "internal detail that must not leak"))
+    await driver.mention("why?", ts=ROOT)
+    await _settled(bot)
+
+    (message,) = slack.thread("C1", ROOT)
+    assert message.text.startswith(":x: The language model did not answer. Try again")
+    assert "internal detail" not in message.text and "Traceback" not in message.text
+
+
+async def test_a_429_on_post_message_is_retried_and_the_message_arrives_once(
+    bot: RunningBot, driver: SlackDriver, slack: SlackSimulator, gemini: GeminiSimulator
+) -> None:
+    slack.rate_limit("chat.postMessage", times=1, retry_after=1)
+    gemini.script(Reply.text("answer"))
+    await driver.mention("why?", ts=ROOT)
+    await _settled(bot)
+
+    assert len(slack.calls_to("chat.postMessage")) == 2  # the 429, then the retry
+    assert len(slack.thread("C1", ROOT)) == 1
+
+
+async def test_a_20000_character_answer_is_posted_as_valid_block_kit(
+    bot: RunningBot, driver: SlackDriver, slack: SlackSimulator, gemini: GeminiSimulator
+) -> None:
+    long_answer = "\n\n".join(f"Paragraph {i}: " + "evidence " * 120 for i in range(20))
+    assert len(long_answer) > 20_000
+    gemini.script(Reply.text(long_answer))
+    await driver.mention("explain everything", ts=ROOT)
+    await _settled(bot)
+
+    (message,) = slack.thread("C1", ROOT)
+    sections = [b["text"]["text"] for b in message.blocks if b["type"] == "section"]
+    assert len(sections) > 6 and all(len(s) <= 3000 for s in sections)
+    assert "".join(sections).count("Paragraph") == 20
+
+
+async def test_model_output_cannot_ping_the_channel(
+    bot: RunningBot, driver: SlackDriver, slack: SlackSimulator, gemini: GeminiSimulator
+) -> None:
+    gemini.script(Reply.text("<!channel> everyone look <https://evil.example|here>"))
+    await driver.mention("why?", ts=ROOT)
+    await _settled(bot)
+
+    body = slack.thread("C1", ROOT)[0].blocks[0]["text"]["text"]
+    assert "<!channel>" not in body and "&lt;!channel&gt;" in body
+
+
+async def test_the_steps_button_shows_the_run_to_whoever_clicks(
+    bot: RunningBot, driver: SlackDriver, slack: SlackSimulator, gemini: GeminiSimulator
+) -> None:
+    gemini.script(
+        Reply.call("query_tempo_traces", traceql="{ status = error }"), Reply.text("done")
+    )
+    await driver.mention("why?", ts=ROOT)
+    await _settled(bot)
+    (answer,) = slack.thread("C1", ROOT)
+    steps_button = answer.blocks[-1]["elements"][0]
+
+    await driver.click(
+        "show_steps", steps_button["value"], user="U_CURIOUS", channel="C1", message_ts=answer.ts
+    )
+    (shown,) = slack.ephemeral
+    text = shown["blocks"][0]["text"]["text"]
+    assert shown["user"] == "U_CURIOUS"
+    assert "tool query_tempo_traces started" in text and "trace guard:" in text
+
+
+async def test_healthz_reports_redis(bot: RunningBot) -> None:
+    import aiohttp
+
+    async with aiohttp.ClientSession() as session, session.get(f"{bot.url}/healthz") as response:
+        assert (response.status, await response.json()) == (200, {"status": "ok", "redis": "ok"})
+
+
+async def test_healthz_is_503_when_redis_is_unreachable() -> None:
+    import aiohttp
+    import redis.asyncio as aioredis
+    from aiohttp import web
+
+    from bot.server import health_app
+
+    dead = aioredis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=0.5)
+    runner = web.AppRunner(health_app(dead))
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"http://127.0.0.1:{port}/healthz") as response,
+        ):
+            body = await response.json()
+    finally:
+        await runner.cleanup()
+        await dead.aclose()
+    assert response.status == 503 and body["redis"].startswith("unreachable")
+
+
+async def test_unknown_signing_secret_at_start_up_is_named(bot_for: BotFactory) -> None:
+    from bot.settings import SettingsError
+
+    try:
+        async with bot_for(slack_signing_secret=None):
+            raise AssertionError("the bot must not start without SLACK_SIGNING_SECRET")
+    except SettingsError as exc:
+        assert "SLACK_SIGNING_SECRET: not set" in str(exc)
+
+
+_ = SECRET
