@@ -81,3 +81,17 @@ async def test_with_a_kubeconfig_the_agent_can_read_rollout_history(
     assert code == 0, err
     assert "current revision 3 (registry/payment-api:1.42.0)" in gemini.requests[1].text()
     assert "payment-api moved to 1.42.0 an hour ago." in out
+
+
+async def test_serve_without_a_signing_secret_exits_naming_it(redis_url: str) -> None:
+    env = {"SLACK_BOT_TOKEN": "xoxb-x", "GOOGLE_API_KEY": "k", "TEMPO_URL": "http://t:3200"}
+    code, _, err = await _tracegate("serve", env={**env, "REDIS_URL": redis_url})
+    assert code == 2
+    assert "SLACK_SIGNING_SECRET: not set; copy it from the app's Basic Information page" in err
+
+
+async def test_serve_reports_every_missing_setting_at_once(redis_url: str) -> None:
+    code, _, err = await _tracegate("serve", env={"REDIS_URL": redis_url})
+    assert code == 2
+    for name in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "GOOGLE_API_KEY", "TEMPO_URL"):
+        assert f"{name}: not set" in err

@@ -1,0 +1,91 @@
+"""Block Kit rendering (pure): limits, escaping, links, cards."""
+
+from bot.blocks import (
+    answer_message,
+    card_blocks,
+    escape,
+    explore_url,
+    link_traces,
+    split_sections,
+)
+from gates.model import ActionRequest, GateDecision
+from graph.runner import InvestigationResult
+from sandbox.slack import block_problems
+
+TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+
+
+def _result(answer: str, **fields: object) -> InvestigationResult:
+    return InvestigationResult(
+        thread_id="T:C:1", status="answered", answer=answer, correlation_id="abc", **fields
+    )
+
+
+def test_sections_never_exceed_3000_characters() -> None:
+    text = ("word " * 1000 + "\n") * 5 + "x" * 7000
+    chunks = split_sections(text)
+    assert all(len(c) <= 3000 for c in chunks)
+    assert "".join(chunks).replace("\n", "").replace(" ", "") == text.replace("\n", "").replace(
+        " ", ""
+    )
+
+
+def test_an_enormous_answer_stays_within_50_blocks_and_says_what_was_cut() -> None:
+    _, blocks = answer_message(_result("paragraph\n" * 30_000), None, "tempo")
+    assert len(blocks) == 50
+    assert block_problems(blocks) == []
+    assert "more characters omitted" in blocks[-3]["text"]["text"]
+
+
+def test_slack_control_sequences_are_escaped() -> None:
+    assert escape("<!here> & <@U1>") == "&lt;!here&gt; &amp; &lt;@U1&gt;"
+
+
+def test_verified_trace_ids_link_to_grafana_explore() -> None:
+    linked = link_traces(f"see {TRACE}", [TRACE], "https://g.example/", "tempo-uid")
+    url = explore_url("https://g.example/", "tempo-uid", TRACE)
+    assert linked == f"see <{url}|{TRACE}>"
+    assert url.startswith("https://g.example/explore?schemaVersion=1&panes=")
+    assert " " not in url
+
+
+def test_without_grafana_trace_ids_stay_plain() -> None:
+    assert link_traces(f"see {TRACE}", [TRACE], None, "tempo") == f"see {TRACE}"
+
+
+def test_unverified_answers_carry_a_warning() -> None:
+    _, blocks = answer_message(_result("x", unverified_trace_ids=[TRACE]), None, "tempo")
+    assert "could not be checked in Tempo" in blocks[0]["text"]["text"]
+
+
+def test_a_refused_card_has_a_reason_and_no_buttons() -> None:
+    request = ActionRequest(
+        action="scale",
+        namespace="shop",
+        deployment="api",
+        replicas=0,
+        thread_key="t",
+        requester="U1",
+        status="refused",
+        gate_decisions=[GateDecision(gate="blast_radius", allowed=False, reason="scaling to 0")],
+    )
+    blocks = card_blocks(request, None, "tempo", dry_run=False)
+    assert [b["type"] for b in blocks] == ["section", "context"]
+    assert "Refused by blast_radius: scaling to 0" in blocks[1]["elements"][0]["text"]
+
+
+def test_a_pending_card_says_when_approve_only_dry_runs() -> None:
+    request = ActionRequest(
+        action="scale",
+        namespace="shop",
+        deployment="api",
+        replicas=4,
+        thread_key="t",
+        requester="U1",
+        status="pending_approval",
+        expires_at=2_000_000_000,
+    )
+    blocks = card_blocks(request, None, "tempo", dry_run=True)
+    approve = blocks[-1]["elements"][0]
+    assert "server-side dry run" in approve["confirm"]["text"]["text"]
+    assert block_problems(blocks) == []

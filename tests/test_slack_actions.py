@@ -1,0 +1,163 @@
+"""Approval cards in Slack: posted after the answer, clicked, updated in place, expired."""
+
+import time
+
+import pytest
+
+from bot.server import RunningBot
+from sandbox import GeminiSimulator, Reply
+from sandbox.kubernetes import KubernetesSimulator
+from sandbox.slack import SlackDriver, SlackMessage, SlackSimulator
+from tests.gates_fixtures import APPROVER, OUTSIDER, REQUESTER, SAFE, SECOND_APPROVER
+
+ROOT = "1700000000.000100"
+
+
+async def _settled(bot: RunningBot) -> None:
+    assert await bot.services.jobs.join(15), "answers still running"
+
+
+@pytest.fixture
+async def card(
+    bot: RunningBot, driver: SlackDriver, slack: SlackSimulator, gemini: GeminiSimulator
+) -> SlackMessage:
+    """The agent proposes a rollback; rule gates and judge allow it; the card is posted."""
+    gemini.script(
+        Reply.call(
+            "propose_action",
+            action="rollout_undo",
+            namespace="shop",
+            deployment="payment-api",
+            reason="5xx started with revision 3 (1.42.0)",
+        ),
+        SAFE,  # the judge
+        Reply.text("I proposed rolling payment-api back; it needs your approval."),
+    )
+    await driver.mention("fix checkout", ts=ROOT, user=REQUESTER)
+    await _settled(bot)
+    _answer, posted = slack.thread("C1", ROOT)
+    return posted
+
+
+def _buttons(message: SlackMessage) -> dict[str, dict[str, object]]:
+    actions = next(b for b in message.blocks if b["type"] == "actions")
+    return {e["action_id"]: e for e in actions["elements"]}
+
+
+def _status_line(message: SlackMessage) -> str:
+    text: str = message.blocks[-1]["elements"][0]["text"]
+    return text
+
+
+async def test_a_pending_proposal_is_a_card_with_approve_and_reject(card: SlackMessage) -> None:
+    buttons = _buttons(card)
+    assert set(buttons) == {"approve_action", "reject_action"}
+    assert (
+        buttons["approve_action"]["style"] == "primary" and "confirm" in buttons["approve_action"]
+    )
+    assert buttons["reject_action"]["style"] == "danger"
+    text = str(card.blocks)
+    assert "roll back shop/payment-api" in text
+    assert "revision 3 (registry/payment-api:1.42.0) → 2 (registry/payment-api:1.41.3)" in text
+    assert "*blast_radius*" in text and "*judge*" in text
+
+
+async def test_approve_changes_the_deployment_once_and_updates_the_card(
+    bot: RunningBot,
+    card: SlackMessage,
+    driver: SlackDriver,
+    slack: SlackSimulator,
+    kube: KubernetesSimulator,
+) -> None:
+    request_id = str(_buttons(card)["approve_action"]["value"])
+    for user in (APPROVER, APPROVER, SECOND_APPROVER):  # a double click and a second approver
+        await driver.click(
+            "approve_action", request_id, user=user, channel="C1", message_ts=card.ts
+        )
+        await _settled(bot)
+    edits_after = card.edits
+    await driver.click(
+        "approve_action", request_id, user=APPROVER, channel="C1", message_ts=card.ts
+    )
+    await _settled(bot)  # a replayed payload
+
+    assert len(kube.writes) == 1
+    assert "Succeeded (approved by <@U_APPROVER>): rolled back shop/payment-api to revision 2" in (
+        _status_line(card)
+    )
+    assert not any(b["type"] == "actions" for b in card.blocks)
+    assert card.edits == edits_after
+    refusals = [e["text"] for e in slack.ephemeral]
+    assert refusals == ["Not approved: already succeeded."] * 3
+
+
+async def test_an_unauthorised_click_gets_an_ephemeral_refusal_and_the_card_is_untouched(
+    bot: RunningBot,
+    card: SlackMessage,
+    driver: SlackDriver,
+    slack: SlackSimulator,
+    kube: KubernetesSimulator,
+) -> None:
+    request_id = str(_buttons(card)["approve_action"]["value"])
+    edits = card.edits
+    await driver.click(
+        "approve_action", request_id, user=OUTSIDER, channel="C1", message_ts=card.ts
+    )
+    await _settled(bot)
+
+    (refusal,) = slack.ephemeral
+    assert refusal["user"] == OUTSIDER
+    assert "you are not an approver" in refusal["text"]
+    assert card.edits == edits and kube.writes == []
+
+
+async def test_reject_updates_the_card(
+    bot: RunningBot, card: SlackMessage, driver: SlackDriver, kube: KubernetesSimulator
+) -> None:
+    request_id = str(_buttons(card)["reject_action"]["value"])
+    await driver.click("reject_action", request_id, user=APPROVER, channel="C1", message_ts=card.ts)
+    await _settled(bot)
+
+    assert _status_line(card) == ":no_entry_sign: Rejected by <@U_APPROVER>"
+    assert kube.writes == []
+
+
+async def test_an_expired_card_shows_as_expired(
+    bot: RunningBot, card: SlackMessage, kube: KubernetesSimulator
+) -> None:
+    actions = bot.services.cards.actions
+    assert actions is not None
+    request_id = str(_buttons(card)["approve_action"]["value"])
+    request = await actions.store.get(request_id)
+    await actions.store.redis.hset(
+        actions.store.key(request_id),
+        "doc",
+        request.model_copy(update={"expires_at": time.time() - 1}).model_dump_json(),
+    )
+    await bot.services.memory.remember_card(request_id, "C1", card.ts, time.time() - 1)
+
+    assert await bot.services.cards.expire_due() == 1
+    assert _status_line(card).startswith(":hourglass: Expired")
+    assert kube.writes == []
+
+
+async def test_a_refused_proposal_gets_a_reason_and_no_buttons(
+    bot: RunningBot, driver: SlackDriver, slack: SlackSimulator, gemini: GeminiSimulator
+) -> None:
+    gemini.script(
+        Reply.call(
+            "propose_action",
+            action="scale",
+            namespace="kube-system",
+            deployment="coredns",
+            replicas=4,
+            reason="more DNS capacity",
+        ),
+        Reply.text("That was refused."),
+    )
+    await driver.mention("scale dns", ts=ROOT)
+    await _settled(bot)
+
+    _, refused = slack.thread("C1", ROOT)
+    assert not any(b["type"] == "actions" for b in refused.blocks)
+    assert "Refused by policy: namespace kube-system is protected" in str(refused.blocks)
