@@ -31,8 +31,8 @@ class Jobs:
         """
         task = asyncio.current_task()
         if task is not None and task not in self._running:
-            self._running.add(task)  # type: ignore[arg-type]
-            task.add_done_callback(self._done)  # type: ignore[arg-type]
+            self._running.add(task)
+            task.add_done_callback(self._done)
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._running.discard(task)
