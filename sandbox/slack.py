@@ -111,8 +111,11 @@ class SlackSimulator(SimulatorServer):
     # --- HTTP -------------------------------------------------------------------------------
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/api/{method}", self._api)
+        app.router.add_get("/api/{method}", self._api)  # slack_sdk GETs some read methods
 
     async def _args(self, request: web.Request) -> dict[str, Any]:
+        if request.method == "GET":
+            return dict(request.query)
         if request.content_type == "application/json":
             parsed: dict[str, Any] = await request.json()
             return parsed

@@ -9,6 +9,7 @@ from sandbox import GeminiSimulator, Reply
 from sandbox.kubernetes import KubernetesSimulator
 from sandbox.slack import SlackDriver, SlackMessage, SlackSimulator
 from tests.gates_fixtures import APPROVER, OUTSIDER, REQUESTER, SAFE, SECOND_APPROVER
+from tests.slack_fixtures import SECRET, BotFactory
 
 ROOT = "1700000000.000100"
 
@@ -161,3 +162,41 @@ async def test_a_refused_proposal_gets_a_reason_and_no_buttons(
     _, refused = slack.thread("C1", ROOT)
     assert not any(b["type"] == "actions" for b in refused.blocks)
     assert "Refused by policy: namespace kube-system is protected" in str(refused.blocks)
+
+
+async def test_a_member_of_the_approver_group_may_approve_and_membership_is_cached(
+    bot_for: BotFactory,
+    slack: SlackSimulator,
+    gemini: GeminiSimulator,
+    kube: KubernetesSimulator,
+) -> None:
+    slack.usergroups["S_ONCALL"] = ["U_GROUPIE"]
+    async with bot_for(action_approvers="", action_approver_group="S_ONCALL") as running:
+        driver = SlackDriver(running.url, SECRET, team="TGROUP")
+        gemini.script(
+            Reply.call(
+                "propose_action",
+                action="scale",
+                namespace="shop",
+                deployment="payment-api",
+                replicas=6,
+                reason="saturation",
+            ),
+            SAFE,
+            Reply.text("Proposed a scale-up."),
+        )
+        await driver.mention("scale up", ts=ROOT)
+        await _settled(running)
+        card = slack.thread("C1", ROOT)[-1]
+        request_id = str(_buttons(card)["approve_action"]["value"])
+        await driver.click(
+            "approve_action", request_id, user=OUTSIDER, channel="C1", message_ts=card.ts
+        )
+        await driver.click(
+            "approve_action", request_id, user="U_GROUPIE", channel="C1", message_ts=card.ts
+        )
+        await _settled(running)
+
+    assert kube.deployments[("shop", "payment-api")]["spec"]["replicas"] == 6
+    assert len(slack.calls_to("usergroups.users.list")) == 1
+    assert len(slack.calls_to("auth.test")) == 1  # once, however many requests
