@@ -1,8 +1,10 @@
 """Settings are read from the environment, and bad ones are reported by name."""
 
+from pathlib import Path
+
 import pytest
 
-from bot.settings import SettingsError, load_settings
+from bot.settings import Settings, SettingsError, load_settings
 
 
 def test_defaults_give_the_documented_limits(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -109,3 +111,13 @@ def test_a_bad_rubric_max_iterations_is_refused_by_name(monkeypatch: pytest.Monk
     monkeypatch.setenv("RUBRIC_MAX_ITERATIONS", "0")
     with pytest.raises(SettingsError, match="RUBRIC_MAX_ITERATIONS: RUBRIC_MAX_ITERATIONS is '0'"):
         load_settings(_env_file=None)
+
+
+def test_every_setting_is_documented_in_the_readme_and_env_example() -> None:
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text()
+    example = (root / ".env.example").read_text()
+    for field in Settings.model_fields:
+        name = field.upper()
+        assert f"| `{name}` |" in readme, f"{name} is missing from the README settings table"
+        assert name in example, f"{name} is missing from .env.example"
