@@ -6,6 +6,7 @@ make bench            (starts Redis Stack unless REDIS_URL is set)
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import platform
 import statistics
@@ -123,11 +124,91 @@ async def bench_turn(redis_url: str) -> list[Row]:
     return rows
 
 
+async def bench_approval(redis_url: str) -> list[Row]:
+    """Approving a rollback: one click, against 50 concurrent clicks racing for it."""
+    import redis.asyncio as aioredis
+
+    from gates.breaker import CircuitBreaker
+    from gates.cluster import KubernetesCluster
+    from gates.config import ActionPolicy
+    from gates.judge import ActionJudge
+    from gates.pipeline import ActionPipeline
+    from gates.store import ActionStore
+    from sandbox.kubernetes import KubernetesSimulator
+
+    redis = aioredis.from_url(redis_url)
+    timings: dict[int, list[float]] = {1: [], 50: []}
+    executions: dict[int, int] = {1: 0, 50: 0}
+    async with KubernetesSimulator() as kube, GeminiSimulator() as gemini:
+        kubeconfig = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-{uuid.uuid4().hex}.json"
+        kubeconfig.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "b", "cluster": {"server": kube.url}}],
+                    "users": [{"name": "b", "user": {"token": "t"}}],
+                    "contexts": [{"name": "b", "context": {"cluster": "b", "user": "b"}}],
+                    "current-context": "b",
+                }
+            )
+        )
+        cluster = await KubernetesCluster.connect(str(kubeconfig), timeout_s=5)
+        model = make_chat_model(ModelSpec(api_key="bench", base_url=gemini.url, max_retries=0))
+        for clicks in (1, 50):
+            for round_ in range(10):
+                name = f"svc-{clicks}-{round_}"
+                kube.add_deployment("bench", name, ["img:1", "img:2"])
+                policy = ActionPolicy(actions_enabled=True, approvers=frozenset({"U1"}))
+                prefix = f"bench-{uuid.uuid4().hex[:8]}"
+                pipeline = ActionPipeline(
+                    ActionStore(redis, prefix),
+                    cluster,
+                    CircuitBreaker(redis, policy, prefix),
+                    ActionJudge(model, "closed"),
+                    policy,
+                )
+                gemini.script(Reply.json({"safe_to_proceed": True, "reason": "bench"}))
+                request = await pipeline.propose(
+                    action="rollout_undo",
+                    namespace="bench",
+                    deployment=name,
+                    thread_key=f"bench:{name}",
+                    requester="U0",
+                    reason="bench",
+                )
+                writes_before = len(kube.writes)
+                started = time.perf_counter()
+                await asyncio.gather(*(pipeline.approve(request.id, "U1") for _ in range(clicks)))
+                timings[clicks].append((time.perf_counter() - started) * 1000)
+                executions[clicks] += len(kube.writes) - writes_before
+        await cluster.close()
+        kubeconfig.unlink()
+    await redis.aclose()
+    extra = statistics.median(timings[50]) - statistics.median(timings[1])
+    return [
+        (
+            "approve a rollback (10 rounds)",
+            f"1 click (baseline), {executions[1]} executions",
+            _ms(timings[1]),
+            "—",
+        ),
+        (
+            "approve a rollback (10 rounds)",
+            f"50 concurrent clicks, {executions[50]} executions",
+            _ms(timings[50]),
+            f"+{extra:.1f} ms",
+        ),
+    ]
+
+
 async def main() -> None:
     redis_url = os.environ.get("REDIS_URL")
     if not redis_url:
         raise SystemExit("REDIS_URL is not set: run `make bench`, which starts Redis Stack")
-    rows = await bench_verification() + await bench_turn(redis_url)
+    rows = (
+        await bench_verification() + await bench_turn(redis_url) + await bench_approval(redis_url)
+    )
     lines = [
         "# Benchmarks",
         "",
