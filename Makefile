@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test lint bench clean
+.PHONY: install demo test lint bench clean
 
 # Create the virtualenv and install the project with its dev tools; redone when
 # pyproject.toml changes.
@@ -15,6 +15,9 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 install: $(VENV)/.installed
+
+demo: $(VENV)/.installed
+	scripts/with-redis $(BIN)/tracegate demo $(DEMO_ARGS)
 
 test: $(VENV)/.installed
 	scripts/with-redis $(BIN)/pytest -q

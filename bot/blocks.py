@@ -259,7 +259,9 @@ def card_blocks(
         )
         return [*blocks, context(f":no_entry: Refused by {escape(why)}")]
     evidence = ", ".join(
-        f"<{explore_url(grafana_url, datasource, t)}|{t[:16]}…>" if grafana_url else f"`{t}`"
+        f"<{explore_url(grafana_url, datasource, t)}|{t.lstrip('0')[:12]}…>"
+        if grafana_url
+        else f"`{t}`"
         for t in request.evidence[:5]
     )
     blocks.append(

@@ -6,13 +6,16 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import sys
 import uuid
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from redis.exceptions import RedisError
 
+from bot.demo import play
 from bot.runtime import open_runtime
 from bot.server import serve
 from bot.settings import Settings, SettingsError, load_settings
@@ -64,6 +67,32 @@ def _print_result(result: InvestigationResult, as_json: bool) -> None:
     )
 
 
+def _demo(args: argparse.Namespace) -> int:
+    redis_url = os.environ.get("REDIS_URL")
+    if not redis_url:
+        print(
+            "tracegate demo needs a Redis with RedisJSON + RediSearch: run `make demo` "
+            "(it starts Redis Stack), or set REDIS_URL.",
+            file=sys.stderr,
+        )
+        return 2
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    api_key = os.environ.get("GOOGLE_API_KEY") or None
+    folder = Path(args.out).resolve()
+    asyncio.run(
+        play(
+            redis_url,
+            sys.stdout,
+            folder,
+            api_key=api_key,
+            scenes=args.scene,
+            interactive=args.interactive,
+        )
+    )
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tracegate", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -75,7 +104,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ask.add_argument("--user", default="cli", help="who is asking (recorded in the checkpoint)")
     ask.add_argument("--json", action="store_true", help="print the whole result as JSON")
     commands.add_parser("serve", help="run the Slack app (HTTP on PORT, or Socket Mode)")
+    demo = commands.add_parser(
+        "demo", help="play whole incidents against simulated Slack, Tempo, Kubernetes (and Gemini)"
+    )
+    demo.add_argument("--interactive", action="store_true", help="type your own questions")
+    demo.add_argument("--out", default="demo-blocks", help="folder for the Block Kit JSON")
+    demo.add_argument("--scene", action="append", help="play only this scenario (repeatable)")
     args = parser.parse_args(argv)
+
+    if args.command == "demo":
+        return _demo(args)
 
     try:
         settings = load_settings()

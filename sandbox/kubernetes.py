@@ -142,13 +142,20 @@ class KubernetesSimulator(SimulatorServer):
         replicas: int = 3,
         paused: bool = False,
         change_causes: list[str] | None = None,
+        first_revision: int = 1,
+        spacing_h: float = 1.0,
     ) -> dict[str, Any]:
-        """A Deployment whose revisions 1..N ran `images` in order (the last is current)."""
+        """A Deployment whose revisions `first_revision`.. ran `images` in order, `spacing_h`
+        hours apart, the last (current) one `spacing_h` hours ago."""
         uid = str(uuid.uuid4())
         labels = {"app": name}
         causes = change_causes or [f"deploy {image.rsplit(':', 1)[-1]}" for image in images]
-        start = time.time() - 3600 * len(images)
-        for revision, (image, cause) in enumerate(zip(images, causes, strict=True), start=1):
+        step_s = 3600 * spacing_h
+        start = time.time() - step_s * len(images)
+        last = first_revision + len(images) - 1
+        for revision, (image, cause) in enumerate(
+            zip(images, causes, strict=True), start=first_revision
+        ):
             template: dict[str, Any] = {
                 "metadata": {"labels": dict(labels)},
                 "spec": {"containers": [{"name": name, "image": image}]},
@@ -156,7 +163,7 @@ class KubernetesSimulator(SimulatorServer):
             pod_hash = template_hash(template)
             template["metadata"]["labels"][HASH_LABEL] = pod_hash
             created = time.strftime(
-                "%Y-%m-%dT%H:%M:%SZ", time.gmtime(start + 3600 * (revision - 1))
+                "%Y-%m-%dT%H:%M:%SZ", time.gmtime(start + step_s * (revision - first_revision))
             )
             rs: dict[str, Any] = {
                 "apiVersion": "apps/v1",
@@ -183,11 +190,11 @@ class KubernetesSimulator(SimulatorServer):
                     "creationTimestamp": created,
                 },
                 "spec": {
-                    "replicas": replicas if revision == len(images) else 0,
+                    "replicas": replicas if revision == last else 0,
                     "selector": {"matchLabels": {**labels, HASH_LABEL: pod_hash}},
                     "template": template,
                 },
-                "status": {"replicas": replicas if revision == len(images) else 0},
+                "status": {"replicas": replicas if revision == last else 0},
             }
             self._bump(rs)
             self.replicasets[(namespace, rs["metadata"]["name"])] = rs
@@ -199,10 +206,10 @@ class KubernetesSimulator(SimulatorServer):
                 "name": name,
                 "namespace": namespace,
                 "uid": uid,
-                "generation": len(images),
+                "generation": last,
                 "labels": dict(labels),
                 "annotations": {
-                    REVISION: str(len(images)),
+                    REVISION: str(last),
                     "kubernetes.io/change-cause": causes[-1],
                 },
                 "creationTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start)),

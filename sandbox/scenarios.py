@@ -99,3 +99,52 @@ def bad_deploy(now: float | None = None, seed: int = 42) -> Scenario:
         start_ns = base_ns - (i + 1) * 45 * 1_000_000_000  # one every 45 s, newest first
         traces.append(_checkout_trace(rng, trace_id, start_ns, failing=failing))
     return Scenario("bad-deploy", tuple(traces))
+
+
+def _orders_trace(rng: random.Random, start_ns: int, *, failing: bool) -> SimTrace:
+    root_id, db_id = _hex(rng, 16), _hex(rng, 16)
+    db_ms = rng.randint(2400, 5200) if failing else rng.randint(4, 12)
+    spans = (
+        SimSpan(
+            root_id,
+            "orders-api",
+            "POST /orders",
+            start_ns,
+            (db_ms + 30) * 1_000_000,
+            status="error" if failing else "ok",
+            status_message="database unavailable" if failing else "",
+            attributes={"http.method": "POST", "http.status_code": 503 if failing else 201},
+        ),
+        SimSpan(
+            db_id,
+            "postgres",
+            "INSERT orders",
+            start_ns + 15_000_000,
+            db_ms * 1_000_000,
+            parent_id=root_id,
+            status="error" if failing else "ok",
+            status_message=(
+                "pgbouncer: no more connections allowed (max_client_conn 400); "
+                "connection pool exhausted"
+                if failing
+                else ""
+            ),
+            attributes={
+                "db.system": "postgresql",
+                "db.connection_pool.in_use": 400 if failing else 37,
+            },
+        ),
+    )
+    return SimTrace(_hex(rng, 32), spans)
+
+
+def db_overload(now: float | None = None, seed: int = 7) -> Scenario:
+    """`orders-api` returns 503s because Postgres' connection pool is exhausted; its last
+    deploy was two days ago, so a rollback would not help."""
+    rng = random.Random(seed)
+    base_ns = int((now if now is not None else time.time()) * 1e9)
+    traces = tuple(
+        _orders_trace(rng, base_ns - (i + 1) * 30 * 1_000_000_000, failing=i % 4 != 3)
+        for i in range(12)
+    )
+    return Scenario("db-overload", traces)

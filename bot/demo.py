@@ -1,0 +1,368 @@
+"""`tracegate demo`: whole incidents on embedded defaults, through the real server.
+
+Only the outside world is simulated (Slack, Tempo, Kubernetes and, without
+GOOGLE_API_KEY, Gemini); the bot is the one `tracegate serve` runs. The Slack threads are
+printed as a transcript and their Block Kit JSON written to a folder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from bot.server import RunningBot, running_bot
+from bot.settings import Settings
+from bot.transcript import render_blocks, render_message
+from sandbox import GeminiSimulator, TempoSimulator
+from sandbox.kubernetes import KubernetesSimulator
+from sandbox.plays import (
+    AGENT,
+    GRADER,
+    JUDGE,
+    Play,
+    bad_deploy_play,
+    db_overload_play,
+    hallucination_play,
+    replay_agent,
+    replay_grader,
+    replay_judge,
+)
+from sandbox.scenarios import Scenario, bad_deploy, db_overload
+from sandbox.slack import SlackDriver, SlackSimulator
+
+SECRET = "demo-signing-secret"
+TEAM = "TDEMO"
+ONCALL, LEAD = "U_ONCALL", "U_LEAD"
+
+
+@dataclass
+class World:
+    """The simulated outside world, and what the demo saw of the Slack side."""
+
+    slack: SlackSimulator
+    tempo: TempoSimulator
+    kube: KubernetesSimulator
+    gemini: GeminiSimulator | None
+    checkout: Scenario
+    orders: Scenario
+    kubeconfig: Path
+
+    @property
+    def replay(self) -> bool:
+        return self.gemini is not None
+
+
+@asynccontextmanager
+async def open_world(folder: Path, replay: bool) -> AsyncIterator[World]:
+    checkout, orders = bad_deploy(), db_overload()
+    kube = KubernetesSimulator()
+    kube_images = [f"registry/payment-api:{v}" for v in ("1.40.2", "1.41.3", "1.42.0")]
+    async with (
+        SlackSimulator() as slack,
+        TempoSimulator(traces=checkout.traces + orders.traces) as tempo,
+        kube,
+    ):
+        kube.add_deployment("shop", "payment-api", kube_images, replicas=4, first_revision=40)
+        kube.add_deployment(
+            "shop",
+            "orders-api",
+            ["registry/orders-api:2.6.0", "registry/orders-api:2.7.0"],
+            replicas=6,
+            first_revision=6,
+            spacing_h=48,
+        )
+        kubeconfig = folder / "kubeconfig.json"
+        kubeconfig.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "demo", "cluster": {"server": kube.url}}],
+                    "users": [{"name": "demo", "user": {"token": "demo"}}],
+                    "contexts": [{"name": "demo", "context": {"cluster": "demo", "user": "demo"}}],
+                    "current-context": "demo",
+                }
+            )
+        )
+        if replay:
+            async with GeminiSimulator() as gemini:
+                yield World(slack, tempo, kube, gemini, checkout, orders, kubeconfig)
+        else:
+            yield World(slack, tempo, kube, None, checkout, orders, kubeconfig)
+
+
+def demo_settings(world: World, redis_url: str, api_key: str | None) -> Settings:
+    values: dict[str, Any] = {
+        "slack_bot_token": "xoxb-demo",
+        "slack_signing_secret": SECRET,
+        "slack_api_url": f"{world.slack.url}/api/",
+        "tempo_url": world.tempo.url,
+        "redis_url": redis_url,
+        "redis_prefix": f"demo-{int(time.time())}",
+        "port": 0,
+        "progress_interval": 0,
+        "kubeconfig": str(world.kubeconfig),
+        "actions_enabled": True,
+        "action_approvers": LEAD,
+        "grafana_url": "https://grafana.example.com",
+    }
+    if world.gemini is not None:
+        values |= {
+            "google_api_key": "replay",
+            "gemini_base_url": world.gemini.url,
+            "llm_model": f"google_genai:{AGENT}",
+            "grader_model": f"google_genai:{GRADER}",
+            "judge_model": f"google_genai:{JUDGE}",
+            "llm_max_retries": 0,
+        }
+    else:
+        values["google_api_key"] = api_key
+    return Settings(_env_file=None, **values)
+
+
+@dataclass
+class Narrator:
+    """Prints what a person in the channel would see, and keeps the Block Kit JSON."""
+
+    out: TextIO
+    folder: Path
+    seen: dict[tuple[str, str], int] = field(default_factory=dict)
+    ephemeral_seen: int = 0
+    written: int = 0
+    lines: list[str] = field(default_factory=list)
+
+    def say(self, text: str = "") -> None:
+        self.lines.append(text)
+        print(text, file=self.out, flush=True)
+
+    def user(self, who: str, text: str) -> None:
+        self.say(f"👤 {who}: {text}")
+
+    def _keep(self, scenario: str, kind: str, blocks: list[dict[str, Any]]) -> None:
+        if not blocks:
+            return
+        self.written += 1
+        path = self.folder / scenario / f"{self.written:02d}-{kind}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"blocks": blocks}, indent=2))
+
+    def show(self, slack: SlackSimulator, channel: str, root: str, scenario: str) -> None:
+        """Messages posted or changed since the last look."""
+        for message in slack.thread(channel, root):
+            key = (channel, message.ts)
+            if self.seen.get(key) == message.edits:
+                continue
+            verb = "🤖 tracegate" if key not in self.seen else "🤖 tracegate (updated)"
+            self.seen[key] = message.edits
+            self.say(render_message(verb, message.text, message.blocks, message.edits))
+            self._keep(scenario, "message", message.blocks)
+        for note in slack.ephemeral[self.ephemeral_seen :]:
+            self.say(
+                f"🔒 only @{note['user']} sees:\n"
+                + render_blocks(note.get("blocks") or [], note["text"])
+            )
+            self._keep(scenario, "ephemeral", note.get("blocks") or [])
+        self.ephemeral_seen = len(slack.ephemeral)
+
+
+@dataclass
+class Stage:
+    """One incident being played: the bot, Slack's side, and the narration."""
+
+    world: World
+    bot: RunningBot
+    driver: SlackDriver
+    narrator: Narrator
+    name: str
+    channel: str
+    root: str = ""
+    _clock: int = 0
+
+    def _ts(self) -> str:
+        self._clock += 1
+        return f"{int(time.time())}.{self._clock:06d}"
+
+    async def settle(self) -> None:
+        await self.bot.services.jobs.join(120)
+        self.narrator.show(self.world.slack, self.channel, self.root, self.name)
+
+    async def ask(self, text: str, who: str = ONCALL) -> None:
+        self.narrator.user(who, f"@tracegate {text}" if not self.root else text)
+        ts = self._ts()
+        if not self.root:
+            self.root = ts
+            await self.driver.mention(text, user=who, channel=self.channel, ts=ts)
+        else:
+            await self.driver.reply(
+                text, user=who, channel=self.channel, ts=ts, thread_ts=self.root
+            )
+        await self.settle()
+
+    def pending_cards(self) -> list[tuple[str, str]]:
+        """(request id, card ts) of cards still showing Approve."""
+        found = []
+        for message in self.world.slack.thread(self.channel, self.root):
+            for block in message.blocks:
+                if block.get("type") == "actions":
+                    for element in block["elements"]:
+                        if element.get("action_id") == "approve_action":
+                            found.append((element["value"], message.ts))
+        return found
+
+    async def click(self, action_id: str, request_id: str, card_ts: str, who: str) -> None:
+        label = {"approve_action": "Approve", "reject_action": "Reject"}[action_id]
+        self.narrator.user(who, f"clicks [{label}]")
+        await self.driver.click(
+            action_id, request_id, user=who, channel=self.channel, message_ts=card_ts
+        )
+        await self.settle()
+
+    async def steps(self, who: str = ONCALL) -> None:
+        """Click Steps under the latest answer."""
+        for message in reversed(self.world.slack.thread(self.channel, self.root)):
+            for block in message.blocks:
+                for element in block.get("elements", []) if block["type"] == "actions" else []:
+                    if element.get("action_id") == "show_steps":
+                        self.narrator.user(who, "clicks [Steps]")
+                        await self.driver.click(
+                            "show_steps",
+                            element["value"],
+                            user=who,
+                            channel=self.channel,
+                            message_ts=message.ts,
+                        )
+                        await self.settle()
+                        return
+
+    async def slash(self, text: str, who: str = ONCALL) -> None:
+        self.narrator.user(who, f"/rubric {text}")
+        await self.driver.slash("/rubric", text, user=who, channel=self.channel)
+        await self.settle()
+
+
+def _script(world: World, play: Play) -> None:
+    assert world.gemini is not None
+    world.gemini.script(*play.agent, model=AGENT)
+    world.gemini.script(*play.grader, model=GRADER)
+    world.gemini.script(*play.judge, model=JUDGE)
+
+
+async def bad_deploy_scene(stage: Stage) -> None:
+    if stage.world.replay:
+        _script(stage.world, bad_deploy_play(stage.world.checkout))
+    await stage.ask("checkout is throwing 500s since a few minutes, why?")
+    await stage.ask("can we roll payment-api back?")
+    for request_id, card_ts in stage.pending_cards():
+        await stage.click("approve_action", request_id, card_ts, LEAD)
+    permalink = f"https://demo.slack.com/archives/{stage.channel}/p{stage.root.replace('.', '')}"
+    await stage.slash(f"status {permalink}")
+
+
+async def db_overload_scene(stage: Stage) -> None:
+    if stage.world.replay:
+        _script(stage.world, db_overload_play(stage.world.orders))
+    await stage.ask("orders-api is returning 503s, roll it back?")
+
+
+async def hallucination_scene(stage: Stage) -> None:
+    if stage.world.replay:
+        _script(stage.world, hallucination_play(stage.world.checkout))
+    await stage.ask("which trace shows the payment failure?")
+    await stage.steps()  # how the guard sent the first draft back
+
+
+Scene = Callable[[Stage], Awaitable[None]]
+SCENES: list[tuple[str, str, str, Scene]] = [
+    (
+        "bad-deploy",
+        "C0CHECKOUT",
+        "checkout returns 5xx after payment-api revision 42",
+        bad_deploy_scene,
+    ),
+    (
+        "not-a-deploy",
+        "C0ORDERS",
+        "orders-api fails because Postgres is out of connections",
+        db_overload_scene,
+    ),
+    (
+        "hallucination",
+        "C0PAYMENTS",
+        "the model cites a trace that does not exist",
+        hallucination_scene,
+    ),
+]
+
+
+async def play(
+    redis_url: str,
+    out: TextIO,
+    folder: Path,
+    *,
+    api_key: str | None = None,
+    scenes: list[str] | None = None,
+    interactive: bool = False,
+) -> tuple[World, Narrator]:
+    """Play the scenarios (or an interactive session); returns what happened, for tests."""
+    narrator = Narrator(out, folder)
+    with tempfile.TemporaryDirectory() as scratch:
+        async with open_world(Path(scratch), replay=api_key is None) as world:
+            settings = demo_settings(world, redis_url, api_key)
+            mode = (
+                "Gemini replies are a scripted replay of each scenario (no GOOGLE_API_KEY set)"
+                if world.replay
+                else f"Gemini is real ({settings.llm_model}); "
+                "Slack, Tempo and Kubernetes are simulated"
+            )
+            narrator.say(f"tracegate demo — {mode}.")
+            narrator.say(f"Redis: {redis_url}; Block Kit JSON: {folder}/")
+            async with running_bot(settings, host="127.0.0.1") as bot:
+                driver = SlackDriver(bot.url, SECRET, team=TEAM)
+                if interactive:
+                    if world.gemini is not None:
+                        world.gemini.script(*[replay_agent] * 500, model=AGENT)
+                        world.gemini.script(*[replay_grader] * 500, model=GRADER)
+                        world.gemini.script(*[replay_judge] * 100, model=JUDGE)
+                    await interact(Stage(world, bot, driver, narrator, "interactive", "C0DEMO"))
+                    return world, narrator
+                for name, channel, title, scene in SCENES:
+                    if scenes and name not in scenes:
+                        continue
+                    narrator.say(f"\n━━━ {name}: {title} (#{channel.lower()}) ━━━")
+                    await scene(Stage(world, bot, driver, narrator, name, channel))
+            kube = world.kube.deployments[("shop", "payment-api")]
+            image = kube["spec"]["template"]["spec"]["containers"][0]["image"]
+            narrator.say(f"\nCluster now: shop/payment-api runs {image}.")
+            return world, narrator
+
+
+async def interact(stage: Stage) -> None:
+    """Questions typed at the prompt; `approve`, `reject`, `/rubric …`, `quit`."""
+    stage.narrator.say(
+        "Type a question for @tracegate. `approve` / `reject` act on the newest card, "
+        "`/rubric …` runs the command, `quit` ends."
+    )
+    loop = asyncio.get_running_loop()
+    while True:
+        line = (await loop.run_in_executor(None, sys.stdin.readline)).strip()
+        if not line or line in ("quit", "exit"):
+            return
+        if line.startswith("/rubric"):
+            await stage.slash(line.removeprefix("/rubric").strip())
+        elif line in ("approve", "reject"):
+            cards = stage.pending_cards()
+            if not cards:
+                stage.narrator.say("(no card is waiting for approval)")
+                continue
+            request_id, card_ts = cards[-1]
+            await stage.click(f"{line}_action", request_id, card_ts, LEAD)
+        else:
+            await stage.ask(line)

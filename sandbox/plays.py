@@ -1,0 +1,253 @@
+"""Scripted Gemini replies that replay the demo's incidents, turn by turn.
+
+They stand in for the model when no GOOGLE_API_KEY is set: the same requests reach the
+same simulator, the replies are this script's. Three models are scripted apart: the agent,
+the rubric grader and the action judge.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from sandbox.gemini import GeminiRequest, Reply
+from sandbox.scenarios import Scenario
+
+AGENT = "replay-agent"
+GRADER = "replay-grader"
+JUDGE = "replay-judge"
+
+DEFAULT_CRITERIA = (
+    "The likely root cause is stated, with a confidence level",
+    "Every claim is backed by a tool result (a trace, a search or the rollout history)",
+    "Every trace ID cited comes from a tool result",
+    "Any proposed action has a reason and a way to roll it back",
+    "The answer says what was not checked",
+)
+INVENTED_TRACE = "7f3a9c0d2b1e4f5a6b7c8d9e0f1a2b3c"
+
+
+def satisfied(why: str = "Every criterion is met.") -> Reply:
+    return Reply.call(
+        "SubmitVerdict",
+        result="satisfied",
+        explanation=why,
+        criteria=[{"name": c, "passed": True} for c in DEFAULT_CRITERIA],
+    )
+
+
+def needs(gap_criterion: str, gap: str, why: str) -> Reply:
+    return Reply.call(
+        "SubmitVerdict",
+        result="needs_revision",
+        explanation=why,
+        criteria=[
+            {
+                "name": c,
+                "passed": c != gap_criterion,
+                **({"gap": gap} if c == gap_criterion else {}),
+            }
+            for c in DEFAULT_CRITERIA
+        ],
+    )
+
+
+@dataclass
+class Play:
+    """One scripted incident: what each model says, in order."""
+
+    agent: list[Reply] = field(default_factory=list)
+    grader: list[Reply] = field(default_factory=list)
+    judge: list[Reply] = field(default_factory=list)
+
+
+def bad_deploy_play(scenario: Scenario) -> Play:
+    failing = scenario.error_trace_ids[2]
+    first_answer = (
+        "*Likely cause (high confidence):* `payment-api` revision 42 (image 1.42.0) throws "
+        "`NullPointerException in ChargeHandler.applyDiscount`; `checkout` turns its 503s "
+        f"into 502s. Example trace: {failing}.\n"
+        "• Two of every three checkouts in the last 10 minutes fail, "
+        "all inside `POST /v1/charge`.\n"
+        "• Revision 42 rolled out about an hour ago; revision 41 (1.41.3) ran cleanly before."
+    )
+    return Play(
+        agent=[
+            Reply.call(
+                "query_tempo_traces",
+                traceql='{ resource.service.name = "payment-api" && status = error }',
+                since_minutes_ago=30,
+            ),
+            Reply.call("get_trace", trace_id=failing),
+            Reply.call("get_rollout_history", namespace="shop", deployment="payment-api"),
+            Reply.text(first_answer),
+            Reply.text(
+                first_answer
+                + "\n*Not checked:* database health and the card gateway's own status page."
+            ),
+            Reply.call(
+                "propose_action",
+                action="rollout_undo",
+                namespace="shop",
+                deployment="payment-api",
+                reason=f"Errors began with revision 42 (1.42.0); see {failing}. "
+                "Revision 41 (1.41.3) was healthy.",
+            ),
+            Reply.text(
+                "I proposed rolling `shop/payment-api` back to revision 41 (1.41.3); it needs "
+                "an approver. *Roll-back path:* re-deploy 1.42.0 once the fix lands. "
+                "*Not checked:* whether 1.41.3 lacks a feature checkout now depends on."
+            ),
+        ],
+        grader=[
+            needs(
+                "The answer says what was not checked",
+                "say which components were not examined (e.g. the database, the card gateway)",
+                "Cause and evidence are solid; the limits of the investigation are not stated.",
+            ),
+            satisfied(),
+            satisfied("The proposal has a reason, evidence and a way back."),
+        ],
+        judge=[
+            Reply.json(
+                {
+                    "safe_to_proceed": True,
+                    "reason": "Errors start exactly with revision 42 and the traces show a code "
+                    "defect in payment-api; rolling back to 41 is proportionate.",
+                }
+            )
+        ],
+    )
+
+
+def db_overload_play(scenario: Scenario) -> Play:
+    failing = scenario.error_trace_ids[0]
+    return Play(
+        agent=[
+            Reply.call(
+                "query_tempo_traces",
+                traceql='{ resource.service.name = "orders-api" && status = error }',
+                since_minutes_ago=30,
+            ),
+            Reply.call("get_trace", trace_id=failing),
+            Reply.call("get_rollout_history", namespace="shop", deployment="orders-api"),
+            Reply.call(
+                "propose_action",
+                action="rollout_undo",
+                namespace="shop",
+                deployment="orders-api",
+                reason="orders-api returns 503s; roll back its latest revision to be safe.",
+            ),
+            Reply.text(
+                "*Likely cause (high confidence):* Postgres is out of connections — pgbouncer "
+                f"refuses new clients (`max_client_conn 400`), e.g. {failing}, where "
+                "`INSERT orders` waits 2–5 s and fails.\n"
+                "• `orders-api` last deployed two days ago, long before the errors.\n"
+                "• The rollback I proposed was refused by the reviewer: the evidence points at "
+                "the database, not the deploy.\n"
+                "*Not checked:* which client holds the connections (look at pg_stat_activity)."
+            ),
+        ],
+        grader=[satisfied()],
+        judge=[
+            Reply.json(
+                {
+                    "safe_to_proceed": False,
+                    "reason": "The traces show Postgres connection-pool exhaustion and the last "
+                    "orders-api deploy is two days old: a rollback would not help.",
+                }
+            )
+        ],
+    )
+
+
+def hallucination_play(scenario: Scenario) -> Play:
+    real = scenario.error_trace_ids[3]
+    return Play(
+        agent=[
+            Reply.text(
+                f"payment-api is failing; see trace {INVENTED_TRACE} for the NullPointerException."
+            ),
+            Reply.call(
+                "query_tempo_traces",
+                traceql='{ resource.service.name = "payment-api" && status = error }',
+                since_minutes_ago=30,
+            ),
+            Reply.text(
+                "*Likely cause (medium confidence):* `payment-api` 1.42.0 fails in "
+                f"`ChargeHandler.applyDiscount`; see {real}.\n*Not checked:* the rollout history."
+            ),
+        ],
+        grader=[satisfied()],
+    )
+
+
+# --- a generic replay for questions nobody scripted (`tracegate demo --interactive`) ------
+_HEX_ID = re.compile(r"\b[0-9a-f]{16,32}\b")
+
+
+def _turn(request: GeminiRequest) -> tuple[str, list[str], str]:
+    """The latest question, the tools called since, and the text of their results."""
+    question = ""
+    called: list[str] = []
+    results: list[str] = []
+    for content in request.contents:
+        for part in content.get("parts", []):
+            if content.get("role") == "user" and "text" in part:
+                question, called, results = part["text"], [], []
+            elif "functionCall" in part:
+                called.append(part["functionCall"]["name"])
+            elif "functionResponse" in part:
+                results.append(json.dumps(part["functionResponse"]))
+    return question, called, "\n".join(results)
+
+
+def replay_agent(request: GeminiRequest) -> Reply:
+    """A rule-following stand-in for the agent: search, look, check deploys, answer."""
+    question, called, results = _turn(request)
+    ids = _HEX_ID.findall(results)
+    service = "orders-api" if "order" in question.lower() else "payment-api"
+    forced = request.body.get("toolConfig", {}).get("functionCallingConfig", {}).get("mode")
+    if forced != "NONE" and not question.startswith(("[trace guard]", "[rubric grader]")):
+        if "query_tempo_traces" not in called:
+            return Reply.call(
+                "query_tempo_traces",
+                traceql=f'{{ resource.service.name = "{service}" && status = error }}',
+                since_minutes_ago=30,
+            )
+        if "get_trace" not in called and ids:
+            return Reply.call("get_trace", trace_id=ids[0])
+        if "get_rollout_history" not in called:
+            return Reply.call("get_rollout_history", namespace="shop", deployment=service)
+        wants_action = any(w in question.lower() for w in ("roll back", "rollback", "fix"))
+        if wants_action and "propose_action" not in called:
+            return Reply.call(
+                "propose_action",
+                action="rollout_undo",
+                namespace="shop",
+                deployment=service,
+                reason="errors started with the latest revision",
+            )
+    cited = f" See {ids[0]}." if ids else ""
+    return Reply.text(
+        f"*Likely cause (replayed, medium confidence):* the newest `{service}` revision; "
+        f"errors in the traces start with it.{cited}\n"
+        "*Not checked:* anything outside Tempo and the rollout history."
+    )
+
+
+def replay_grader(request: GeminiRequest) -> Reply:
+    return satisfied("Replay grader: every criterion accepted.")
+
+
+def replay_judge(request: GeminiRequest) -> Reply:
+    database = "connection pool exhausted" in request.text()
+    return Reply.json(
+        {
+            "safe_to_proceed": not database,
+            "reason": "the database, not the deploy, is failing"
+            if database
+            else "the errors start with the latest revision",
+        }
+    )

@@ -1,0 +1,99 @@
+"""`tracegate demo`: each scenario end to end, through the real server and simulators."""
+
+import asyncio
+import io
+import json
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+from bot.demo import play
+from sandbox.plays import INVENTED_TRACE
+from sandbox.slack import block_problems
+
+HEX32 = re.compile(r"\b[0-9a-f]{32}\b")
+
+
+async def _play(redis_url: str, scene: str, folder: Path) -> tuple[str, object]:
+    out = io.StringIO()
+    world, _ = await play(redis_url, out, folder, scenes=[scene])
+    return out.getvalue(), world
+
+
+async def test_bad_deploy_is_answered_approved_and_rolled_back(
+    redis_url: str, tmp_path: Path
+) -> None:
+    transcript, world = await _play(redis_url, "bad-deploy", tmp_path)
+
+    assert "scripted replay" in transcript.splitlines()[0]
+    assert "Likely cause (high confidence):* `payment-api` revision 42" in transcript
+    cited = set(HEX32.findall(transcript))
+    stored = {t.trace_id for t in world.tempo._traces.values()}  # type: ignore[attr-defined]
+    assert cited and cited <= stored  # real IDs only
+    assert "[Approve]  [Reject]" in transcript
+    assert "Succeeded (approved by @U_LEAD): rolled back shop/payment-api to revision 41" in (
+        transcript.replace("\n    · ", " ")
+    )
+    deployment = world.kube.deployments[("shop", "payment-api")]  # type: ignore[attr-defined]
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"].endswith("1.41.3")
+    assert "*Rubric for that thread:* satisfied" in transcript
+
+
+async def test_not_a_deploy_is_refused_by_the_judge_and_the_thread_says_why(
+    redis_url: str, tmp_path: Path
+) -> None:
+    transcript, world = await _play(redis_url, "not-a-deploy", tmp_path)
+
+    assert "Refused by judge: The traces show Postgres connection-pool exhaustion" in (
+        transcript.replace("\n    · ", " ")
+    )
+    assert "The rollback I proposed was refused by the reviewer" in transcript
+    assert world.kube.writes == []  # type: ignore[attr-defined]
+
+
+async def test_an_invented_trace_is_sent_back_and_never_posted(
+    redis_url: str, tmp_path: Path
+) -> None:
+    transcript, world = await _play(redis_url, "hallucination", tmp_path)
+
+    assert INVENTED_TRACE not in transcript
+    assert "trace guard: 0 found, 1 missing" in transcript
+    assert "trace guard: 1 found, 0 missing" in transcript
+    feedback = world.gemini.requests[1].text()  # type: ignore[attr-defined]
+    assert f"do not exist in Tempo: {INVENTED_TRACE}" in feedback
+
+
+async def test_the_block_kit_of_every_message_is_written_and_valid(
+    redis_url: str, tmp_path: Path
+) -> None:
+    await _play(redis_url, "bad-deploy", tmp_path)
+    files = sorted((tmp_path / "bad-deploy").glob("*.json"))
+    assert len(files) >= 4
+    for path in files:
+        assert block_problems(json.loads(path.read_text())["blocks"]) == []
+
+
+async def test_interactive_questions_and_approvals_at_the_prompt(redis_url: str) -> None:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot.cli",
+        "demo",
+        "--interactive",
+        "--out",
+        tempfile.mkdtemp(),
+        env={"PATH": os.environ["PATH"], "REDIS_URL": redis_url},
+        cwd=tempfile.gettempdir(),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await process.communicate(b"checkout fails, please fix it\napprove\nquit\n")
+
+    text = out.decode()
+    assert process.returncode == 0, err.decode()
+    assert "👤 U_ONCALL: @tracegate checkout fails, please fix it" in text
+    assert "👤 U_LEAD: clicks [Approve]" in text
+    assert "Succeeded (approved by @U_LEAD)" in text.replace("\n    · ", " ")
