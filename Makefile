@@ -1,4 +1,4 @@
-# The two commands: `make demo` (arrives with the demo issue) and `make test`.
+# The two commands: `make demo` and `make test`.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 demo: $(VENV)/.installed
-	scripts/with-redis $(BIN)/tracegate demo $(DEMO_ARGS)
+	scripts/with-redis --optional $(BIN)/tracegate demo $(DEMO_ARGS)
 
 test: $(VENV)/.installed
 	scripts/with-redis $(BIN)/pytest -q

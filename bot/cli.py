@@ -68,14 +68,7 @@ def _print_result(result: InvestigationResult, as_json: bool) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    redis_url = os.environ.get("REDIS_URL")
-    if not redis_url:
-        print(
-            "tracegate demo needs a Redis with RedisJSON + RediSearch: run `make demo` "
-            "(it starts Redis Stack), or set REDIS_URL.",
-            file=sys.stderr,
-        )
-        return 2
+    redis_url = os.environ.get("REDIS_URL") or None  # None: the embedded in-memory store
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     api_key = os.environ.get("GOOGLE_API_KEY") or None

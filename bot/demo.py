@@ -18,6 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+import fakeredis
+import redis.asyncio as aioredis
+from langgraph.checkpoint.memory import InMemorySaver
+
 from bot.server import RunningBot, running_bot
 from bot.settings import Settings
 from bot.transcript import render_blocks, render_message
@@ -303,7 +307,7 @@ SCENES: list[tuple[str, str, str, Scene]] = [
 
 
 async def play(
-    redis_url: str,
+    redis_url: str | None,
     out: TextIO,
     folder: Path,
     *,
@@ -311,11 +315,22 @@ async def play(
     scenes: list[str] | None = None,
     interactive: bool = False,
 ) -> tuple[World, Narrator]:
-    """Play the scenarios (or an interactive session); returns what happened, for tests."""
+    """Play the scenarios (or an interactive session); returns what happened, for tests.
+
+    Without `redis_url` the bot runs on an embedded store: fakeredis for its own keys and
+    LangGraph's in-memory checkpointer; nothing outlives the demo.
+    """
     narrator = Narrator(out, folder)
+    redis: aioredis.Redis | None = None
+    saver: InMemorySaver | None = None
+    if redis_url is None:
+        redis, saver = fakeredis.FakeAsyncRedis(), InMemorySaver()
+        store = "embedded in-memory store (no Redis found; nothing persists after the demo)"
+    else:
+        store = f"Redis Stack at {redis_url}"
     with tempfile.TemporaryDirectory() as scratch:
         async with open_world(Path(scratch), replay=api_key is None) as world:
-            settings = demo_settings(world, redis_url, api_key)
+            settings = demo_settings(world, redis_url or "redis://embedded.invalid/0", api_key)
             mode = (
                 "Gemini replies are a scripted replay of each scenario (no GOOGLE_API_KEY set)"
                 if world.replay
@@ -323,8 +338,8 @@ async def play(
                 "Slack, Tempo and Kubernetes are simulated"
             )
             narrator.say(f"tracegate demo — {mode}.")
-            narrator.say(f"Redis: {redis_url}; Block Kit JSON: {folder}/")
-            async with running_bot(settings, host="127.0.0.1") as bot:
+            narrator.say(f"Conversations: {store}. Block Kit JSON: {folder}/")
+            async with running_bot(settings, host="127.0.0.1", redis=redis, saver=saver) as bot:
                 driver = SlackDriver(bot.url, SECRET, team=TEAM)
                 if interactive:
                     if world.gemini is not None:

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import redis.asyncio as aioredis
+from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from bot.settings import Settings
 from gates.breaker import CircuitBreaker
@@ -23,11 +24,18 @@ from graph.runner import Investigator, open_investigator
 class Runtime:
     investigator: Investigator
     actions: ActionPipeline | None  # None: no KUBECONFIG and not in a cluster
+    redis: aioredis.Redis
 
 
 @asynccontextmanager
-async def open_runtime(settings: Settings) -> AsyncIterator[Runtime]:
-    redis = aioredis.from_url(settings.redis_url)
+async def open_runtime(
+    settings: Settings,
+    redis: aioredis.Redis | None = None,
+    saver: BaseCheckpointSaver[str] | None = None,
+) -> AsyncIterator[Runtime]:
+    """The investigator and the action pipeline, on `REDIS_URL` unless a client (and a
+    checkpointer) are handed in — the demo's embedded mode does that."""
+    client = redis if redis is not None else aioredis.from_url(settings.redis_url)
     cluster: KubernetesCluster | None = None
     try:
         actions = None
@@ -35,13 +43,12 @@ async def open_runtime(settings: Settings) -> AsyncIterator[Runtime]:
             kubeconfig = settings.kubeconfig.split(os.pathsep)[0] if settings.kubeconfig else None
             cluster = await KubernetesCluster.connect(kubeconfig, settings.kube_timeout)
             policy = settings.action_policy()
+            judge_model = make_chat_model(settings.judge_spec(), "JUDGE_MODEL")
             actions = ActionPipeline(
-                ActionStore(redis, settings.redis_prefix),
+                ActionStore(client, settings.redis_prefix),
                 cluster,
-                CircuitBreaker(redis, policy, settings.redis_prefix),
-                ActionJudge(
-                    make_chat_model(settings.judge_spec(), "JUDGE_MODEL"), policy.judge_fail_mode
-                ),
+                CircuitBreaker(client, policy, settings.redis_prefix),
+                ActionJudge(judge_model, policy.judge_fail_mode),
                 policy,
             )
         async with open_investigator(
@@ -53,9 +60,11 @@ async def open_runtime(settings: Settings) -> AsyncIterator[Runtime]:
             actions=actions,
             grader_model=settings.grader_spec(),
             default_rubric=settings.rubric,
+            saver=saver,
         ) as investigator:
-            yield Runtime(investigator, actions)
+            yield Runtime(investigator, actions, client)
     finally:
         if cluster is not None:
             await cluster.close()
-        await redis.aclose()
+        if redis is None:
+            await client.aclose()

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 from aiohttp import web
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 
@@ -59,15 +60,23 @@ async def _sweep_expired(services: Services) -> None:
 
 
 @asynccontextmanager
-async def running_bot(settings: Settings, host: str = "0.0.0.0") -> AsyncIterator[RunningBot]:
-    """The whole bot, started; stopped (jobs drained) on exit."""
+async def running_bot(
+    settings: Settings,
+    host: str = "0.0.0.0",
+    *,
+    redis: aioredis.Redis | None = None,
+    saver: BaseCheckpointSaver[str] | None = None,
+) -> AsyncIterator[RunningBot]:
+    """The whole bot, started; stopped (jobs drained) on exit. `redis` and `saver` replace
+    REDIS_URL's server (the demo's embedded mode)."""
     settings.check_for_serve()
-    redis = aioredis.from_url(settings.redis_url)
-    async with open_runtime(settings) as runtime:
-        services = build_services(settings, runtime, redis)
+    async with open_runtime(settings, redis, saver) as runtime:
+        services = build_services(settings, runtime, runtime.redis)
         app = build_app(settings, services)
         socket_mode = settings.slack_app_token is not None
-        web_app = health_app(redis, None if socket_mode else app.web_app(path="/slack/events"))
+        web_app = health_app(
+            runtime.redis, None if socket_mode else app.web_app(path="/slack/events")
+        )
         runner = web.AppRunner(web_app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, host, settings.port)
@@ -94,7 +103,6 @@ async def running_bot(settings: Settings, host: str = "0.0.0.0") -> AsyncIterato
             await runner.cleanup()
             if not await services.jobs.join(SHUTDOWN_GRACE_S):
                 log.warning("stopped with %d answers unfinished", services.jobs.running)
-            await redis.aclose()
 
 
 async def serve(settings: Settings) -> None:

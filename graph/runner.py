@@ -13,6 +13,7 @@ from typing import Any, Literal
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import GraphRecursionError
 from pydantic import BaseModel, Field
 
@@ -291,11 +292,13 @@ async def open_investigator(
     grader_model: ModelSpec | BaseChatModel | None = None,
     default_rubric: str | None = None,
     on_evaluation: OnEvaluation | None = None,
+    saver: BaseCheckpointSaver[str] | None = None,
 ) -> AsyncIterator[Investigator]:
     """Everything an investigation needs, opened together and closed together.
 
     With `actions`, the agent can read rollout history and propose actions through it.
     The grader uses `grader_model` (default: the agent's model) and the read-only Tempo tools.
+    `saver` replaces the Redis checkpointer (the demo's embedded mode).
     """
     chat_model = make_chat_model(model) if isinstance(model, ModelSpec) else model
     if grader_model is None:
@@ -310,8 +313,14 @@ async def open_investigator(
         tools = evidence_tools + (kubernetes_tools(actions) if actions else [])
         verifier = TraceVerifier(client, limits.trace_verify_concurrency)
         grader = Grader(grading_model, evidence_tools, limits.grader_max_steps)
-        async with open_checkpointer(redis_url, checkpoint_ttl_minutes) as saver:
+        if saver is not None:
             graph = build_graph(chat_model, tools, verifier, grader, saver, limits, on_evaluation)
+            yield Investigator(graph, limits, default_rubric)
+            return
+        async with open_checkpointer(redis_url, checkpoint_ttl_minutes) as redis_saver:
+            graph = build_graph(
+                chat_model, tools, verifier, grader, redis_saver, limits, on_evaluation
+            )
             yield Investigator(graph, limits, default_rubric)
     finally:
         await client.aclose()

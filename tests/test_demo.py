@@ -97,3 +97,13 @@ async def test_interactive_questions_and_approvals_at_the_prompt(redis_url: str)
     assert "👤 U_ONCALL: @tracegate checkout fails, please fix it" in text
     assert "👤 U_LEAD: clicks [Approve]" in text
     assert "Succeeded (approved by @U_LEAD)" in text.replace("\n    · ", " ")
+
+
+async def test_without_redis_the_demo_runs_on_an_embedded_store_and_says_so(
+    tmp_path: Path,
+) -> None:
+    out = io.StringIO()
+    await play(None, out, tmp_path, scenes=["hallucination"])
+    transcript = out.getvalue()
+    assert "Conversations: embedded in-memory store (no Redis found" in transcript
+    assert "trace guard: 1 found, 0 missing" in transcript
