@@ -7,11 +7,14 @@ against Slack's documented limits and refused with `invalid_blocks`, as Slack do
 `rate_limit(method, times, retry_after)` answers the next calls 429 with Retry-After.
 
 `SlackDriver` sends correctly signed events, interactivity payloads and slash commands
-to the bot over HTTP, like Slack's servers do.
+to the bot over HTTP, like Slack's servers do. For Socket Mode, `apps.connections.open`
+hands out a WebSocket URL on this server, and `socket_send` delivers an envelope over it
+and waits for the app's acknowledgement.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import itertools
@@ -88,6 +91,9 @@ class SlackSimulator(SimulatorServer):
         self.ephemeral: list[dict[str, Any]] = []
         self._clock = itertools.count(1)
         self._limits: dict[str, tuple[int, int]] = {}
+        self._sockets: list[web.WebSocketResponse] = []
+        self._acks: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._connected = asyncio.Event()
 
     # --- inspection ---------------------------------------------------------------------
     def calls_to(self, method: str) -> list[SlackCall]:
@@ -110,6 +116,7 @@ class SlackSimulator(SimulatorServer):
 
     # --- HTTP -------------------------------------------------------------------------------
     def routes(self, app: web.Application) -> None:
+        app.router.add_get("/link", self._socket)
         app.router.add_post("/api/{method}", self._api)
         app.router.add_get("/api/{method}", self._api)  # slack_sdk GETs some read methods
 
@@ -138,13 +145,60 @@ class SlackSimulator(SimulatorServer):
                 status=429,
                 headers={"Retry-After": str(retry_after)},
             )
-        if not request.headers.get("Authorization", "").startswith("Bearer xoxb-"):
+        token = request.headers.get("Authorization", "")
+        if method == "apps.connections.open":
+            if not token.startswith("Bearer xapp-"):
+                return web.json_response({"ok": False, "error": "invalid_auth"})
+            return web.json_response({"ok": True, "url": self.url.replace("http", "ws") + "/link"})
+        if not token.startswith("Bearer xoxb-"):
             return web.json_response({"ok": False, "error": "not_authed"})
         handler = getattr(self, "_" + method.replace(".", "_"), None)
         if handler is None:
             return web.json_response({"ok": False, "error": "unknown_method"})
         body: dict[str, Any] = handler(args)
         return web.json_response(body)
+
+    # --- Socket Mode -------------------------------------------------------------------------
+    async def _socket(self, request: web.Request) -> web.WebSocketResponse:
+        socket = web.WebSocketResponse()
+        await socket.prepare(request)
+        self._sockets.append(socket)
+        hello = {"type": "hello", "num_connections": 1, "connection_info": {"app_id": "A1"}}
+        await socket.send_json(hello)
+        self._connected.set()
+        async for message in socket:
+            if message.type != aiohttp.WSMsgType.TEXT:
+                continue
+            body = json.loads(message.data)
+            waiting = self._acks.pop(body.get("envelope_id", ""), None)
+            if waiting is not None and not waiting.done():
+                waiting.set_result(body)
+        self._sockets.remove(socket)
+        return socket
+
+    async def socket_send(self, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """Deliver one envelope (`events_api`, `interactive`, `slash_commands`); the ack."""
+        async with asyncio.timeout(5):
+            await self._connected.wait()
+        envelope_id = uuid.uuid4().hex
+        self._acks[envelope_id] = asyncio.get_running_loop().create_future()
+        await self._sockets[-1].send_json(
+            {
+                "envelope_id": envelope_id,
+                "type": kind,
+                "accepts_response_payload": kind != "events_api",
+                "retry_attempt": 0,
+                "retry_reason": "",
+                "payload": payload,
+            }
+        )
+        async with asyncio.timeout(5):
+            return await self._acks[envelope_id]
+
+    async def stop(self) -> None:
+        for socket in list(self._sockets):
+            await socket.close()
+        await super().stop()
 
     def _auth_test(self, args: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "team_id": TEAM, "user_id": BOT_USER, "bot_id": "BBOT", "team": "sim"}
@@ -251,10 +305,9 @@ class SlackDriver:
         ):
             return response.status, await response.text()
 
-    async def event(
-        self, event: dict[str, Any], *, event_id: str | None = None, retry: int = 0, **kw: Any
-    ) -> tuple[int, str]:
-        envelope = {
+    def envelope(self, event: dict[str, Any], event_id: str | None = None) -> dict[str, Any]:
+        """An Events API envelope, as delivered over HTTP or Socket Mode."""
+        return {
             "token": "legacy",
             "team_id": self.team,
             "api_app_id": "A1",
@@ -264,6 +317,11 @@ class SlackDriver:
             "event_time": int(time.time()),
             "authorizations": [{"team_id": self.team, "user_id": BOT_USER, "is_bot": True}],
         }
+
+    async def event(
+        self, event: dict[str, Any], *, event_id: str | None = None, retry: int = 0, **kw: Any
+    ) -> tuple[int, str]:
+        envelope = self.envelope(event, event_id)
         headers = {"X-Slack-Retry-Num": str(retry), "X-Slack-Retry-Reason": "http_timeout"}
         return await self.post(
             json.dumps(envelope), "application/json", headers=headers if retry else None, **kw

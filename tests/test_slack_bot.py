@@ -223,3 +223,26 @@ async def test_unknown_signing_secret_at_start_up_is_named(bot_for: BotFactory) 
 
 
 _ = SECRET
+
+
+async def test_with_an_app_token_events_arrive_over_socket_mode(
+    bot_for: BotFactory, slack: SlackSimulator, gemini: GeminiSimulator
+) -> None:
+    gemini.script(Reply.text("answered over Socket Mode"))
+    async with bot_for(slack_app_token="xapp-sandbox", slack_signing_secret=None) as running:
+        driver = SlackDriver(running.url, "no-signatures-in-socket-mode", team="TSOCKET")
+        mention = {
+            "type": "app_mention",
+            "user": "U_ONCALL",
+            "text": "<@UBOT> why?",
+            "ts": ROOT,
+            "channel": "C1",
+            "event_ts": ROOT,
+        }
+        ack = await slack.socket_send("events_api", driver.envelope(mention))
+        await _settled(running)
+
+    (answer,) = slack.thread("C1", ROOT)
+    assert ack["envelope_id"]
+    assert answer.blocks[0]["text"]["text"] == "answered over Socket Mode"
+    assert slack.calls_to("apps.connections.open")
