@@ -6,10 +6,10 @@ make bench            (starts Redis Stack unless REDIS_URL is set)
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import platform
 import statistics
+import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -134,24 +134,14 @@ async def bench_approval(redis_url: str) -> list[Row]:
     from gates.judge import ActionJudge
     from gates.pipeline import ActionPipeline
     from gates.store import ActionStore
-    from sandbox.kubernetes import KubernetesSimulator
+    from sandbox.kubernetes import KubernetesSimulator, write_kubeconfig
 
     redis = aioredis.from_url(redis_url)
     timings: dict[int, list[float]] = {1: [], 50: []}
     executions: dict[int, int] = {1: 0, 50: 0}
     async with KubernetesSimulator() as kube, GeminiSimulator() as gemini:
-        kubeconfig = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-{uuid.uuid4().hex}.json"
-        kubeconfig.write_text(
-            json.dumps(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "clusters": [{"name": "b", "cluster": {"server": kube.url}}],
-                    "users": [{"name": "b", "user": {"token": "t"}}],
-                    "contexts": [{"name": "b", "context": {"cluster": "b", "user": "b"}}],
-                    "current-context": "b",
-                }
-            )
+        kubeconfig = write_kubeconfig(
+            Path(tempfile.gettempdir()) / f"bench-{uuid.uuid4().hex}.json", kube.url
         )
         cluster = await KubernetesCluster.connect(str(kubeconfig), timeout_s=5)
         model = make_chat_model(ModelSpec(api_key="bench", base_url=gemini.url, max_retries=0))

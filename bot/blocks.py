@@ -79,34 +79,33 @@ def link_traces(
     return linked
 
 
+def _pack(pieces: Iterable[str], separator: str, limit: int) -> list[str]:
+    """Join pieces (each within `limit`) into runs of at most `limit` characters."""
+    runs: list[str] = []
+    current: str | None = None
+    for piece in pieces:
+        candidate = piece if current is None else f"{current}{separator}{piece}"
+        if current is not None and len(candidate) > limit:
+            runs.append(current)
+            current = piece
+        else:
+            current = candidate
+    if current is not None:
+        runs.append(current)
+    return runs
+
+
 def split_sections(text: str, limit: int = SECTION_LIMIT) -> list[str]:
     """Chunks of at most `limit` characters, cut at line ends, else at spaces."""
-    chunks: list[str] = []
-    current = ""
+    lines: list[str] = []
     for line in text.split("\n"):
-        pieces = [line]
-        if len(line) > limit:
-            pieces, word_line = [], ""
-            for word in line.split(" "):
-                while len(word) > limit:  # a single unbroken token: cut it
-                    pieces.append(word[:limit])
-                    word = word[limit:]
-                candidate = f"{word_line} {word}" if word_line else word
-                if len(candidate) > limit:
-                    pieces.append(word_line)
-                    word_line = word
-                else:
-                    word_line = candidate
-            pieces.append(word_line)
-        for piece in pieces:
-            candidate = f"{current}\n{piece}" if current else piece
-            if len(candidate) > limit:
-                chunks.append(current)
-                current = piece
-            else:
-                current = candidate
-    if current.strip():
-        chunks.append(current)
+        if len(line) <= limit:
+            lines.append(line)
+            continue
+        # A single unbroken token longer than the limit is cut where it must be.
+        words = [w[i : i + limit] for w in line.split(" ") for i in range(0, max(len(w), 1), limit)]
+        lines.extend(_pack(words, " ", limit))
+    chunks = _pack(lines, "\n", limit)
     return [c for c in chunks if c.strip()] or [" "]
 
 

@@ -26,7 +26,7 @@ from bot.server import RunningBot, running_bot
 from bot.settings import Settings
 from bot.transcript import render_blocks, render_message
 from sandbox import GeminiSimulator, TempoSimulator
-from sandbox.kubernetes import KubernetesSimulator
+from sandbox.kubernetes import KubernetesSimulator, write_kubeconfig
 from sandbox.plays import (
     AGENT,
     GRADER,
@@ -83,19 +83,7 @@ async def open_world(folder: Path, replay: bool) -> AsyncIterator[World]:
             first_revision=6,
             spacing_h=48,
         )
-        kubeconfig = folder / "kubeconfig.json"
-        kubeconfig.write_text(
-            json.dumps(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "clusters": [{"name": "demo", "cluster": {"server": kube.url}}],
-                    "users": [{"name": "demo", "user": {"token": "demo"}}],
-                    "contexts": [{"name": "demo", "context": {"cluster": "demo", "user": "demo"}}],
-                    "current-context": "demo",
-                }
-            )
-        )
+        kubeconfig = write_kubeconfig(folder / "kubeconfig.json", kube.url)
         if replay:
             async with GeminiSimulator() as gemini:
                 yield World(slack, tempo, kube, gemini, checkout, orders, kubeconfig)

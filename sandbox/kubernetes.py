@@ -24,6 +24,7 @@ import json
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -117,6 +118,20 @@ def json_patch(document: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str,
         else:
             raise ValueError(f"unsupported JSON Patch op {kind!r}")
     return doc
+
+
+def write_kubeconfig(path: Path, server: str) -> Path:
+    """A kubeconfig whose only cluster is `server` (e.g. a simulator's URL)."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "sim", "cluster": {"server": server}}],
+        "users": [{"name": "sim", "user": {"token": "sandbox-token"}}],
+        "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "sim"}}],
+        "current-context": "sim",
+    }
+    path.write_text(json.dumps(config))
+    return path
 
 
 @dataclass

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -20,26 +19,13 @@ from gates.store import ActionStore
 from graph.config import ModelSpec
 from graph.model import make_chat_model
 from sandbox import Reply
-from sandbox.kubernetes import KubernetesSimulator
+from sandbox.kubernetes import KubernetesSimulator, write_kubeconfig
 
 APPROVER = "U_APPROVER"
 SECOND_APPROVER = "U_SECOND"
 REQUESTER = "U_ONCALL"
 OUTSIDER = "U_OUTSIDER"
 SAFE = Reply.json({"safe_to_proceed": True, "reason": "the errors started with revision 42"})
-
-
-def write_kubeconfig(path: Path, server: str) -> Path:
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "sim", "cluster": {"server": server}}],
-        "users": [{"name": "sim", "user": {"token": "sandbox-token"}}],
-        "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "sim"}}],
-        "current-context": "sim",
-    }
-    path.write_text(json.dumps(config))
-    return path
 
 
 @pytest.fixture

@@ -11,8 +11,7 @@ if TYPE_CHECKING:
 
 
 def register(app: AsyncApp, services: Services) -> None:
-    async def on_mention(body: dict[str, Any], event: dict[str, Any]) -> None:
-        services.jobs.adopt_current()
+    async def deliver(body: dict[str, Any], event: dict[str, Any], mentioned: bool) -> None:
         await services.conversations.on_message(
             team=str(body.get("team_id", "")),
             channel=event["channel"],
@@ -21,8 +20,12 @@ def register(app: AsyncApp, services: Services) -> None:
             ts=event["ts"],
             thread_ts=event.get("thread_ts"),
             event_id=body.get("event_id"),
-            mentioned=True,
+            mentioned=mentioned,
         )
+
+    async def on_mention(body: dict[str, Any], event: dict[str, Any]) -> None:
+        services.jobs.adopt_current()
+        await deliver(body, event, mentioned=True)
 
     async def on_message(
         body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext
@@ -32,16 +35,7 @@ def register(app: AsyncApp, services: Services) -> None:
             return  # edits, joins, bots, and top-level chatter are not questions
         if f"<@{context.bot_user_id}>" in event.get("text", ""):
             return  # a mention: the app_mention event carries it
-        await services.conversations.on_message(
-            team=str(body.get("team_id", "")),
-            channel=event["channel"],
-            user=event.get("user", ""),
-            text=event.get("text", ""),
-            ts=event["ts"],
-            thread_ts=event["thread_ts"],
-            event_id=body.get("event_id"),
-            mentioned=False,
-        )
+        await deliver(body, event, mentioned=False)
 
     app.event("app_mention")(on_mention)
     app.event("message")(on_message)
