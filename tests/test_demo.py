@@ -9,11 +9,21 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from bot.demo import play
-from sandbox.plays import INVENTED_TRACE
+from sandbox import GeminiRequest, GeminiSimulator, Reply
+from sandbox.plays import INVENTED_TRACE, replay_agent, replay_grader
 from sandbox.slack import block_problems
 
 HEX32 = re.compile(r"\b[0-9a-f]{32}\b")
+
+
+def replay_grader_or_agent(request: GeminiRequest) -> Reply:
+    """One model for agent and grader: tell them apart by the grader's verdict tool."""
+    return (
+        replay_grader(request) if "SubmitVerdict" in request.tool_names else replay_agent(request)
+    )
 
 
 async def _play(redis_url: str, scene: str, folder: Path) -> tuple[str, object]:
@@ -107,3 +117,19 @@ async def test_without_redis_the_demo_runs_on_an_embedded_store_and_says_so(
     transcript = out.getvalue()
     assert "Conversations: embedded in-memory store (no Redis found" in transcript
     assert "trace guard: 1 found, 0 missing" in transcript
+
+
+async def test_with_an_api_key_the_demo_uses_the_configured_gemini_models(
+    redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No network here: GEMINI_BASE_URL points "real" Gemini at the simulator, which answers
+    # with the generic replay under the default model name.
+    async with GeminiSimulator() as gemini:
+        gemini.script(*[replay_grader_or_agent] * 60)
+        monkeypatch.setenv("GEMINI_BASE_URL", gemini.url)
+        out = io.StringIO()
+        await play(redis_url, out, tmp_path, api_key="a-real-key", scenes=["hallucination"])
+    transcript = out.getvalue()
+    assert "Gemini is real (google_genai:gemini-3.8-flash)" in transcript.splitlines()[0]
+    assert {r.model for r in gemini.requests} == {"gemini-3.8-flash"}
+    assert "Likely cause (replayed" in transcript
