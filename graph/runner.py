@@ -189,11 +189,15 @@ class Investigator:
         config = self._config(thread_id, user, turn.correlation_id)
         try:
             snapshot = await self.graph.aget_state(config)
-            if snapshot.next:
-                # An earlier run was interrupted (e.g. a restart during grading): finish it
-                # first, so its pending step runs once and its records are not lost.
+            if "grade" in snapshot.next:
+                # A run was interrupted while grading (e.g. a restart): finish that pass
+                # first, so it runs once and its record is not lost. Other interrupted
+                # steps are dropped: the new question supersedes them.
                 await turn.emit({"type": "resumed", "pending": list(snapshot.next)})
-                await self._stream(None, config, turn)
+                try:
+                    await self._stream(None, config, turn)
+                except GraphRecursionError:
+                    log.warning("resumed grading hit the recursion limit [%s]", turn.correlation_id)
             active = (
                 rubric or snapshot.values.get("rubric") or channel_rubric or self.default_rubric
             )

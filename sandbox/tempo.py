@@ -68,6 +68,7 @@ class TempoSimulator(SimulatorServer):
     def __post_init__(self) -> None:
         super().__init__()
         self._traces: dict[str, SimTrace] = {t.trace_id: t for t in self.traces}
+        self._arrived = asyncio.Condition()
 
     def add(self, trace: SimTrace) -> None:
         self._traces[trace.trace_id] = trace
@@ -82,6 +83,11 @@ class TempoSimulator(SimulatorServer):
     def requests_for(self, path_prefix: str) -> list[TempoRequest]:
         return [r for r in self.requests if r.path.startswith(path_prefix)]
 
+    async def wait_for_request(self, path_prefix: str = "/", timeout_s: float = 5.0) -> None:
+        """Return once a request under `path_prefix` has arrived."""
+        async with asyncio.timeout(timeout_s), self._arrived:
+            await self._arrived.wait_for(lambda: bool(self.requests_for(path_prefix)))
+
     @web.middleware
     async def _middleware(
         self, request: web.Request, handler: Callable[[web.Request], Any]
@@ -90,6 +96,8 @@ class TempoSimulator(SimulatorServer):
         self.requests.append(
             TempoRequest(request.method, request.path, dict(request.query), tenant)
         )
+        async with self._arrived:
+            self._arrived.notify_all()
         if self.faults.hang:
             await self.stopping.wait()
             return web.Response(status=503, text="simulator stopping")

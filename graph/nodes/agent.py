@@ -11,6 +11,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.config import get_stream_writer
 
+from graph.messages import close_dangling_tool_calls
 from graph.prompts import SYSTEM_PROMPT
 from graph.state import InvestigationState
 
@@ -35,7 +36,8 @@ def make_agent(model: BaseChatModel, tools: Sequence[BaseTool]) -> Node:
     async def agent(state: InvestigationState) -> dict[str, Any]:
         write = get_stream_writer()
         write({"type": "model_started", "node": "agent"})
-        response = await bound.ainvoke([SystemMessage(SYSTEM_PROMPT), *state["messages"]])
+        history = close_dangling_tool_calls(state["messages"])
+        response = await bound.ainvoke([SystemMessage(SYSTEM_PROMPT), *history])
         calls = [c["name"] for c in getattr(response, "tool_calls", [])]
         write({"type": "model_finished", "node": "agent", "tool_calls": calls})
         return {"messages": [response]}
