@@ -62,6 +62,7 @@ class TempoRequest:
 class TempoSimulator(SimulatorServer):
     traces: Iterable[SimTrace] = ()
     tenant: str | None = None
+    api_v2: bool = True  # False: a Tempo older than 2.5, without /api/v2
     faults: TempoFaults = field(default_factory=TempoFaults)
     requests: list[TempoRequest] = field(default_factory=list)
 
@@ -77,7 +78,8 @@ class TempoSimulator(SimulatorServer):
         app.middlewares.append(self._middleware)
         app.router.add_get("/ready", self._ready)
         app.router.add_get("/api/traces/{trace_id}", self._trace_v1)
-        app.router.add_get("/api/v2/traces/{trace_id}", self._trace_v2)
+        if self.api_v2:
+            app.router.add_get("/api/v2/traces/{trace_id}", self._trace_v2)
         app.router.add_get("/api/search", self._search)
 
     def requests_for(self, path_prefix: str) -> list[TempoRequest]:

@@ -102,3 +102,16 @@ async def test_the_tenant_is_sent_as_x_scope_orgid(scenario: Scenario) -> None:
         await client.aclose()
     assert "error spans (2)" in result
     assert {r.tenant for r in tempo.requests} == {"acme"}
+
+
+async def test_an_older_tempo_without_the_v2_api_is_read_through_v1(
+    scenario: Scenario,
+) -> None:
+    async with TempoSimulator(traces=scenario.traces, api_v2=False) as old_tempo:
+        client = TempoClient(TempoSpec(url=old_tempo.url))
+        found = await client.fetch(scenario.error_trace_ids[0])
+        missing = await client.fetch("ab" * 16)
+        await client.aclose()
+    assert found is not None and len(found) == 3
+    assert missing is None
+    assert [r.path.split("/")[2] for r in old_tempo.requests] == ["v2", "traces", "traces"]

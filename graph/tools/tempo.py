@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import time
 from dataclasses import dataclass
@@ -13,6 +14,8 @@ from langchain_core.tools import BaseTool, tool
 
 from graph.config import TempoSpec
 from graph.trace_ids import normalise
+
+log = logging.getLogger(__name__)
 
 MAX_TEXT = 300  # span names, status messages, attribute values: untrusted and unbounded
 MAX_SEARCH_RESULTS = 50
@@ -96,6 +99,7 @@ class TempoClient:
 
     def __init__(self, spec: TempoSpec, http: httpx.AsyncClient | None = None) -> None:
         self.spec = spec
+        self._v2 = True  # until Tempo shows it predates the v2 API
         headers = {"X-Scope-OrgID": spec.tenant} if spec.tenant else {}
         self._http = http or httpx.AsyncClient(
             base_url=spec.url.rstrip("/"),
@@ -121,10 +125,27 @@ class TempoClient:
         return response
 
     async def fetch(self, trace_id: str) -> list[Span] | None:
-        """The trace's spans, or None when Tempo has no such trace."""
-        response = await self._get(f"/api/v2/traces/{normalise(trace_id)}")
-        if response.status_code in (400, 404):
-            return None  # not a valid id, or (older Tempo) not found
+        """The trace's spans, or None when Tempo has no such trace.
+
+        The v2 API answers a missing trace with 200 and an empty trace, so a 404 there
+        means a Tempo older than 2.5 without that route: from then on the v1 API is used,
+        where 404 (empty body) is the missing trace. A 404 is never read as "missing" on
+        v2, which would strip real IDs from answers.
+        """
+        trace = normalise(trace_id)
+        if self._v2:
+            response = await self._get(f"/api/v2/traces/{trace}")
+            if response.status_code == 404:
+                log.warning(
+                    "Tempo at %s has no /api/v2 (older than 2.5): using /api/traces", self.spec.url
+                )
+                self._v2 = False
+        if not self._v2:
+            response = await self._get(f"/api/traces/{trace}")
+            if response.status_code == 404:
+                return None
+        if response.status_code == 400:
+            return None  # Tempo says it is not a valid trace id
         if response.status_code >= 400:
             raise TempoQueryError(f"HTTP {response.status_code}: {_clip(response.text)}")
         spans = parse_spans(response.json())
