@@ -192,12 +192,78 @@ async def bench_approval(redis_url: str) -> list[Row]:
     ]
 
 
+async def bench_slack_ack(redis_url: str) -> list[Row]:
+    """Slack wants a 200 within 3 s: the ack while 30 answers are being worked on, against
+    the ack of duplicate deliveries on an idle bot."""
+    from bot.server import running_bot
+    from bot.settings import Settings
+    from sandbox.slack import SlackDriver, SlackSimulator
+
+    scenario = bad_deploy()
+    async with (
+        SlackSimulator() as slack,
+        TempoSimulator(traces=scenario.traces) as tempo,
+        GeminiSimulator() as gemini,
+    ):
+        settings = Settings(
+            _env_file=None,
+            slack_bot_token="xoxb-bench",
+            slack_signing_secret="bench-secret",
+            slack_api_url=f"{slack.url}/api/",
+            google_api_key="bench",
+            gemini_base_url=gemini.url,
+            llm_max_retries=0,
+            tempo_url=tempo.url,
+            redis_url=redis_url,
+            redis_prefix=f"bench-{uuid.uuid4().hex[:8]}",
+            port=0,
+            default_rubric="",
+        )
+        async with running_bot(settings, host="127.0.0.1") as bot:
+            driver = SlackDriver(bot.url, "bench-secret", team=f"TB{uuid.uuid4().hex[:6]}")
+
+            async def ack(ts: str, event_id: str) -> float:
+                started = time.perf_counter()
+                status, _ = await driver.mention("why?", ts=ts, event_id=event_id)
+                assert status == 200
+                return (time.perf_counter() - started) * 1000
+
+            gemini.script(Reply.text("warm-up"))
+            await ack("1700000000.000001", "EvWarm")
+            await bot.services.jobs.join(30)
+            idle = [await ack("1700000000.000001", "EvWarm") for _ in range(30)]  # duplicates
+            slow = Reply(parts=({"text": "answer"},), delay_s=0.3)
+            gemini.script(*[slow] * 30)
+            busy = await asyncio.gather(
+                *(ack(f"1700000100.{i:06d}", f"EvBusy{i}") for i in range(30))
+            )
+            await bot.services.jobs.join(60)
+    extra = statistics.median(busy) - statistics.median(idle)
+    return [
+        (
+            "Slack ack (HTTP 200) of a mention",
+            "duplicate delivery, idle bot (baseline)",
+            _ms(idle),
+            "—",
+        ),
+        (
+            "Slack ack (HTTP 200) of a mention",
+            "30 new mentions at once (shipped)",
+            _ms(list(busy)),
+            f"+{extra:.1f} ms",
+        ),
+    ]
+
+
 async def main() -> None:
     redis_url = os.environ.get("REDIS_URL")
     if not redis_url:
         raise SystemExit("REDIS_URL is not set: run `make bench`, which starts Redis Stack")
     rows = (
-        await bench_verification() + await bench_turn(redis_url) + await bench_approval(redis_url)
+        await bench_verification()
+        + await bench_turn(redis_url)
+        + await bench_approval(redis_url)
+        + await bench_slack_ack(redis_url)
     )
     lines = [
         "# Benchmarks",
