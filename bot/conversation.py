@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.blocks import answer_message, failure_message, progress_text, rubric_report_blocks
+from bot.blocks import (
+    answer_message,
+    failure_message,
+    progress_text,
+    rubric_report_blocks,
+    section,
+)
 from bot.cards import Cards
 from bot.jobs import Jobs
 from bot.threads import ThreadMemory, thread_key
@@ -140,10 +148,11 @@ class Conversations:
                 await placeholder.replace(*answer_message(result, p.grafana_url, p.datasource))
                 await self.cards.post(channel, root, result.action_request_ids)
         except Exception:
-            reference = f"{int(time.time())}-{key}"
+            reference = uuid.uuid4().hex[:12]
             log.exception("answering in %s failed [%s]", key, reference)
-            await placeholder.replace(
+            text = (
                 ":x: Something went wrong while answering. Try again; if it keeps failing, "
-                f"quote reference {reference}.",
-                [],
+                f"quote reference {reference}."
             )
+            with contextlib.suppress(Exception):  # Slack itself may be what failed
+                await placeholder.replace(text, [section(text)])

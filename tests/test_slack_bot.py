@@ -1,6 +1,5 @@
 """The Slack bot end to end: the real server over HTTP, signed requests, every simulator."""
 
-import asyncio
 import time
 
 from bot.server import RunningBot
@@ -94,20 +93,20 @@ async def test_replies_in_threads_the_bot_is_not_in_are_ignored(
 async def test_two_mentions_in_one_thread_are_both_answered_in_order(
     bot: RunningBot, driver: SlackDriver, slack: SlackSimulator, gemini: GeminiSimulator
 ) -> None:
-    gemini.script(
-        Reply(parts=({"text": "first answer"},), delay_s=0.3), Reply.text("second answer")
-    )
-    await asyncio.gather(
-        driver.mention("first question", ts=ROOT),
-        driver.mention("second question", ts="1700000001.000100", thread_ts=ROOT),
-    )
+    first = Reply(parts=({"text": "first answer"},), delay_s=0.3)
+    gemini.script(first, Reply.text("second answer"))
+    await driver.mention("first question", ts=ROOT)
+    await gemini.wait_for_request("gemini-3.8-flash")  # the first holds the thread now
+    await driver.mention("second question", ts="1700000001.000100", thread_ts=ROOT)
     await _settled(bot)
 
+    first_post, second_post = slack.calls_to("chat.postMessage")
+    assert "Looking into it" in first_post.args["text"]
+    assert "Queued behind the question before yours" in second_post.args["text"]
     answers = [m.blocks[0]["text"]["text"] for m in slack.thread("C1", ROOT)]
-    assert sorted(answers) == ["first answer", "second answer"]
-    asked = [r.contents[-1]["parts"][0]["text"] for r in gemini.requests]
-    assert "first question" in gemini.requests[1].text()  # the second turn saw the first
-    assert asked[0] in ("first question", "second question")
+    assert answers == ["first answer", "second answer"]
+    second_request = gemini.requests[1].text()
+    assert "first question" in second_request and "first answer" in second_request
 
 
 async def test_a_failure_ends_as_a_short_plain_message(
