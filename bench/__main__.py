@@ -15,8 +15,17 @@ import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import redis.asyncio as aioredis
 from langgraph.checkpoint.memory import InMemorySaver
 
+from bot.server import running_bot
+from bot.settings import Settings
+from gates.breaker import CircuitBreaker
+from gates.cluster import KubernetesCluster
+from gates.config import ActionPolicy
+from gates.judge import ActionJudge
+from gates.pipeline import ActionPipeline
+from gates.store import ActionStore
 from graph.build import build_graph
 from graph.checkpoint import open_checkpointer
 from graph.config import GraphLimits, ModelSpec, TempoSpec
@@ -26,7 +35,9 @@ from graph.runner import Investigator
 from graph.tools.tempo import TempoClient, tempo_tools
 from graph.trace_guard import TraceVerifier
 from sandbox import GeminiSimulator, Reply, TempoSimulator
+from sandbox.kubernetes import KubernetesSimulator, write_kubeconfig
 from sandbox.scenarios import bad_deploy
+from sandbox.slack import SlackDriver, SlackSimulator
 
 OUT = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
 Row = tuple[str, str, str, str]
@@ -126,16 +137,6 @@ async def bench_turn(redis_url: str) -> list[Row]:
 
 async def bench_approval(redis_url: str) -> list[Row]:
     """Approving a rollback: one click, against 50 concurrent clicks racing for it."""
-    import redis.asyncio as aioredis
-
-    from gates.breaker import CircuitBreaker
-    from gates.cluster import KubernetesCluster
-    from gates.config import ActionPolicy
-    from gates.judge import ActionJudge
-    from gates.pipeline import ActionPipeline
-    from gates.store import ActionStore
-    from sandbox.kubernetes import KubernetesSimulator, write_kubeconfig
-
     redis = aioredis.from_url(redis_url)
     timings: dict[int, list[float]] = {1: [], 50: []}
     executions: dict[int, int] = {1: 0, 50: 0}
@@ -195,10 +196,6 @@ async def bench_approval(redis_url: str) -> list[Row]:
 async def bench_slack_ack(redis_url: str) -> list[Row]:
     """Slack wants a 200 within 3 s: the ack while 30 answers are being worked on, against
     the ack of duplicate deliveries on an idle bot."""
-    from bot.server import running_bot
-    from bot.settings import Settings
-    from sandbox.slack import SlackDriver, SlackSimulator
-
     scenario = bad_deploy()
     async with (
         SlackSimulator() as slack,

@@ -142,10 +142,8 @@ class Settings(BaseSettings):
             breaker_max_global=self.breaker_max_actions_global,
             approval_ttl_s=parse_duration(self.approval_ttl),
             approvers=frozenset(_split(self.action_approvers)),
-            approver_group=self.action_approver_group or None,
             allow_self_approval=self.allow_self_approval,
             judge_fail_mode=self.judge_fail_mode,
-            kube_timeout_s=self.kube_timeout,
         )
 
     def model_spec(self) -> ModelSpec:

@@ -19,16 +19,14 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from gates.store import as_text
+
 DEDUPE_TTL_S = 3600  # Slack retries for about 5 minutes; keep a margin
 LOCK_TTL_S = 900  # longer than any investigation; released earlier when done
 
 
 def thread_key(team: str, channel: str, thread_ts: str) -> str:
     return f"{team}:{channel}:{thread_ts}"
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 @dataclass
@@ -64,7 +62,7 @@ class ThreadMemory:
 
     async def recent_threads(self, team: str, channel: str, limit: int) -> list[str]:
         index = f"{self.prefix}:channel:{team}:{channel}:threads"
-        return [_text(ts) for ts in await self.redis.zrevrange(index, 0, limit - 1)]
+        return [as_text(ts) for ts in await self.redis.zrevrange(index, 0, limit - 1)]
 
     def busy(self, key: str) -> bool:
         """Whether this process is already answering in the thread."""
@@ -90,7 +88,7 @@ class ThreadMemory:
     # --- channel rubric ---------------------------------------------------------------------
     async def channel_rubric(self, team: str, channel: str) -> str | None:
         value = await self.redis.get(f"{self.prefix}:rubric:{team}:{channel}")
-        return _text(value) if value is not None else None
+        return as_text(value) if value is not None else None
 
     async def set_channel_rubric(self, team: str, channel: str, rubric: str | None) -> None:
         key = f"{self.prefix}:rubric:{team}:{channel}"
@@ -119,12 +117,12 @@ class ThreadMemory:
         raw = await self.redis.get(f"{self.prefix}:card:{request_id}")
         if raw is None:
             return None
-        channel, ts = _text(raw).split(" ", 1)
+        channel, ts = as_text(raw).split(" ", 1)
         return channel, ts
 
     async def cards_due(self, now: float) -> list[str]:
         due = await self.redis.zrangebyscore(f"{self.prefix}:cards:expiry", 0, now)
-        return [_text(r) for r in due]
+        return [as_text(r) for r in due]
 
     async def forget_card_expiry(self, request_id: str) -> None:
         await self.redis.zrem(f"{self.prefix}:cards:expiry", request_id)

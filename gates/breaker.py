@@ -14,6 +14,7 @@ import redis.asyncio as aioredis
 from pydantic import BaseModel
 
 from gates.config import ActionPolicy
+from gates.store import as_text
 
 GLOBAL = "*"
 
@@ -40,10 +41,7 @@ class CircuitBreaker:
         await self.redis.zremrangebyscore(window, 0, now - self.policy.breaker_window_s)
         recent = await self.redis.zcard(window)
         raw = await self.redis.hgetall(f"{self.prefix}:state:{scope}")
-        fields = {
-            (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
-            for k, v in raw.items()
-        }
+        fields = {as_text(k): as_text(v) for k, v in raw.items()}
         return BreakerState(
             scope=scope,
             open=fields.get("open") == "1",

@@ -24,7 +24,5 @@ class ActionPolicy(BaseModel):
     breaker_max_global: int = Field(default=10, ge=1)  # BREAKER_MAX_ACTIONS_GLOBAL
     approval_ttl_s: int = Field(default=900, ge=30)  # APPROVAL_TTL (seconds)
     approvers: frozenset[str] = frozenset()  # ACTION_APPROVERS: Slack user IDs
-    approver_group: str | None = None  # ACTION_APPROVER_GROUP: Slack user group ID
     allow_self_approval: bool = False  # ALLOW_SELF_APPROVAL
     judge_fail_mode: Literal["closed", "open"] = "closed"  # JUDGE_FAIL_MODE
-    kube_timeout_s: float = Field(default=10.0, gt=0)  # KUBE_TIMEOUT

@@ -144,9 +144,12 @@ class ActionPipeline:
         return pending
 
     # --- the human's side -------------------------------------------------------------
+    def is_approver(self, user: str, in_approver_group: bool) -> bool:
+        return user in self.policy.approvers or in_approver_group
+
     def may_approve(self, request: ActionRequest, user: str, in_approver_group: bool) -> str | None:
         """None when `user` may approve `request`, else the reason they may not."""
-        if user not in self.policy.approvers and not in_approver_group:
+        if not self.is_approver(user, in_approver_group):
             return "you are not an approver (ACTION_APPROVERS / ACTION_APPROVER_GROUP)"
         if user == request.requester and not self.policy.allow_self_approval:
             return "you asked for this action; someone else must approve it (ALLOW_SELF_APPROVAL)"
@@ -300,12 +303,9 @@ class ActionPipeline:
 
     async def reset_breaker(self, target: str | None, user: str, in_approver_group: bool) -> str:
         """Close an open breaker (a target `ns/name`, or None for the global one)."""
-        if user not in self.policy.approvers and not in_approver_group:
+        if not self.is_approver(user, in_approver_group):
             return "only an approver may reset the circuit breaker"
         scope = target or GLOBAL
         await self.breaker.reset(scope)
-        probe = ActionRequest(
-            action="breaker_reset", namespace="-", deployment=scope, thread_key="-", requester=user
-        )
-        await self.store.audit(probe, "breaker_reset", user, f"breaker for {scope} reset")
+        await self.store.audit_event("breaker_reset", user, f"breaker for {scope} reset", scope)
         return f"breaker for {scope} reset"

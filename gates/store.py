@@ -48,7 +48,8 @@ class TransitionConflict(Exception):
         self.current = current
 
 
-def _text(value: Any) -> str:
+def as_text(value: Any) -> str:
+    """A Redis reply as text, whether or not the client decodes responses."""
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
@@ -67,20 +68,30 @@ class ActionStore:
     def key(self, request_id: str) -> str:
         return f"{self.prefix}:action:{request_id}"
 
+    @staticmethod
+    def _entry(event: str, actor: str, note: str, **about: str) -> dict[str, str]:
+        """One audit stream entry; `about` names the request, target and statuses."""
+        fields = {"request_id": "", "action": "", "target": "", "from": "", "to": ""}
+        fields.update(about)
+        return {
+            "event": event,
+            **fields,
+            "actor": actor,
+            "note": note[:500],
+            "at": f"{time.time():.3f}",
+        }
+
     def _audit_fields(
         self, request: ActionRequest, event: str, actor: str, from_status: str, note: str
     ) -> dict[str, str]:
-        return {
-            "event": event,
+        about = {
             "request_id": request.id,
             "action": request.action,
             "target": request.target,
             "from": from_status,
             "to": request.status,
-            "actor": actor,
-            "note": note[:500],
-            "at": f"{time.time():.3f}",
         }
+        return self._entry(event, actor, note, **about)
 
     async def create(self, request: ActionRequest) -> None:
         fields = self._audit_fields(request, "created", request.requester, "", request.reason)
@@ -112,7 +123,7 @@ class ActionStore:
         found = []
         for raw in ids:
             try:
-                found.append(await self.get(_text(raw)))
+                found.append(await self.get(as_text(raw)))
             except RequestNotFound:
                 continue  # expired by retention
         return found
@@ -167,12 +178,20 @@ class ActionStore:
 
     async def audit(self, request: ActionRequest, event: str, actor: str, note: str) -> None:
         """An audit entry that is not a transition (e.g. a refused approval)."""
-        fields = self._audit_fields(request, event, actor, request.status, note)
+        await self._append(self._audit_fields(request, event, actor, request.status, note))
+
+    async def audit_event(self, event: str, actor: str, note: str, target: str) -> None:
+        """An audit entry about no request (e.g. a circuit breaker reset)."""
+        await self._append(self._entry(event, actor, note, target=target))
+
+    async def _append(self, fields: dict[str, str]) -> None:
         await self.redis.xadd(self.audit_stream, fields, maxlen=AUDIT_MAXLEN, approximate=True)  # type: ignore[arg-type]
 
     async def audit_entries(self, request_id: str | None = None) -> list[dict[str, str]]:
         entries = await self.redis.xrange(self.audit_stream) or []
-        decoded = [{_text(k): _text(v) for k, v in (fields or {}).items()} for _, fields in entries]
+        decoded = [
+            {as_text(k): as_text(v) for k, v in (fields or {}).items()} for _, fields in entries
+        ]
         return [e for e in decoded if request_id is None or e["request_id"] == request_id]
 
     # --- the duplicate gate's index: one live request per (incident, fingerprint) ----
@@ -185,6 +204,6 @@ class ActionStore:
         if found is None:
             return None
         try:
-            return await self.get(_text(found))
+            return await self.get(as_text(found))
         except RequestNotFound:
             return None

@@ -266,7 +266,7 @@ class KubernetesSimulator(SimulatorServer):
             "availableReplicas": replicas,
         }
 
-    def _roll(self, before: dict[str, Any], after: dict[str, Any]) -> None:
+    def _roll(self, after: dict[str, Any]) -> None:
         """What the deployment controller does when the pod template changes."""
         namespace, uid = after["metadata"]["namespace"], after["metadata"]["uid"]
         owned = self._owned(namespace, uid)
@@ -407,7 +407,7 @@ class KubernetesSimulator(SimulatorServer):
         )
         if updated["spec"]["template"] != current["spec"]["template"]:
             updated["metadata"]["generation"] = current["metadata"]["generation"] + 1
-            self._roll(current, updated)
+            self._roll(updated)
         self._settle(updated)
         self._bump(updated)
         ns, name = current["metadata"]["namespace"], current["metadata"]["name"]

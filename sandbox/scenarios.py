@@ -22,10 +22,6 @@ class Scenario:
     def error_trace_ids(self) -> list[str]:
         return [t.trace_id for t in self.traces if any(s.status == "error" for s in t.spans)]
 
-    @property
-    def healthy_trace_ids(self) -> list[str]:
-        return [t.trace_id for t in self.traces if all(s.status != "error" for s in t.spans)]
-
 
 def _hex(rng: random.Random, chars: int) -> str:
     return "".join(rng.choice("0123456789abcdef") for _ in range(chars))

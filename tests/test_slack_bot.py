@@ -6,7 +6,7 @@ from bot.server import RunningBot
 from sandbox import GeminiSimulator, Reply
 from sandbox.scenarios import Scenario
 from sandbox.slack import SlackDriver, SlackSimulator
-from tests.slack_fixtures import GRAFANA, SECRET, BotFactory
+from tests.slack_fixtures import GRAFANA, BotFactory
 
 ROOT = "1700000000.000100"  # threads stay apart across tests: each test has its own team id
 
@@ -211,7 +211,7 @@ async def test_healthz_is_503_when_redis_is_unreachable() -> None:
     assert response.status == 503 and body["redis"].startswith("unreachable")
 
 
-async def test_unknown_signing_secret_at_start_up_is_named(bot_for: BotFactory) -> None:
+async def test_a_missing_signing_secret_stops_start_up_naming_it(bot_for: BotFactory) -> None:
     from bot.settings import SettingsError
 
     try:
@@ -219,9 +219,6 @@ async def test_unknown_signing_secret_at_start_up_is_named(bot_for: BotFactory) 
             raise AssertionError("the bot must not start without SLACK_SIGNING_SECRET")
     except SettingsError as exc:
         assert "SLACK_SIGNING_SECRET: not set" in str(exc)
-
-
-_ = SECRET
 
 
 async def test_with_an_app_token_events_arrive_over_socket_mode(
