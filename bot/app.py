@@ -21,6 +21,8 @@ from bot.rubric_command import RubricCommand
 from bot.runtime import Runtime
 from bot.settings import Settings
 from bot.threads import ThreadMemory
+from bot.turns import TurnStore
+from bot.worker import InProcessQueue, TurnQueue, TurnRunner, turn_queue
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +35,8 @@ class Services:
     cards: Cards
     conversations: Conversations
     rubric_command: RubricCommand
+    turns: TurnStore
+    runner: TurnRunner
 
 
 def slack_client(settings: Settings) -> AsyncWebClient:
@@ -44,11 +48,18 @@ def slack_client(settings: Settings) -> AsyncWebClient:
     return client
 
 
-def build_services(settings: Settings, runtime: Runtime, redis: aioredis.Redis) -> Services:
+def build_services(
+    settings: Settings, runtime: Runtime, redis: aioredis.Redis, *, in_process: bool = False
+) -> Services:
+    """`in_process`: turns run as tasks of this process, not through the Redis job queue
+    (the demo's embedded store, which has no Redis server to queue on)."""
     client = slack_client(settings)
     ttl_s = int(settings.checkpoint_ttl_minutes * 60)
     memory = ThreadMemory(redis, ttl_s, settings.redis_prefix)
-    jobs = Jobs()
+    turns = TurnStore(redis, ttl_s, settings.redis_prefix)
+    queue: TurnQueue = InProcessQueue() if in_process else turn_queue(redis, settings.redis_prefix)
+    timing = settings.worker_timing()
+    jobs = Jobs(queued_turns=lambda: queue.count("incomplete"))
     approvers = ApproverGroup(
         client, settings.action_approver_group, float(settings.approver_group_cache)
     )
@@ -66,9 +77,23 @@ def build_services(settings: Settings, runtime: Runtime, redis: aioredis.Redis) 
         progress_interval_s=settings.progress_interval,
         rubric_max_iterations=runtime.investigator.limits.rubric_max_iterations,
     )
-    conversations = Conversations(client, runtime.investigator, memory, jobs, cards, presentation)
+    conversations = Conversations(
+        client,
+        runtime.investigator,
+        memory,
+        turns,
+        queue,
+        timing,
+        jobs,
+        cards,
+        presentation,
+        settings.max_attempts,
+    )
+    runner = TurnRunner(turns, queue, conversations.run, conversations.prepare, timing)
+    if isinstance(queue, InProcessQueue):
+        queue.runner = runner
     rubric_command = RubricCommand(runtime.investigator, memory, settings.rubric)
-    return Services(client, memory, jobs, cards, conversations, rubric_command)
+    return Services(client, memory, jobs, cards, conversations, rubric_command, turns, runner)
 
 
 def build_app(settings: Settings, services: Services) -> AsyncApp:

@@ -17,7 +17,7 @@ from redis.exceptions import RedisError
 
 from bot.demo import play
 from bot.runtime import open_runtime
-from bot.server import serve
+from bot.server import run_worker, serve
 from bot.settings import Settings, SettingsError, load_settings
 from gates.cluster import ClusterError
 from graph.config import ConfigError
@@ -97,6 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ask.add_argument("--user", default="cli", help="who is asking (recorded in the checkpoint)")
     ask.add_argument("--json", action="store_true", help="print the whole result as JSON")
     commands.add_parser("serve", help="run the Slack app (HTTP on PORT, or Socket Mode)")
+    commands.add_parser("worker", help="run turns from the queue (WORKER_MODE=queue)")
     demo = commands.add_parser(
         "demo", help="play whole incidents against simulated Slack, Tempo, Kubernetes (and Gemini)"
     )
@@ -113,6 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         _configure_logging(settings.log_level)
         if args.command == "serve":
             asyncio.run(serve(settings))
+            return 0
+        if args.command == "worker":
+            asyncio.run(run_worker(settings))
             return 0
         args.thread = args.thread or f"cli:{uuid.uuid4().hex}"
         result = asyncio.run(_investigate(settings, args))

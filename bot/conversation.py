@@ -1,15 +1,25 @@
-"""A mention (or a reply in a thread the bot is in) → a placeholder → the answer."""
+"""A mention (or a reply in a thread the bot is in) → a recorded turn → a placeholder → the answer.
+
+`on_message` runs before Bolt acknowledges the event: the turn is in Redis (and queued) before
+Slack hears 200. `prepare` and `run` are what a worker does with the turn: post the
+placeholder, investigate (resuming the thread's checkpoint after a crash), store the answer
+with the turn, then deliver it step by step — each step done once and retried on its own, so
+a failure after the answer is posted never overwrites it.
+"""
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
+import functools
 import logging
 import re
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.blocks import (
@@ -22,12 +32,17 @@ from bot.blocks import (
 from bot.cards import Cards
 from bot.jobs import Jobs
 from bot.threads import ThreadMemory, thread_key
-from graph.runner import Investigator
+from bot.turns import Turn, TurnStore, turn_id_of
+from bot.worker import TurnQueue, WorkerTiming, enqueue_turn
+from graph.runner import InvestigationResult, Investigator
 
 log = logging.getLogger(__name__)
 
 _MENTION = re.compile(r"<@[A-Z0-9]+>")
 _RUBRIC_STATUS = re.compile(r"^\s*rubric\s+status\s*\??\s*$", re.IGNORECASE)
+
+DELIVERY_TRIES = 5  # per delivery step, on top of slack_sdk's own 429/5xx retries
+DELIVERY_BACKOFF_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -39,14 +54,14 @@ class Presentation:
 
 
 class Placeholder:
-    """The "working on it" message, edited as progress arrives (throttled) and at the end."""
+    """The "working on it" message, edited as progress arrives (throttled)."""
 
     def __init__(
         self, client: AsyncWebClient, channel: str, ts: str, interval_s: float, max_passes: int
     ) -> None:
         self.client, self.channel, self.ts = client, channel, ts
         self.interval_s, self.max_passes = interval_s, max_passes
-        self._last_at = 0.0
+        self._last_at = float("-inf")
         self._last_text = ""
 
     async def progress(self, event: dict[str, Any]) -> None:
@@ -57,8 +72,13 @@ class Placeholder:
         self._last_at, self._last_text = now, text
         await self.client.chat_update(channel=self.channel, ts=self.ts, text=text)
 
-    async def replace(self, text: str, blocks: list[dict[str, Any]]) -> None:
-        await self.client.chat_update(channel=self.channel, ts=self.ts, text=text, blocks=blocks)
+
+def _transient(exc: Exception) -> bool:
+    """Worth trying again: rate limits, Slack's 5xx, a connection that failed."""
+    if isinstance(exc, SlackApiError):
+        status = exc.response.status_code if exc.response is not None else 0
+        return status == 429 or status >= 500 or exc.response.get("error") == "ratelimited"
+    return isinstance(exc, (OSError, asyncio.TimeoutError)) or "aiohttp" in type(exc).__module__
 
 
 class Conversations:
@@ -67,17 +87,26 @@ class Conversations:
         client: AsyncWebClient,
         investigator: Investigator,
         memory: ThreadMemory,
+        turns: TurnStore,
+        queue: TurnQueue,
+        timing: WorkerTiming,
         jobs: Jobs,
         cards: Cards,
         presentation: Presentation,
+        max_attempts: int,
     ) -> None:
         self.client = client
         self.investigator = investigator
         self.memory = memory
+        self.turns = turns
+        self.queue = queue
+        self.timing = timing
         self.jobs = jobs
         self.cards = cards
         self.presentation = presentation
+        self.max_attempts = max_attempts
 
+    # --- receiving (before the ack) ------------------------------------------------------
     async def on_message(
         self,
         *,
@@ -90,69 +119,147 @@ class Conversations:
         event_id: str | None,
         mentioned: bool,
     ) -> None:
-        """Handle one delivery of a message event; duplicates and strangers' threads are ignored."""
+        """Record and queue one delivery of a message; strangers' threads are ignored."""
         root = thread_ts or ts
         if not mentioned and not (thread_ts and await self.memory.joined(team, channel, root)):
             return
-        if event_id and not await self.memory.first_delivery(event_id):
-            log.info("duplicate delivery of %s ignored", event_id)
+        key = thread_key(team, channel, root)
+        question = _MENTION.sub("", text).strip()
+        if _RUBRIC_STATUS.match(question):
+            if not event_id or await self.memory.first_delivery(event_id):
+                self.jobs.submit(self._rubric_status(key, channel, root), name=f"rubric {key}")
             return
         await self.memory.join(team, channel, root)
-        question = _MENTION.sub("", text).strip()
-        key = thread_key(team, channel, root)
-        if _RUBRIC_STATUS.match(question):
-            report = await self.investigator.rubric_status(key)
-            blocks = rubric_report_blocks(report, "this thread")
-            await self.client.chat_postMessage(
-                channel=channel, thread_ts=root, text="Rubric status", blocks=blocks
-            )
-            return
-        waiting = self.memory.busy(key)
-        posted = await self.client.chat_postMessage(
+        turn = Turn(
+            id=turn_id_of(key, ts),
+            thread=key,
+            team=team,
             channel=channel,
-            thread_ts=root,
-            text=":hourglass_flowing_sand: "
-            + ("Queued behind the question before yours…" if waiting else "Looking into it…"),
+            root=root,
+            ts=ts,
+            user=user,
+            text=question,
+            event_id=event_id or "",
         )
-        placeholder = Placeholder(
-            self.client,
-            channel,
-            str(posted["ts"]),
-            self.presentation.progress_interval_s,
-            self.presentation.rubric_max_iterations,
-        )
-        job = self._answer(key, team, channel, root, user, question, placeholder)
-        self.jobs.submit(job, name=f"answer {key}")
+        if not await self.turns.record(turn):
+            recorded = await self.turns.get(turn.id)
+            if recorded is not None and recorded.state == "done":
+                log.info("redelivery of answered turn %s (event %s) ignored", turn.id, event_id)
+                return
+            # Recorded but unfinished: the first ack may have been lost. The job is queued
+            # again below (a no-op while it is queued or running).
+            log.info("redelivery of unfinished turn %s: making sure it is queued", turn.id)
+        await enqueue_turn(self.queue, turn.id, self.timing)
 
-    async def _answer(
-        self,
-        key: str,
-        team: str,
-        channel: str,
-        root: str,
-        user: str,
-        question: str,
-        placeholder: Placeholder,
-    ) -> None:
+    async def _rubric_status(self, key: str, channel: str, root: str) -> None:
+        report = await self.investigator.rubric_status(key)
+        blocks = rubric_report_blocks(report, "this thread")
+        await self.client.chat_postMessage(
+            channel=channel, thread_ts=root, text="Rubric status", blocks=blocks
+        )
+
+    # --- running (in a worker) -----------------------------------------------------------
+    async def prepare(self, turn: Turn) -> None:
+        """Post the turn's placeholder once, whichever worker gets there first."""
+        if turn.placeholder_ts or not await self.turns.claim_placeholder(turn.id):
+            return
+        queued = await self.turns.head(turn.thread) not in (None, turn.id)
         try:
-            async with self.memory.turn(key):
-                rubric = await self.memory.channel_rubric(team, channel)
-                result = await self.investigator.investigate(
-                    key, question, user, on_progress=placeholder.progress, channel_rubric=rubric
-                )
-                await self.memory.save_steps(result.correlation_id, result.events)
-                if result.status == "failed":
-                    await placeholder.replace(*failure_message(result))
-                    return
-                p = self.presentation
-                await placeholder.replace(*answer_message(result, p.grafana_url, p.datasource))
-                await self.cards.post(channel, root, result.action_request_ids)
-        except Exception:
-            reference = uuid.uuid4().hex[:12]
-            log.exception("answering in %s failed [%s]", key, reference)
-            text = (
-                ":x: Something went wrong while answering. Try again; if it keeps failing, "
-                f"quote reference {reference}."
+            posted = await self.client.chat_postMessage(
+                channel=turn.channel,
+                thread_ts=turn.root,
+                text=":hourglass_flowing_sand: "
+                + ("Queued behind the question before yours…" if queued else "Looking into it…"),
             )
-            with contextlib.suppress(Exception):  # Slack itself may be what failed
-                await placeholder.replace(text, [section(text)])
+        except Exception:
+            await self.turns.unclaim_placeholder(turn.id)  # a later run may try again
+            raise
+        await self.turns.set(turn.id, placeholder_ts=str(posted["ts"]))
+
+    async def run(self, turn: Turn) -> None:
+        """Investigate (or resume), store the answer with the turn, deliver it, finish."""
+        if turn.attempts > self.max_attempts:
+            await self._give_up(turn)
+            return
+        if turn.result is not None:
+            result = InvestigationResult.model_validate(turn.result)
+        else:
+            placeholder = None
+            if turn.placeholder_ts:
+                p = self.presentation
+                placeholder = Placeholder(
+                    self.client,
+                    turn.channel,
+                    turn.placeholder_ts,
+                    p.progress_interval_s,
+                    p.rubric_max_iterations,
+                )
+            rubric = await self.memory.channel_rubric(turn.team, turn.channel)
+            result = await self.investigator.investigate(
+                turn.thread,
+                turn.text,
+                turn.user,
+                on_progress=placeholder.progress if placeholder else None,
+                channel_rubric=rubric,
+                turn_id=turn.id,
+            )
+            await self.turns.store_result(turn.id, result.model_dump(mode="json"))
+        await self._deliver(turn, result)
+        await self.turns.finish(turn)
+
+    async def _deliver(self, turn: Turn, result: InvestigationResult) -> None:
+        p = self.presentation
+        await self._step(
+            turn, "steps", lambda: self.memory.save_steps(result.correlation_id, result.events)
+        )
+        if result.status == "failed":
+            text, blocks = failure_message(result)
+        else:
+            text, blocks = answer_message(result, p.grafana_url, p.datasource)
+        await self._step(turn, "answer", lambda: self._show(turn, text, blocks))
+        for request_id in result.action_request_ids:
+            post_card = functools.partial(self.cards.post, turn.channel, turn.root, [request_id])
+            await self._step(turn, f"card:{request_id}", post_card)
+
+    async def _show(self, turn: Turn, text: str, blocks: list[dict[str, Any]]) -> None:
+        """The answer replaces the placeholder (or, if none could be posted, is posted)."""
+        current = await self.turns.get(turn.id)
+        placeholder_ts = current.placeholder_ts if current else turn.placeholder_ts
+        if placeholder_ts:
+            await self.client.chat_update(
+                channel=turn.channel, ts=placeholder_ts, text=text, blocks=blocks
+            )
+        else:
+            await self.client.chat_postMessage(
+                channel=turn.channel, thread_ts=turn.root, text=text, blocks=blocks
+            )
+
+    async def _step(self, turn: Turn, name: str, action: Callable[[], Awaitable[Any]]) -> None:
+        """One delivery step: skipped if done before, retried on its own, then remembered."""
+        if name in turn.delivered:
+            return
+        for attempt in range(DELIVERY_TRIES):
+            try:
+                await action()
+                break
+            except Exception as exc:
+                if not _transient(exc) or attempt == DELIVERY_TRIES - 1:
+                    raise
+                log.warning("delivery step %s of %s failed (%s); retrying", name, turn.id, exc)
+                await asyncio.sleep(DELIVERY_BACKOFF_S * 2**attempt)
+        await self.turns.mark_delivered(turn.id, name)
+
+    async def _give_up(self, turn: Turn) -> None:
+        """A turn that keeps failing (or crashing its worker) ends in a plain message."""
+        reference = uuid.uuid4().hex[:12]
+        log.error("turn %s stopped after %d attempts [%s]", turn.id, turn.attempts - 1, reference)
+        text = (
+            f":x: I could not answer this after {self.max_attempts} attempts. Try again; "
+            f"if it keeps failing, quote reference {reference}."
+        )
+        if "answer" not in turn.delivered:
+            try:
+                await self._show(turn, text, [section(text)])
+            except Exception:  # Slack itself may be what fails: the log has the reference
+                log.exception("could not tell the thread of %s [%s]", turn.id, reference)
+        await self.turns.finish(turn)

@@ -1,21 +1,23 @@
-"""Investigations run as in-process background jobs that a shutdown waits for.
+"""Listener work that runs after the ack (clicks, commands), kept so a shutdown waits for it.
 
 Bolt keeps no reference to the tasks it starts; these are kept, named, and drained.
+`join` also waits for the turn queue to empty when given a way to count its jobs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 log = logging.getLogger(__name__)
 
 
 class Jobs:
-    def __init__(self) -> None:
+    def __init__(self, queued_turns: Callable[[], Awaitable[int]] | None = None) -> None:
         self._running: set[asyncio.Task[None]] = set()
+        self._queued_turns = queued_turns
 
     def submit(self, job: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         task = asyncio.create_task(job, name=name)
@@ -44,7 +46,21 @@ class Jobs:
         return len(self._running)
 
     async def join(self, timeout_s: float | None = None) -> bool:
-        """Wait for every job (also ones submitted meanwhile); False on timeout."""
+        """Wait for every job (also ones submitted meanwhile) and every queued turn;
+        False on timeout."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                while self._running or await self._turns_left():
+                    if self._running:
+                        await asyncio.gather(*self._running, return_exceptions=True)
+                    else:
+                        await asyncio.sleep(0.05)
+        except TimeoutError:
+            return False
+        return True
+
+    async def join_listeners(self, timeout_s: float) -> bool:
+        """Wait for the listener jobs only (a stopping process leaves turns to the queue)."""
         try:
             async with asyncio.timeout(timeout_s):
                 while self._running:
@@ -52,3 +68,6 @@ class Jobs:
         except TimeoutError:
             return False
         return True
+
+    async def _turns_left(self) -> int:
+        return await self._queued_turns() if self._queued_turns is not None else 0

@@ -16,6 +16,7 @@ from gates.cluster import KubernetesCluster
 from gates.judge import ActionJudge
 from gates.pipeline import ActionPipeline
 from gates.store import ActionStore
+from graph.checkpoint import redis_options
 from graph.model import make_chat_model
 from graph.runner import Investigator, open_investigator
 
@@ -35,7 +36,9 @@ async def open_runtime(
 ) -> AsyncIterator[Runtime]:
     """The investigator and the action pipeline, on `REDIS_URL` unless a client (and a
     checkpointer) are handed in — the demo's embedded mode does that."""
-    client = redis if redis is not None else aioredis.from_url(settings.redis_url)
+    client = (
+        redis if redis is not None else aioredis.from_url(settings.redis_url, **redis_options())
+    )
     cluster: KubernetesCluster | None = None
     try:
         actions = None

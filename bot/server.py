@@ -7,7 +7,7 @@ import contextlib
 import logging
 import signal
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
 import redis.asyncio as aioredis
@@ -19,11 +19,12 @@ from slack_bolt.async_app import AsyncApp
 from bot.app import Services, build_app, build_services
 from bot.runtime import open_runtime
 from bot.settings import Settings
+from bot.worker import running_worker
 
 log = logging.getLogger(__name__)
 
 EXPIRY_SWEEP_S = 30
-SHUTDOWN_GRACE_S = 30
+SHUTDOWN_GRACE_S = 10  # for listener work (clicks, commands) after the turns have stopped
 
 
 @dataclass
@@ -67,11 +68,17 @@ async def running_bot(
     redis: aioredis.Redis | None = None,
     saver: BaseCheckpointSaver[str] | None = None,
 ) -> AsyncIterator[RunningBot]:
-    """The whole bot, started; stopped (jobs drained) on exit. `redis` and `saver` replace
-    REDIS_URL's server (the demo's embedded mode)."""
+    """The whole bot, started; stopped gracefully on exit. `redis` and `saver` replace
+    REDIS_URL's server (the demo's embedded mode).
+
+    In WORKER_MODE=inline this process also runs turns; in queue mode `tracegate worker`
+    processes do. On exit: intake stops first, then running turns get SHUTDOWN_GRACE to
+    finish before the rest are handed back to the queue.
+    """
     settings.check_for_serve()
     async with open_runtime(settings, redis, saver) as runtime:
-        services = build_services(settings, runtime, runtime.redis)
+        embedded = saver is not None
+        services = build_services(settings, runtime, runtime.redis, in_process=embedded)
         app = build_app(settings, services)
         socket_mode = settings.slack_app_token is not None
         web_app = health_app(
@@ -83,37 +90,78 @@ async def running_bot(
         await site.start()
         server = site._server
         port = server.sockets[0].getsockname()[1] if isinstance(server, asyncio.Server) else 0
-        handler = None
-        if socket_mode:
-            assert settings.slack_app_token is not None
-            handler = AsyncSocketModeHandler(app, settings.slack_app_token.get_secret_value())
-            await handler.connect_async()  # type: ignore[no-untyped-call]
-        sweeper = asyncio.create_task(_sweep_expired(services), name="expire approval cards")
-        log.info(
-            "tracegate serving on port %s (%s)", port, "Socket Mode" if socket_mode else "HTTP"
-        )
-        try:
-            yield RunningBot(app, services, f"http://127.0.0.1:{port}")
-        finally:
-            sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweeper
-            if handler is not None:
-                await handler.close_async()  # type: ignore[no-untyped-call]
-            await runner.cleanup()
-            if not await services.jobs.join(SHUTDOWN_GRACE_S):
-                log.warning("stopped with %d answers unfinished", services.jobs.running)
+        async with AsyncExitStack() as stack:
+            if settings.worker_mode == "inline" and not embedded:
+                await stack.enter_async_context(
+                    running_worker(services.runner, settings.worker_timing())
+                )
+            sweeper = asyncio.create_task(_sweep_expired(services), name="expire approval cards")
+            handler = None
+            connecting = None
+            if socket_mode:
+                assert settings.slack_app_token is not None
+                handler = AsyncSocketModeHandler(app, settings.slack_app_token.get_secret_value())
+                # In the background: a Slack that cannot be reached must not block a stop.
+                connecting = asyncio.create_task(
+                    handler.connect_async(),  # type: ignore[no-untyped-call]
+                    name="socket mode",
+                )
+            log.info(
+                "tracegate serving on port %s (%s, WORKER_MODE=%s; a dead worker's turns resume "
+                "within %.0fs)",
+                port,
+                "Socket Mode" if socket_mode else "HTTP",
+                settings.worker_mode,
+                settings.worker_timing().recovery_s,
+            )
+            try:
+                yield RunningBot(app, services, f"http://127.0.0.1:{port}")
+            finally:
+                for task in (sweeper, connecting):
+                    if task is not None:
+                        task.cancel()
+                        with contextlib.suppress(asyncio.CancelledError, Exception):
+                            await task
+                if handler is not None:
+                    with contextlib.suppress(Exception):
+                        await handler.close_async()  # type: ignore[no-untyped-call]
+                await runner.cleanup()  # no new events; the worker then stops (graceful)
+        if not await services.jobs.join_listeners(SHUTDOWN_GRACE_S):
+            log.warning("stopped with %d listener jobs unfinished", services.jobs.running)
 
 
-async def serve(settings: Settings) -> None:
-    """Run until SIGINT/SIGTERM."""
+async def run_worker(settings: Settings) -> None:
+    """`tracegate worker`: run turns from the queue until SIGINT/SIGTERM."""
+    settings.check_for_serve(worker=True)
+    stop = _stop_on_signals()
+    async with open_runtime(settings) as runtime:
+        services = build_services(settings, runtime, runtime.redis)
+        timing = settings.worker_timing()
+        async with running_worker(services.runner, timing):
+            log.info(
+                "tracegate worker running %d turns at a time; a dead worker's turns resume "
+                "within %.0fs",
+                timing.concurrency,
+                timing.recovery_s,
+            )
+            await stop.wait()
+            log.info("shutting down: finishing the running turns (SHUTDOWN_GRACE)")
+
+
+def _stop_on_signals() -> asyncio.Event:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
+    return stop
+
+
+async def serve(settings: Settings) -> None:
+    """Run until SIGINT/SIGTERM."""
+    stop = _stop_on_signals()
     async with running_bot(settings):
         await stop.wait()
-        log.info("shutting down: finishing answers in progress")
+        log.info("shutting down: no new events; finishing the running turns (SHUTDOWN_GRACE)")
 
 
-__all__ = ["RunningBot", "health_app", "running_bot", "serve"]
+__all__ = ["RunningBot", "health_app", "run_worker", "running_bot", "serve"]

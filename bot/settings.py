@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot.worker import WorkerTiming
 from gates.config import ActionPolicy
 from graph.config import GraphLimits, ModelSpec, TempoSpec
 from graph.rubric import DEFAULT_RUBRIC
@@ -79,6 +80,12 @@ class Settings(BaseSettings):
     allow_self_approval: bool = False
     judge_fail_mode: Literal["closed", "open"] = "closed"
     judge_model: str | None = None  # default: LLM_MODEL
+    # Durable turns
+    worker_mode: Literal["inline", "queue"] = "inline"  # queue: `tracegate worker` runs turns
+    max_attempts: int = Field(default=3, ge=1, le=20)  # runs of one turn before giving up
+    shutdown_grace: float = Field(default=20.0, gt=0, le=600)  # seconds, on SIGTERM
+    recovery: float = Field(default=30.0, ge=10, le=600)  # a dead worker's turn resumes within
+    worker_concurrency: int = Field(default=32, ge=1, le=1000)
     # Logging
     log_level: str = "INFO"
 
@@ -96,8 +103,9 @@ class Settings(BaseSettings):
                 raise ValueError(f"entry {entry!r} is not namespace/name")
         return value
 
-    def check_for_serve(self) -> None:
-        """Everything `tracegate serve` needs, reported together, by name."""
+    def check_for_serve(self, *, worker: bool = False) -> None:
+        """Everything `tracegate serve` (or, with `worker`, `tracegate worker`) needs,
+        reported together, by name."""
         problems = []
         bot = self.slack_bot_token.get_secret_value() if self.slack_bot_token else ""
         if not bot:
@@ -109,7 +117,7 @@ class Settings(BaseSettings):
         app = self.slack_app_token.get_secret_value() if self.slack_app_token else ""
         if app and not app.startswith("xapp-"):
             problems.append("SLACK_APP_TOKEN: does not start with xapp-; use an app-level token")
-        if not app and not self.slack_signing_secret:
+        if not worker and not app and not self.slack_signing_secret:
             problems.append(
                 "SLACK_SIGNING_SECRET: not set; copy it from the app's Basic Information page "
                 "(or set SLACK_APP_TOKEN for Socket Mode)"
@@ -161,6 +169,18 @@ class Settings(BaseSettings):
                 "TEMPO_URL: not set; set it to your Tempo's HTTP API, e.g. http://tempo:3200"
             )
         return TempoSpec(url=self.tempo_url, tenant=self.tempo_tenant, timeout_s=self.tempo_timeout)
+
+    def worker_timing(self) -> WorkerTiming:
+        """Lease, heartbeat and sweep, derived from RECOVERY so a dead worker's turn is
+        taken up within it (heartbeat + two sweeps + saq's 5 s abort wait)."""
+        r = self.recovery
+        return WorkerTiming(
+            lease_s=r / 3,
+            heartbeat_s=max(3, int(r / 2)),
+            sweep_s=max(1, int(r / 10)),
+            shutdown_grace_s=self.shutdown_grace,
+            concurrency=self.worker_concurrency,
+        )
 
     def graph_limits(self) -> GraphLimits:
         return GraphLimits(

@@ -86,10 +86,13 @@ def clean_question(text: str, max_chars: int) -> tuple[str, list[str]]:
     return cleaned, notices
 
 
-def _turn_input(question: str, limits: GraphLimits, rubric: str | None) -> InvestigationState:
+def _turn_input(
+    question: str, limits: GraphLimits, rubric: str | None, turn_id: str | None = None
+) -> InvestigationState:
     # Per-turn fields start afresh; messages, known_traces and evaluations carry over.
+    # The question's message id is the turn id: a resumed turn finds itself by it.
     return {
-        "messages": [HumanMessage(question)],
+        "messages": [HumanMessage(question, id=turn_id) if turn_id else HumanMessage(question)],
         "tool_calls_used": 0,
         "budget": limits.tool_budget,
         "stop_reason": None,
@@ -167,6 +170,20 @@ class Investigator:
             elif part["type"] == "custom":
                 await turn.emit(part["data"])
 
+    async def _finish_interrupted_grading(
+        self, pending: tuple[str, ...], config: RunnableConfig, turn: _Turn
+    ) -> None:
+        """A run interrupted while grading (e.g. a restart) finishes that pass first, so it
+        runs once and its record is not lost. Other interrupted steps are dropped: the new
+        question supersedes them."""
+        if "grade" not in pending:
+            return
+        await turn.emit({"type": "resumed", "pending": list(pending)})
+        try:
+            await self._stream(None, config, turn)
+        except GraphRecursionError:
+            log.warning("resumed grading hit the recursion limit [%s]", turn.correlation_id)
+
     async def investigate(
         self,
         thread_id: str,
@@ -176,11 +193,14 @@ class Investigator:
         on_progress: ProgressCallback | None = None,
         rubric: str | None = None,
         channel_rubric: str | None = None,
+        turn_id: str | None = None,
     ) -> InvestigationResult:
         """Run one turn of the thread's investigation; never raises for a failed run.
 
         The rubric graded against is `rubric` if given, else the one already active on
         the thread, else `channel_rubric`, else the default rubric; none means no grading.
+        `turn_id` names the turn: if the thread already holds it (a run of this turn was
+        interrupted), the turn resumes from its last checkpoint instead of starting again.
         """
         turn = _Turn(thread_id, on_progress)
         question, notices = clean_question(text, self.limits.question_max_chars)
@@ -189,19 +209,20 @@ class Investigator:
         config = self._config(thread_id, user, turn.correlation_id)
         try:
             snapshot = await self.graph.aget_state(config)
-            if "grade" in snapshot.next:
-                # A run was interrupted while grading (e.g. a restart): finish that pass
-                # first, so it runs once and its record is not lost. Other interrupted
-                # steps are dropped: the new question supersedes them.
+            if turn_id is not None and _holds_turn(snapshot.values, turn_id):
+                # Finished super-steps are not run again; an interrupted one is.
                 await turn.emit({"type": "resumed", "pending": list(snapshot.next)})
-                try:
+                turn.final = dict(snapshot.values)
+                if snapshot.next:
                     await self._stream(None, config, turn)
-                except GraphRecursionError:
-                    log.warning("resumed grading hit the recursion limit [%s]", turn.correlation_id)
-            active = (
-                rubric or snapshot.values.get("rubric") or channel_rubric or self.default_rubric
-            )
-            await self._stream(_turn_input(question, self.limits, active), config, turn)
+            else:
+                await self._finish_interrupted_grading(snapshot.next, config, turn)
+                active = (
+                    rubric or snapshot.values.get("rubric") or channel_rubric or self.default_rubric
+                )
+                await self._stream(
+                    _turn_input(question, self.limits, active, turn_id), config, turn
+                )
         except GraphRecursionError:
             steps = self.limits.recursion_limit
             await turn.emit({"type": "stopped", "reason": "recursion_limit", "steps": steps})
@@ -256,6 +277,10 @@ class Investigator:
             max_iterations=self.limits.rubric_max_iterations,
             evaluations=values.get("rubric_evaluations") or [],
         )
+
+
+def _holds_turn(values: dict[str, Any], turn_id: str) -> bool:
+    return any(m.id == turn_id for m in values.get("messages") or [])
 
 
 def _turn_fields(state: dict[str, Any]) -> dict[str, Any]:

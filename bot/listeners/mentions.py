@@ -1,13 +1,21 @@
-"""`app_mention` everywhere, and plain replies in threads the bot is already in."""
+"""`app_mention` everywhere, and plain replies in threads the bot is already in.
+
+The work happens in listener middleware, which Bolt runs *before* it acknowledges an event:
+the turn is recorded (and queued) before Slack hears 200, and a failure to record it is a
+500 that Slack retries. The listeners themselves have nothing left to do.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from slack_bolt.async_app import AsyncApp, AsyncBoltContext
 
 if TYPE_CHECKING:
     from bot.app import Services
+
+Next = Callable[[], Awaitable[None]]
 
 
 def register(app: AsyncApp, services: Services) -> None:
@@ -23,19 +31,21 @@ def register(app: AsyncApp, services: Services) -> None:
             mentioned=mentioned,
         )
 
-    async def on_mention(body: dict[str, Any], event: dict[str, Any]) -> None:
-        services.jobs.adopt_current()
+    async def record_mention(body: dict[str, Any], event: dict[str, Any], next: Next) -> None:
         await deliver(body, event, mentioned=True)
+        await next()
 
-    async def on_message(
-        body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext
+    async def record_reply(
+        body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext, next: Next
     ) -> None:
-        services.jobs.adopt_current()
         if event.get("subtype") or event.get("bot_id") or not event.get("thread_ts"):
-            return  # edits, joins, bots, and top-level chatter are not questions
-        if f"<@{context.bot_user_id}>" in event.get("text", ""):
-            return  # a mention: the app_mention event carries it
-        await deliver(body, event, mentioned=False)
+            pass  # edits, joins, bots, and top-level chatter are not questions
+        elif f"<@{context.bot_user_id}>" not in event.get("text", ""):
+            await deliver(body, event, mentioned=False)  # a mention: app_mention carries it
+        await next()
 
-    app.event("app_mention")(on_mention)
-    app.event("message")(on_message)
+    async def recorded() -> None:
+        """Acknowledged by Bolt; the middleware already did the work."""
+
+    app.event("app_mention", middleware=[record_mention])(recorded)
+    app.event("message", middleware=[record_reply])(recorded)

@@ -1,0 +1,193 @@
+"""Turns: every question, recorded in Redis before Slack hears 200, and run in order.
+
+A turn is one message the bot must answer. Recording it is one atomic step: the turn's
+hash is written and its id joins its thread's queue (a sorted set ordered by the message's
+Slack ts, so arrival order holds whichever replica received it). A redelivery of the same
+message finds the record: it is "already taken care of", never "a duplicate to drop".
+
+Only the thread's head turn runs, under the thread's lease: a short Redis key renewed by a
+heartbeat while the turn runs, so a dead process's thread is free again within seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import redis.asyncio as aioredis
+
+from gates.store import as_text
+
+TurnState = Literal["queued", "running", "answered", "done"]
+
+_RECORD = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV, 4))
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
+redis.call('EXPIRE', KEYS[2], ARGV[1])
+return 1
+"""
+
+# Done: leave the thread's queue and keep the record (a late redelivery still finds it).
+_FINISH = """
+redis.call('HSET', KEYS[1], 'state', 'done')
+redis.call('ZREM', KEYS[2], ARGV[1])
+return 1
+"""
+
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One question, as recorded; `thread` is the LangGraph thread id."""
+
+    id: str
+    thread: str
+    team: str
+    channel: str
+    root: str  # the Slack thread's ts
+    ts: str  # the question's own ts
+    user: str
+    text: str
+    event_id: str
+    state: TurnState = "queued"
+    attempts: int = 0  # runs started (a crash leaves one counted; a hand-back does not)
+    placeholder_ts: str | None = None
+    result: dict[str, Any] | None = None  # the computed answer, stored before delivery
+    delivered: frozenset[str] = frozenset()  # delivery steps already done
+
+    @classmethod
+    def from_hash(cls, turn_id: str, raw: dict[Any, Any]) -> Turn:
+        f = {as_text(k): as_text(v) for k, v in raw.items()}
+        return cls(
+            id=turn_id,
+            thread=f["thread"],
+            team=f["team"],
+            channel=f["channel"],
+            root=f["root"],
+            ts=f["ts"],
+            user=f.get("user", ""),
+            text=f.get("text", ""),
+            event_id=f.get("event_id", ""),
+            state=f.get("state", "queued"),  # type: ignore[arg-type]
+            attempts=int(f.get("attempts", 0)),
+            placeholder_ts=f.get("placeholder_ts") or None,
+            result=json.loads(f["result"]) if f.get("result") else None,
+            delivered=frozenset(
+                k.removeprefix("delivered:") for k in f if k.startswith("delivered:")
+            ),
+        )
+
+
+def turn_id_of(thread: str, ts: str) -> str:
+    """A message's turn id: Slack's ts is unique within a channel."""
+    return f"{thread}@{ts}"
+
+
+class TurnStore:
+    def __init__(self, redis: aioredis.Redis, ttl_s: int, prefix: str = "tracegate") -> None:
+        self.redis = redis
+        self.ttl_s = ttl_s
+        self.prefix = prefix
+        self._record = redis.register_script(_RECORD)
+        self._finish = redis.register_script(_FINISH)
+        self._renew = redis.register_script(_RENEW)
+        self._release = redis.register_script(_RELEASE)
+
+    def _key(self, turn_id: str) -> str:
+        return f"{self.prefix}:turn:{turn_id}"
+
+    def _queue(self, thread: str) -> str:
+        return f"{self.prefix}:turns:{thread}"
+
+    def _lease(self, thread: str) -> str:
+        return f"{self.prefix}:lease:{thread}"
+
+    async def record(self, turn: Turn) -> bool:
+        """Record the turn and queue it in its thread; False when it was recorded before."""
+        fields = {
+            "thread": turn.thread,
+            "team": turn.team,
+            "channel": turn.channel,
+            "root": turn.root,
+            "ts": turn.ts,
+            "user": turn.user,
+            "text": turn.text,
+            "event_id": turn.event_id,
+            "state": "queued",
+            "attempts": 0,
+            "recorded_at": f"{time.time():.3f}",
+        }
+        flat = [str(item) for pair in fields.items() for item in pair]
+        created = await self._record(
+            keys=[self._key(turn.id), self._queue(turn.thread)],
+            args=[self.ttl_s, float(turn.ts), turn.id, *flat],
+        )
+        return bool(created)
+
+    async def get(self, turn_id: str) -> Turn | None:
+        raw = await self.redis.hgetall(self._key(turn_id))
+        return Turn.from_hash(turn_id, raw) if raw else None
+
+    async def set(self, turn_id: str, **fields: str | int) -> None:
+        await self.redis.hset(self._key(turn_id), mapping=fields)  # type: ignore[arg-type]
+
+    async def claim_placeholder(self, turn_id: str) -> bool:
+        """True for the one caller that may post the turn's placeholder."""
+        return bool(await self.redis.hsetnx(self._key(turn_id), "placeholder_claimed", 1))
+
+    async def unclaim_placeholder(self, turn_id: str) -> None:
+        await self.redis.hdel(self._key(turn_id), "placeholder_claimed")
+
+    async def store_result(self, turn_id: str, result: dict[str, Any]) -> None:
+        await self.set(turn_id, result=json.dumps(result, default=str), state="answered")
+
+    async def mark_delivered(self, turn_id: str, step: str) -> None:
+        await self.set(turn_id, **{f"delivered:{step}": 1})
+
+    async def started(self, turn_id: str) -> int:
+        """Count one more run of the turn; returns the count."""
+        key = self._key(turn_id)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hincrby(key, "attempts", 1)
+            pipe.hset(key, "state", "running")
+            attempts, _ = await pipe.execute()
+        return int(attempts)
+
+    async def handed_back(self, turn_id: str) -> None:
+        """A graceful stop gave the turn back: that run does not count as an attempt."""
+        await self.redis.hincrby(self._key(turn_id), "attempts", -1)
+
+    async def finish(self, turn: Turn) -> None:
+        await self._finish(keys=[self._key(turn.id), self._queue(turn.thread)], args=[turn.id])
+
+    async def head(self, thread: str) -> str | None:
+        first = await self.redis.zrange(self._queue(thread), 0, 0)
+        return as_text(first[0]) if first else None
+
+    async def waiting(self, thread: str) -> int:
+        return int(await self.redis.zcard(self._queue(thread)))
+
+    # --- the thread's lease ------------------------------------------------------------
+    async def acquire(self, thread: str, token: str, ttl_s: float) -> bool:
+        return bool(await self.redis.set(self._lease(thread), token, nx=True, px=int(ttl_s * 1000)))
+
+    async def renew(self, thread: str, token: str, ttl_s: float) -> bool:
+        return bool(await self._renew(keys=[self._lease(thread)], args=[token, int(ttl_s * 1000)]))
+
+    async def release(self, thread: str, token: str) -> None:
+        await self._release(keys=[self._lease(thread)], args=[token])

@@ -1,0 +1,257 @@
+"""Turns run as jobs of saq, a Redis job queue; any process with a worker may run them.
+
+Why saq: a running job carries a heartbeat, and every worker's periodic sweep retries a job
+whose heartbeat stopped — a dead worker's turn is taken up again after HEARTBEAT + SWEEP
+seconds, whatever the job's length (arq only retries after its largest job timeout).
+
+One job per turn, keyed by the turn id (a redelivery enqueues nothing new). A job waits until
+its turn is the head of its thread's queue and it holds the thread's lease, runs the turn,
+and leaves the queue: one turn at a time per thread, in arrival order, whichever replica
+received the messages and whichever worker runs them. While a job waits or runs, a heartbeat
+touches the job and renews the lease. On SIGTERM a worker takes no new jobs, lets the running
+turn finish within SHUTDOWN_GRACE, and hands the rest back to the queue (saq retries a
+cancelled job), where another worker resumes each from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+from saq import Queue, Worker
+from saq.queue.redis import RedisQueue
+from saq.types import Context
+
+from bot.turns import Turn, TurnStore
+
+log = logging.getLogger(__name__)
+
+JOB_FUNCTION = "answer_turn"
+POLL_S = 0.2  # how often a waiting job looks at its thread's queue
+
+
+@dataclass(frozen=True)
+class WorkerTiming:
+    lease_s: float = 10.0  # a dead holder's thread is free again after this
+    heartbeat_s: int = 15  # saq retries a job not touched for this long …
+    sweep_s: int = 5  # … when a worker's sweep (every this often) notices
+    shutdown_grace_s: float = 20.0  # SHUTDOWN_GRACE
+    concurrency: int = 32  # jobs per worker; waiting jobs hold a slot but no CPU
+
+    @property
+    def recovery_s(self) -> float:
+        """The longest a dead worker's turn waits before another worker resumes it."""
+        return self.heartbeat_s + 2 * self.sweep_s + 5  # saq waits up to 5 s for an abort
+
+
+RunTurn = Callable[[Turn], Awaitable[None]]
+
+
+def turn_queue(redis: aioredis.Redis, prefix: str) -> RedisQueue:
+    return RedisQueue(redis, name=f"{prefix}:turns")
+
+
+class InProcessQueue:
+    """For the demo's embedded store only (no Redis server: nothing survives the process
+    anyway): each job is an asyncio task of this process."""
+
+    def __init__(self) -> None:
+        self.runner: TurnRunner | None = None
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+
+    async def enqueue(self, function: str, *, key: str, turn_id: str, **_: Any) -> None:
+        if self.runner is None or key in self._tasks:
+            return
+        job = self.runner.answer_turn(Context(), turn_id=turn_id)  # type: ignore[typeddict-item]
+        task = asyncio.create_task(job, name=key)
+        self._tasks[key] = task
+        task.add_done_callback(lambda done: self._tasks.pop(key, None))
+
+    async def count(self, kind: str) -> int:
+        return len(self._tasks)
+
+
+TurnQueue = Queue | InProcessQueue
+
+
+async def enqueue_turn(queue: TurnQueue, turn_id: str, timing: WorkerTiming) -> None:
+    """Queue the job for a recorded turn; a no-op while one is queued or running."""
+    await queue.enqueue(
+        JOB_FUNCTION,
+        key=turn_id,
+        turn_id=turn_id,
+        timeout=0,  # an investigation's length is bounded by the graph, not the queue
+        heartbeat=timing.heartbeat_s,
+        retries=1000,  # hand-backs are not failures; MAX_ATTEMPTS counts real runs
+        retry_delay=0.5,
+        ttl=3600,
+    )
+
+
+class TurnRunner:
+    """The saq job for one turn: wait for the thread, then run the turn under its lease."""
+
+    def __init__(
+        self,
+        store: TurnStore,
+        queue: TurnQueue,
+        run_turn: RunTurn,
+        prepare: RunTurn,
+        timing: WorkerTiming,
+    ) -> None:
+        self.store = store
+        self.queue = queue
+        self.run_turn = run_turn  # investigate and deliver (the bot's conversation logic)
+        self.prepare = prepare  # what a turn shows while it waits (its placeholder)
+        self.timing = timing
+        self.stopping = False
+        self.running = 0  # turns being run by this process right now
+
+    async def answer_turn(self, ctx: Context, *, turn_id: str) -> None:
+        """The job: one turn, from its placeholder to its delivered answer."""
+        turn = await self.store.get(turn_id)
+        if turn is None or turn.state == "done":
+            return
+        job = ctx.get("job")
+        beat = _Heartbeat(self, job, turn.thread)
+        async with beat.running():
+            try:
+                await self.prepare(turn)
+            except Exception:  # a placeholder is cosmetic; the answer is what matters
+                log.exception("could not post the placeholder of %s", turn_id)
+            if not await self._wait_for_thread(turn, beat):
+                return
+            try:
+                await self._run_holding(turn, beat)
+            finally:
+                token, beat.token = beat.token, None
+                if token is not None:
+                    await self.store.release(turn.thread, token)
+
+    async def _wait_for_thread(self, turn: Turn, beat: _Heartbeat) -> bool:
+        """Wait until the turn heads its thread's queue and the lease is ours."""
+        token = uuid.uuid4().hex
+        while True:
+            if self.stopping:
+                raise asyncio.CancelledError  # saq puts a cancelled job back in the queue
+            head = await self.store.head(turn.thread)
+            if head is None:
+                return False  # the turn was finished by an earlier run
+            if head == turn.id:
+                if await self.store.acquire(turn.thread, token, self.timing.lease_s):
+                    beat.token = token
+                    return True
+            else:
+                # The head may have lost its job (e.g. an enqueue that never happened):
+                # re-enqueueing is a no-op while its job is queued or running.
+                await enqueue_turn(self.queue, head, self.timing)
+            await asyncio.sleep(POLL_S)
+
+    async def _run_holding(self, turn: Turn, beat: _Heartbeat) -> None:
+        current = await self.store.get(turn.id)
+        if current is None or current.state == "done":
+            return
+        attempts = await self.store.started(turn.id)
+        current = dataclasses.replace(current, attempts=attempts)
+        self.running += 1
+        try:
+            await self.run_turn(current)
+        except asyncio.CancelledError:
+            if beat.lost:
+                log.warning("lost the lease of %s; another worker runs it", turn.thread)
+            else:
+                await self.store.handed_back(turn.id)
+                log.info("handed %s back to the queue", turn.id)
+            raise
+        finally:
+            self.running -= 1
+
+
+class _Heartbeat:
+    """Touches the saq job (so a sweep knows it is alive) and renews the thread's lease."""
+
+    def __init__(self, runner: TurnRunner, job: Any, thread: str) -> None:
+        self.runner, self.job, self.thread = runner, job, thread
+        self.token: str | None = None
+        self.lost = False
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        owner = asyncio.current_task()
+        beat = asyncio.create_task(self._beat(owner), name=f"heartbeat {self.thread}")
+        try:
+            yield
+        finally:
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beat
+
+    async def _beat(self, owner: asyncio.Task[Any] | None) -> None:
+        timing = self.runner.timing
+        interval = min(timing.lease_s / 3, timing.heartbeat_s / 3)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                if self.job is not None:
+                    await self.job.update()
+                if self.token is not None and not await self.runner.store.renew(
+                    self.thread, self.token, timing.lease_s
+                ):
+                    self.lost = True
+                    if owner is not None:
+                        owner.cancel()  # another worker has the thread now: stop at once
+                    return
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a Redis blip: the next beat tries again
+                log.warning("heartbeat of %s failed", self.thread, exc_info=True)
+
+
+@asynccontextmanager
+async def running_worker(
+    runner: TurnRunner, timing: WorkerTiming
+) -> AsyncIterator[Worker[Context]]:
+    """A saq worker running turns in this process until the block exits (then: graceful)."""
+    if not isinstance(runner.queue, Queue):
+        raise TypeError("a turn worker needs the Redis job queue")
+    worker: Worker[Context] = Worker(
+        runner.queue,
+        functions=[(JOB_FUNCTION, runner.answer_turn)],
+        concurrency=timing.concurrency,
+        timers={"sweep": timing.sweep_s, "abort": 1, "schedule": 1, "worker_info": 10},
+        dequeue_timeout=1,  # idle slots notice a stop within a second
+        shutdown_grace_period_s=int(timing.shutdown_grace_s),
+        cancellation_hard_deadline_s=3,
+    )
+    worker.SIGNALS = []  # the process's own signal handlers decide when to stop
+    task = asyncio.create_task(worker.start(), name="turn worker")
+    try:
+        yield worker
+    finally:
+        runner.stopping = True
+        started = time.monotonic()
+        worker.event.set()
+        for upkeep in [t for t in worker.tasks if t.get_name() != "process"]:
+            upkeep.cancel()  # timers (sweep, stats) have nothing to finish; don't wait for them
+        await worker.stop()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        log.info("turn worker stopped in %.1fs", time.monotonic() - started)
+
+
+__all__ = [
+    "TurnRunner",
+    "WorkerTiming",
+    "enqueue_turn",
+    "running_worker",
+    "turn_queue",
+]

