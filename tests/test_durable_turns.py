@@ -1,0 +1,242 @@
+"""No question is lost: real `tracegate serve` / `tracegate worker` processes, killed with
+SIGKILL, stopped with SIGTERM, and a Redis server stopped and started mid-turn."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from sandbox import GeminiRequest, GeminiSimulator, Reply, TempoSimulator
+from sandbox.fleet import Fleet, RedisStackServer
+from sandbox.scenarios import Scenario
+from sandbox.slack import SlackDriver, SlackMessage, SlackSimulator
+from tests.slack_fixtures import SECRET
+
+ANSWER = "payment-api 1.42.0 throws NullPointerException after the deploy."
+SLOW = 120.0  # a model reply that never comes in time: the process dies waiting for it
+
+
+def fleet_env(
+    slack: SlackSimulator, gemini: GeminiSimulator, tempo: TempoSimulator, redis_url: str
+) -> dict[str, str]:
+    return {
+        "SLACK_BOT_TOKEN": "xoxb-sandbox",
+        "SLACK_SIGNING_SECRET": SECRET,
+        "SLACK_API_URL": f"{slack.url}/api/",
+        "GOOGLE_API_KEY": "sandbox-key",
+        "GEMINI_BASE_URL": gemini.url,
+        "LLM_MAX_RETRIES": "0",
+        "TEMPO_URL": tempo.url,
+        "TEMPO_TIMEOUT": "1",
+        "REDIS_URL": redis_url,
+        "REDIS_PREFIX": f"test-{uuid.uuid4().hex[:8]}",
+        "PROGRESS_INTERVAL": "0",
+        "DEFAULT_RUBRIC": "",
+        "RECOVERY": "10",
+        "SHUTDOWN_GRACE": "3",
+        "KUBECONFIG": "",
+        "LOG_LEVEL": "INFO",
+    }
+
+
+@pytest.fixture
+async def fleet_for(
+    slack: SlackSimulator,
+    gemini: GeminiSimulator,
+    tempo: TempoSimulator,
+    redis_url: str,
+    tmp_path: Path,
+) -> AsyncIterator[Callable[..., Fleet]]:
+    started: list[Fleet] = []
+
+    def make(redis: str = redis_url, **env: str) -> Fleet:
+        fleet = Fleet({**fleet_env(slack, gemini, tempo, redis), **env}, tmp_path)
+        started.append(fleet)
+        return fleet
+
+    yield make
+    for fleet in started:
+        fleet.close()
+
+
+async def answered(
+    slack: SlackSimulator, root: str, text: str, fleet: Fleet, timeout_s: float
+) -> list[SlackMessage]:
+    """The thread once a message in it says `text`; fails with the processes' logs."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        thread = slack.thread("C1", root)
+        if any(text in m.text for m in thread):
+            return thread
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"no answer within {timeout_s}s\n{fleet.logs()}")
+
+
+async def requests_reach(gemini: GeminiSimulator, count: int, timeout_s: float = 20) -> None:
+    deadline = time.monotonic() + timeout_s
+    while len(gemini.requests) < count:
+        assert time.monotonic() < deadline, f"only {len(gemini.requests)} model requests"
+        await asyncio.sleep(0.05)
+
+
+def driver_for(url: str) -> SlackDriver:
+    # A team of its own: thread keys (and so checkpoints) never collide between tests.
+    return SlackDriver(url, SECRET, team=f"T{uuid.uuid4().hex[:8].upper()}")
+
+
+def first_agent_calls(requests: list[GeminiRequest]) -> int:
+    """Requests that saw no tool result yet: the turn's first agent step."""
+    return sum(
+        not any("functionResponse" in part for c in r.contents for part in c.get("parts", []))
+        for r in requests
+    )
+
+
+def script_slow_second_step(gemini: GeminiSimulator, scenario: Scenario) -> None:
+    gemini.script(
+        Reply.call("get_trace", trace_id=scenario.error_trace_ids[0]),
+        Reply(parts=({"text": "too late"},), delay_s=SLOW),
+        Reply.text(ANSWER),
+    )
+
+
+def assert_one_answer_replacing_the_placeholder(thread: list[SlackMessage]) -> None:
+    assert len(thread) == 1, [m.text for m in thread]  # the placeholder, now the answer
+    assert ANSWER in thread[0].text and thread[0].edits >= 1
+
+
+async def test_a_killed_inline_serve_is_restarted_and_the_turn_resumes_from_its_checkpoint(
+    fleet_for: Callable[..., Fleet],
+    slack: SlackSimulator,
+    gemini: GeminiSimulator,
+    scenario: Scenario,
+) -> None:
+    script_slow_second_step(gemini, scenario)
+    fleet = fleet_for()
+    first = fleet.serve()
+    await first.ready()
+    driver = driver_for(first.url)
+    root = slack.new_ts()
+    status, _ = await driver.mention("checkout is throwing 500s, why?", ts=root)
+    assert status == 200
+    await requests_reach(gemini, 2)  # the tool ran and was checkpointed; the model is slow
+
+    first.signal(signal.SIGKILL)
+    killed_at = time.monotonic()
+    await first.exited(5)
+    second = fleet.serve()
+    await second.ready()
+    thread = await answered(slack, root, ANSWER, fleet, timeout_s=60)
+
+    assert time.monotonic() - killed_at < 60
+    assert_one_answer_replacing_the_placeholder(thread)
+    assert len(gemini.requests) == 3
+    assert first_agent_calls(gemini.requests) == 1  # the finished first step was not re-asked
+
+
+async def test_a_killed_worker_s_turn_is_taken_up_by_another_worker(
+    fleet_for: Callable[..., Fleet],
+    slack: SlackSimulator,
+    gemini: GeminiSimulator,
+    scenario: Scenario,
+) -> None:
+    script_slow_second_step(gemini, scenario)
+    fleet = fleet_for(WORKER_MODE="queue")
+    serve, doomed = fleet.serve(), fleet.worker()
+    await asyncio.gather(serve.ready(), doomed.ready())
+    root = slack.new_ts()
+    await driver_for(serve.url).mention("checkout 500s, why?", ts=root)
+    await requests_reach(gemini, 2)
+
+    doomed.signal(signal.SIGKILL)
+    killed_at = time.monotonic()
+    survivor = fleet.worker()
+    thread = await answered(slack, root, ANSWER, fleet, timeout_s=60)
+
+    assert time.monotonic() - killed_at < 60
+    await survivor.ready(1)
+    assert_one_answer_replacing_the_placeholder(thread)
+    assert first_agent_calls(gemini.requests) == 1
+
+
+async def test_sigterm_hands_a_long_turn_to_another_worker_and_exits_within_the_grace(
+    fleet_for: Callable[..., Fleet],
+    slack: SlackSimulator,
+    gemini: GeminiSimulator,
+    scenario: Scenario,
+) -> None:
+    script_slow_second_step(gemini, scenario)
+    fleet = fleet_for(WORKER_MODE="queue", SHUTDOWN_GRACE="2")
+    serve, leaving = fleet.serve(), fleet.worker()
+    await asyncio.gather(serve.ready(), leaving.ready())
+    root = slack.new_ts()
+    await driver_for(serve.url).mention("checkout 500s, why?", ts=root)
+    await requests_reach(gemini, 2)
+    staying = fleet.worker()
+    await staying.ready()
+
+    leaving.signal(signal.SIGTERM)
+    assert await leaving.exited(15) == 0
+    thread = await answered(slack, root, ANSWER, fleet, timeout_s=30)
+
+    assert_one_answer_replacing_the_placeholder(thread)
+    assert "handed" in leaving.log() and "back to the queue" in leaving.log()
+    assert not any("Looking into it" in m.text or "Thinking" in m.text for m in thread)
+
+
+async def test_a_redelivery_of_a_recorded_turn_is_taken_care_of_not_dropped(
+    fleet_for: Callable[..., Fleet],
+    slack: SlackSimulator,
+    gemini: GeminiSimulator,
+) -> None:
+    gemini.script(Reply.text(ANSWER))
+    fleet = fleet_for(WORKER_MODE="queue")
+    serve = fleet.serve()
+    await serve.ready()
+    driver = driver_for(serve.url)
+    root = slack.new_ts()
+    # No worker yet: the turn is recorded and queued, and nobody runs it (as after a crash).
+    assert (await driver.mention("why?", ts=root, event_id="Ev1"))[0] == 200
+    assert (await driver.mention("why?", ts=root, event_id="Ev1", retry=1))[0] == 200
+    fleet.worker()
+    thread = await answered(slack, root, ANSWER, fleet, timeout_s=30)
+
+    await asyncio.sleep(1)  # a second run would post a second placeholder by now
+    assert len(thread) == 1 and len(gemini.requests) == 1
+
+
+async def test_redis_stopped_and_started_mid_turn_and_the_answer_stands(
+    fleet_for: Callable[..., Fleet],
+    slack: SlackSimulator,
+    gemini: GeminiSimulator,
+    scenario: Scenario,
+) -> None:
+    redis = RedisStackServer()
+    await redis.start()
+    try:
+        gemini.script(
+            Reply.call("get_trace", trace_id=scenario.error_trace_ids[0]),
+            Reply(parts=({"text": ANSWER},), delay_s=3.0),
+        )
+        fleet = fleet_for(redis=redis.url)
+        serve = fleet.serve()
+        await serve.ready()
+        root = slack.new_ts()
+        await driver_for(serve.url).mention("checkout 500s, why?", ts=root)
+        await requests_reach(gemini, 2)  # the model is answering slowly
+
+        await redis.stop()
+        await asyncio.sleep(2)
+        await redis.start()
+        thread = await answered(slack, root, ANSWER, fleet, timeout_s=30)
+
+        assert_one_answer_replacing_the_placeholder(thread)
+        assert "Something went wrong" not in thread[0].text
+    finally:
+        await redis.close()
