@@ -145,7 +145,10 @@ class Conversations:
                     await placeholder.replace(*failure_message(result))
                     return
                 p = self.presentation
-                await placeholder.replace(*answer_message(result, p.grafana_url, p.datasource))
+                actions = await self.cards.requests(result.action_request_ids)
+                await placeholder.replace(
+                    *answer_message(result, p.grafana_url, p.datasource, actions)
+                )
                 await self.cards.post(channel, root, result.action_request_ids)
         except Exception:
             reference = uuid.uuid4().hex[:12]
