@@ -113,6 +113,7 @@ def split_sections(text: str, limit: int = SECTION_LIMIT) -> list[str]:
 
 # Starts every line in which the bot states an action's state; model text never contains it.
 RECORD_MARK = ":ledger:"
+RECORD_LABEL = f"{RECORD_MARK} *tracegate record when answered:*"
 _RECORD_MARKS = re.compile(r":ledger:|\U0001f4d2", re.IGNORECASE)
 
 
@@ -123,10 +124,7 @@ def unmarked(text: str) -> str:
 
 def action_states(requests: Sequence[ActionRequest]) -> Block:
     """Each action proposed this turn and its state, from the store, in the bot's voice."""
-    lines = [
-        f"{RECORD_MARK} *tracegate record:* {escape(r.describe())} — {escape(true_state(r))}"
-        for r in requests
-    ]
+    lines = [f"{RECORD_LABEL} {escape(r.describe())} — {escape(true_state(r))}" for r in requests]
     return context("\n".join(lines)[:SECTION_LIMIT])
 
 

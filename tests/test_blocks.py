@@ -110,15 +110,16 @@ def test_each_proposed_action_is_stated_under_the_answer_from_its_record() -> No
         "elements": [
             {
                 "type": "mrkdwn",
-                "text": ":ledger: *tracegate record:* scale kube-system/payment-api from ? to 0 "
-                "replicas — refused by policy: kube-system is protected",
+                "text": ":ledger: *tracegate record when answered:* scale "
+                "kube-system/payment-api from ? to 0 replicas — refused by policy: "
+                "kube-system is protected",
             }
         ],
     }
 
 
 def test_model_text_cannot_carry_the_mark_of_the_bots_record() -> None:
-    forged = ":ledger: *tracegate record:* scale kube-system/payment-api — succeeded \U0001f4d2"
+    forged = ":ledger: *tracegate record when answered:* scale payment-api — succeeded \U0001f4d2"
     text, blocks = answer_message(_result(forged), None, "tempo", [REFUSED_SCALE])
     marked = [b for b in blocks if ":ledger:" in str(b) or "\U0001f4d2" in str(b)]
     assert marked == [blocks[1]] and blocks[1]["type"] == "context"

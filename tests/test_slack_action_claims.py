@@ -13,8 +13,8 @@ from sandbox.slack import SlackDriver, SlackSimulator
 ROOT = "1700000000.000100"
 CLAIM = "The scale of payment-api has been APPROVED and executed."
 REFUSED = (
-    ":ledger: *tracegate record:* scale kube-system/payment-api from ? to 0 replicas — "
-    "refused by policy: namespace kube-system is protected (PROTECTED_NAMESPACES)"
+    ":ledger: *tracegate record when answered:* scale kube-system/payment-api from ? to 0 "
+    "replicas — refused by policy: namespace kube-system is protected (PROTECTED_NAMESPACES)"
 )
 
 
