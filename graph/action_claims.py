@@ -53,7 +53,7 @@ def _words(*groups: str) -> frozenset[str]:
 
 # Words before the verb (in its clause) that turn a statement of fact into something else.
 _NOT_A_FACT = _words(
-    "not no never nothing none neither nor without",  # negation
+    "not no never nothing none neither nor without than instead",  # negation
     # modality, obligation, wishes: "will be executed", "needs to be approved", "be scaled"
     "be will would could should can may might must shall cannot",
     "need needs require requires awaiting pending ready want wants please",
@@ -102,7 +102,7 @@ def _hedged(words: list[str]) -> bool:
 def _qualified(before: str) -> bool:
     """Whether the words leading up to a verb make it something other than a fact: those
     of its own clause, or an opening condition ("If it is approved, it is rolled back")."""
-    clauses = [_WORD.findall(c) for c in _CLAUSE_BREAK.split(before.lower().replace("’", "'"))]
+    clauses = [_WORD.findall(c) for c in _CLAUSE_BREAK.split(before.lower().replace("\u2019", "'"))]
     opening = clauses[0]
     if opening and opening[0] in _OPENERS and _hedged(opening):
         return True
@@ -145,7 +145,7 @@ def _named(sentence: str, deployment: str) -> bool:
     return re.search(rf"(?<![\w-]){re.escape(deployment)}(?![\w-])", sentence, re.I) is not None
 
 
-def is_supported(claim: Claim, requests: Sequence[ActionRequest]) -> bool:
+def _is_supported(claim: Claim, requests: Sequence[ActionRequest]) -> bool:
     """True when a request the claim can refer to is in a state that makes it true.
 
     A sentence that names a deployment refers to that deployment's requests only;
@@ -158,7 +158,7 @@ def is_supported(claim: Claim, requests: Sequence[ActionRequest]) -> bool:
 
 def unsupported_claims(text: str, requests: Sequence[ActionRequest]) -> list[Claim]:
     """The claims of `text` that the thread's action records do not bear out."""
-    return [c for c in find_claims(text) if not is_supported(c, requests)]
+    return [c for c in find_claims(text) if not _is_supported(c, requests)]
 
 
 def true_state(request: ActionRequest) -> str:

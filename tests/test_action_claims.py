@@ -112,6 +112,7 @@ def test_a_proposal_or_request_is_not_a_claim(sentence: str) -> None:
         "No action has been executed.",
         "The scale was refused, not approved.",
         "payment-api was never scaled.",
+        "The scale was refused rather than approved.",
     ],
 )
 def test_a_negation_is_not_a_claim(sentence: str) -> None:
@@ -126,6 +127,7 @@ def test_a_negation_is_not_a_claim(sentence: str) -> None:
         "If it is approved, payment-api is rolled back to revision 41.",
         "payment-api should be scaled up.",
         "It must be approved first.",
+        "It’ll be executed by tracegate after your click.",
     ],
 )
 def test_conditional_or_modal_phrasing_is_not_a_claim(sentence: str) -> None:
