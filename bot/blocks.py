@@ -8,12 +8,14 @@ section text 3000 chars, at most 50 blocks, button text 75, confirm text 300.
 from __future__ import annotations
 
 import json
+import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 from urllib.parse import quote
 
 from gates.model import ActionRequest
+from graph.action_claims import true_state
 from graph.runner import InvestigationResult, RubricReport
 from graph.trace_ids import rewrite_trace_ids
 
@@ -109,12 +111,34 @@ def split_sections(text: str, limit: int = SECTION_LIMIT) -> list[str]:
     return [c for c in chunks if c.strip()] or [" "]
 
 
+# Starts every line in which the bot states an action's state; model text never contains it.
+RECORD_MARK = ":ledger:"
+RECORD_LABEL = f"{RECORD_MARK} *tracegate record when answered:*"
+_RECORD_MARKS = re.compile(r":ledger:|\U0001f4d2", re.IGNORECASE)
+
+
+def unmarked(text: str) -> str:
+    """Model text without the bot's record mark, so it cannot pass as the bot's word."""
+    return _RECORD_MARKS.sub("", text)
+
+
+def action_states(requests: Sequence[ActionRequest]) -> Block:
+    """Each action proposed this turn and its state, from the store, in the bot's voice."""
+    lines = [f"{RECORD_LABEL} {escape(r.describe())} — {escape(true_state(r))}" for r in requests]
+    return context("\n".join(lines)[:SECTION_LIMIT])
+
+
 def how_it_was_reached(result: InvestigationResult) -> str:
     parts = [f"{result.tool_calls} tool call{'s' if result.tool_calls != 1 else ''}"]
     parts.append(
         f"traces: {len(result.verified_trace_ids)} verified, "
         f"{len(result.unverified_trace_ids)} unverified, {len(result.removed_trace_ids)} removed"
     )
+    if result.claim_revisions or result.removed_claims:
+        parts.append(
+            f"action claims: {result.claim_revisions} sent back, "
+            f"{len(result.removed_claims)} removed"
+        )
     if result.rubric_status:
         revisions = result.rubric_revisions
         parts.append(
@@ -128,15 +152,20 @@ def how_it_was_reached(result: InvestigationResult) -> str:
 
 
 def answer_message(
-    result: InvestigationResult, grafana_url: str | None, datasource: str
+    result: InvestigationResult,
+    grafana_url: str | None,
+    datasource: str,
+    actions: Sequence[ActionRequest] = (),
 ) -> tuple[str, list[Block]]:
-    """The final answer as (notification text, blocks)."""
-    body = link_traces(escape(result.answer), result.verified_trace_ids, grafana_url, datasource)
+    """The final answer as (notification text, blocks); `actions` are this turn's
+    proposals as stored, whose states the bot states under the model's text."""
+    answer = unmarked(result.answer)
+    body = link_traces(escape(answer), result.verified_trace_ids, grafana_url, datasource)
     if result.unverified_trace_ids:
         body += "\n\n:warning: Trace IDs marked _unverified_ could not be checked in Tempo."
     notes = "".join(f"\n_{escape(n)}_" for n in result.notices)
     chunks = split_sections(body + ("\n" + notes if notes else ""))
-    room = MAX_BLOCKS - 2  # the context line and the Steps button
+    room = MAX_BLOCKS - 2 - (1 if actions else 0)  # action states, context line, Steps button
     if len(chunks) > room:
         omitted = sum(len(c) for c in chunks[room - 1 :])
         chunks = [
@@ -144,15 +173,13 @@ def answer_message(
             f"_…{omitted:,} more characters omitted; ask for a summary._",
         ]
     blocks = [section(c) for c in chunks]
+    if actions:
+        blocks.append(action_states(actions))
     blocks.append(context(how_it_was_reached(result)))
     blocks.append(
         {"type": "actions", "elements": [button("Steps", "show_steps", result.correlation_id)]}
     )
-    text = (
-        result.answer
-        if len(result.answer) <= MESSAGE_TEXT_LIMIT
-        else (result.answer[: MESSAGE_TEXT_LIMIT - 1] + "…")
-    )
+    text = answer if len(answer) <= MESSAGE_TEXT_LIMIT else answer[: MESSAGE_TEXT_LIMIT - 1] + "…"
     return text or "(empty answer)", blocks
 
 
@@ -207,6 +234,8 @@ def _step_detail(e: dict[str, Any]) -> str:
         return f"forced answer: {e.get('reason')}"
     if kind == "stopped":
         return f"stopped: {e.get('reason')} after {e.get('steps')} steps"
+    if kind == "claims_checked":
+        return f"action-claim guard: {e.get('unsupported')} unsupported claim(s)"
     if kind == "action_proposed":
         return f"action {e.get('request_id')}: {e.get('status')}"
     return kind.replace("_", " ")

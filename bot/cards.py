@@ -65,12 +65,15 @@ class Cards:
     def _blocks(self, request: ActionRequest) -> list[dict[str, object]]:
         return card_blocks(request, self.grafana_url, self.datasource, self.dry_run)
 
+    async def requests(self, request_ids: list[str]) -> list[ActionRequest]:
+        """The turn's proposals as stored now (none when actions are not configured)."""
+        if self.actions is None:
+            return []
+        return [await self.actions.store.get(request_id) for request_id in request_ids]
+
     async def post(self, channel: str, thread_ts: str, request_ids: list[str]) -> None:
         """One card per proposal of the turn: buttons if pending, a reason if refused."""
-        if self.actions is None:
-            return
-        for request_id in request_ids:
-            request = await self.actions.store.get(request_id)
+        for request in await self.requests(request_ids):
             posted = await self.client.chat_postMessage(
                 channel=channel,
                 thread_ts=thread_ts,

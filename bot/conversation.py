@@ -215,7 +215,8 @@ class Conversations:
         if result.status == "failed":
             text, blocks = failure_message(result)
         else:
-            text, blocks = answer_message(result, p.grafana_url, p.datasource)
+            actions = await self.cards.requests(result.action_request_ids)
+            text, blocks = answer_message(result, p.grafana_url, p.datasource, actions)
         await self._step(turn, "answer", lambda: self._show(turn, text, blocks))
         for request_id in result.action_request_ids:
             post_card = functools.partial(self.cards.post, turn.channel, turn.root, [request_id])

@@ -54,6 +54,7 @@ class Settings(BaseSettings):
     tool_budget: int = 8
     recursion_limit: int = 25
     trace_max_revisions: int = 2
+    claim_max_revisions: int = 2
     trace_verify_concurrency: int = 8
     question_max_chars: int = 8000
     # Rubric grading
@@ -187,6 +188,7 @@ class Settings(BaseSettings):
             tool_budget=self.tool_budget,
             recursion_limit=self.recursion_limit,
             trace_max_revisions=self.trace_max_revisions,
+            claim_max_revisions=self.claim_max_revisions,
             trace_verify_concurrency=self.trace_verify_concurrency,
             question_max_chars=self.question_max_chars,
             rubric_max_iterations=self.rubric_max_iterations,

@@ -36,6 +36,7 @@ class GraphLimits(BaseModel):
     tool_budget: int = Field(default=8, ge=1)  # TOOL_BUDGET: tool calls per turn
     recursion_limit: int = 25  # RECURSION_LIMIT: graph steps per turn
     trace_max_revisions: int = Field(default=2, ge=0)  # TRACE_MAX_REVISIONS
+    claim_max_revisions: int = Field(default=2, ge=0)  # CLAIM_MAX_REVISIONS
     trace_verify_concurrency: int = Field(default=8, ge=1)  # TRACE_VERIFY_CONCURRENCY
     question_max_chars: int = Field(default=8000, ge=100)  # QUESTION_MAX_CHARS
     rubric_max_iterations: int = 3  # RUBRIC_MAX_ITERATIONS: grader passes per run

@@ -8,8 +8,11 @@ from langchain_core.messages import AIMessage
 
 from graph.state import InvestigationState, StopReason
 
-# force_answer and verify_traces must still fit after the agent's turn.
-STEPS_TO_FINISH = 4
+# A node that sees N remaining steps can be followed by at most N - 1 more.
+# After the agent's turn, force_answer, verify_traces and check_action_claims must fit.
+STEPS_TO_FINISH = 5
+# A guard's revision needs agent, force_answer, verify_traces and check_action_claims again.
+STEPS_FOR_REVISION = 4
 
 
 def pending_stop_reason(state: InvestigationState) -> StopReason | None:
@@ -23,6 +26,11 @@ def pending_stop_reason(state: InvestigationState) -> StopReason | None:
     return None
 
 
+def room_for_revision(state: InvestigationState, revisions: int, max_revisions: int) -> bool:
+    """Whether a guard may send the draft back once more: revisions and steps remain."""
+    return revisions < max_revisions and state["remaining_steps"] > STEPS_FOR_REVISION
+
+
 def after_agent(state: InvestigationState) -> Literal["tools", "force_answer", "verify_traces"]:
     last = state["messages"][-1]
     if not (isinstance(last, AIMessage) and last.tool_calls):
@@ -30,8 +38,13 @@ def after_agent(state: InvestigationState) -> Literal["tools", "force_answer", "
     return "force_answer" if pending_stop_reason(state) else "tools"
 
 
-def after_verify(state: InvestigationState) -> Literal["agent", "grade", "__end__"]:
+def after_verify(state: InvestigationState) -> Literal["agent", "check_action_claims"]:
     verdict = state.get("trace_verdict")
+    return "agent" if verdict and verdict["outcome"] == "revise" else "check_action_claims"
+
+
+def after_claims(state: InvestigationState) -> Literal["agent", "grade", "__end__"]:
+    verdict = state.get("claim_verdict")
     if verdict and verdict["outcome"] == "revise":
         return "agent"
     if state.get("rubric") and state.get("rubric_status") in (None, "needs_revision"):

@@ -52,6 +52,8 @@ class InvestigationResult(BaseModel):
     unverified_trace_ids: list[str] = Field(default_factory=list)
     removed_trace_ids: list[str] = Field(default_factory=list)
     trace_revisions: int = 0
+    claim_revisions: int = 0  # drafts sent back for claiming an action outcome
+    removed_claims: list[str] = Field(default_factory=list)  # sentences cut from the answer
     rubric_status: str | None = None  # this turn's grading verdict; None: not graded
     rubric_passes: int = 0
     rubric_revisions: int = 0
@@ -98,6 +100,9 @@ def _turn_input(
         "stop_reason": None,
         "trace_verdict": None,
         "trace_revision_count": 0,
+        "verified_draft": None,
+        "claim_verdict": None,
+        "claim_revision_count": 0,
         "rubric": rubric,
         "rubric_run_id": uuid.uuid4().hex[:12] if rubric else None,
         "rubric_iteration": 0,
@@ -286,12 +291,15 @@ def _holds_turn(values: dict[str, Any], turn_id: str) -> bool:
 def _turn_fields(state: dict[str, Any]) -> dict[str, Any]:
     verdict = state.get("trace_verdict") or {}
     checks = verdict.get("checks", {})
+    claims = state.get("claim_verdict") or {}
     return {
         "tool_calls": state.get("tool_calls_used", 0),
         "verified_trace_ids": ids_with(checks, "found"),
         "unverified_trace_ids": ids_with(checks, "unverified"),
         "removed_trace_ids": ids_with(checks, "missing") if verdict.get("removed") else [],
         "trace_revisions": state.get("trace_revision_count", 0),
+        "claim_revisions": state.get("claim_revision_count", 0),
+        "removed_claims": claims.get("false_claims", []) if claims.get("removed") else [],
         "rubric_status": state.get("rubric_status"),
         "rubric_passes": state.get("rubric_iteration", 0),
         "rubric_revisions": state.get("rubric_revision_count", 0),
@@ -342,14 +350,18 @@ async def open_investigator(
         tools = evidence_tools + (kubernetes_tools(actions) if actions else [])
         verifier = TraceVerifier(client, limits.trace_verify_concurrency)
         grader = Grader(grading_model, evidence_tools, limits.grader_max_steps)
+        records = actions.store if actions else None
+
+        def wired(checkpointer: BaseCheckpointSaver[str]) -> Investigator:
+            graph = build_graph(
+                chat_model, tools, verifier, grader, checkpointer, limits, on_evaluation, records
+            )
+            return Investigator(graph, limits, default_rubric)
+
         if saver is not None:
-            graph = build_graph(chat_model, tools, verifier, grader, saver, limits, on_evaluation)
-            yield Investigator(graph, limits, default_rubric)
+            yield wired(saver)
             return
         async with open_checkpointer(redis_url, checkpoint_ttl_minutes) as redis_saver:
-            graph = build_graph(
-                chat_model, tools, verifier, grader, redis_saver, limits, on_evaluation
-            )
-            yield Investigator(graph, limits, default_rubric)
+            yield wired(redis_saver)
     finally:
         await client.aclose()

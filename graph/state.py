@@ -33,6 +33,14 @@ class TraceVerdict(TypedDict):
     removed: int  # occurrences removed from the posted answer
 
 
+class ClaimVerdict(TypedDict):
+    """The action-claim guard's judgement of the latest (trace-verified) draft."""
+
+    outcome: Literal["clear", "revise", "removed"]
+    false_claims: list[str]  # sentences claiming an approval or execution the records lack
+    removed: int  # sentences removed from the posted answer
+
+
 def merge_known(left: dict[str, str] | None, right: dict[str, str] | None) -> dict[str, str]:
     return {**(left or {}), **(right or {})}
 
@@ -46,6 +54,11 @@ class InvestigationState(TypedDict, total=False):
     known_traces: Annotated[dict[str, str], merge_known]
     trace_verdict: TraceVerdict | None
     trace_revision_count: int
+    # The draft as the trace guard left it; only the action-claim guard makes it the answer,
+    # so no answer is posted that skipped either guard.
+    verified_draft: str | None
+    claim_verdict: ClaimVerdict | None
+    claim_revision_count: int
     # Rubric grading. `rubric` is sticky: it stays active for later turns of the thread.
     rubric: str | None
     rubric_run_id: str | None  # one grading run per turn graded

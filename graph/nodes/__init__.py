@@ -1,8 +1,15 @@
 """Graph nodes: each reads the state and returns a partial update; none of them routes."""
 
 from graph.nodes.agent import make_agent
+from graph.nodes.check_action_claims import make_check_action_claims
 from graph.nodes.force_answer import make_force_answer
 from graph.nodes.tools import make_tools
 from graph.nodes.verify_traces import make_verify_traces
 
-__all__ = ["make_agent", "make_force_answer", "make_tools", "make_verify_traces"]
+__all__ = [
+    "make_agent",
+    "make_check_action_claims",
+    "make_force_answer",
+    "make_tools",
+    "make_verify_traces",
+]

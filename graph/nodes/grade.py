@@ -18,8 +18,8 @@ from graph.state import InvestigationState
 log = logging.getLogger(__name__)
 
 OnEvaluation = Callable[[Evaluation], Awaitable[None] | None]
-# A revision needs agent, force_answer, verify_traces and grade again.
-STEPS_FOR_REVISION = 4
+# A revision needs agent, force_answer, verify_traces, check_action_claims and grade again.
+STEPS_FOR_REVISION = 5
 
 
 def _expected_criteria(state: InvestigationState, run_id: str) -> list[str]:

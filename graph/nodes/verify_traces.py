@@ -8,13 +8,11 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.config import get_stream_writer
 
 from graph.config import GraphLimits
+from graph.edges import room_for_revision
 from graph.nodes.agent import Node
 from graph.state import InvestigationState, TraceCheck, TraceVerdict
 from graph.trace_guard import TraceVerifier, finalise_answer, ids_with, revision_feedback
 from graph.trace_ids import find_trace_ids
-
-# A revision needs agent and verify_traces again, plus force_answer if the agent calls tools.
-STEPS_FOR_REVISION = 3
 
 
 def _draft(state: InvestigationState) -> str:
@@ -48,11 +46,7 @@ def make_verify_traces(verifier: TraceVerifier, limits: GraphLimits) -> Node:
             }
         )
         revisions = state.get("trace_revision_count", 0)
-        if (
-            missing
-            and revisions < limits.trace_max_revisions
-            and state["remaining_steps"] > STEPS_FOR_REVISION
-        ):
+        if missing and room_for_revision(state, revisions, limits.trace_max_revisions):
             verdict: TraceVerdict = {"outcome": "revise", "checks": checks, "removed": 0}
             return {
                 "trace_verdict": verdict,
@@ -66,6 +60,6 @@ def make_verify_traces(verifier: TraceVerifier, limits: GraphLimits) -> Node:
             "checks": checks,
             "removed": removed,
         }
-        return {"trace_verdict": verdict, "known_traces": newly_found, "answer": answer}
+        return {"trace_verdict": verdict, "known_traces": newly_found, "verified_draft": answer}
 
     return verify_traces

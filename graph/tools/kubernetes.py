@@ -10,6 +10,7 @@ from langgraph.config import get_stream_writer
 
 from gates.cluster import ClusterError, DeploymentNotFound
 from gates.pipeline import ActionPipeline
+from graph.action_claims import true_state
 
 
 def _investigation(config: RunnableConfig) -> dict[str, Any]:
@@ -92,10 +93,7 @@ def kubernetes_tools(pipeline: ActionPipeline) -> list[BaseTool]:
                 f"Proposed as {request.id}, awaiting human approval: {request.describe()}. "
                 "Tell the engineer it needs their approval; do not claim it has run."
             )
-        refusal = request.refusal
-        if refusal is not None:
-            return f"Refused by {refusal.gate}: {refusal.reason}. Do not propose it again as is."
-        judge = request.judge.reason if request.judge else "no verdict"
-        return f"Refused by the reviewer: {judge}. Do not propose it again as is."
+        state = true_state(request)  # refused by a gate or by the reviewer, and why
+        return f"{state[:1].upper()}{state[1:]}. Do not propose it again as is."
 
     return [get_rollout_history, propose_action]

@@ -1,0 +1,49 @@
+"""`check_action_claims`: the action-claim guard over the trace-verified draft."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_stream_writer
+
+from gates.store import ActionStore
+from graph.action_claims import remove_claims, revision_feedback, unsupported_claims
+from graph.config import GraphLimits
+from graph.edges import room_for_revision
+from graph.nodes.agent import ConfigNode
+from graph.state import ClaimVerdict, InvestigationState
+
+
+def make_check_action_claims(records: ActionStore | None, limits: GraphLimits) -> ConfigNode:
+    """`records` is where proposals are stored; None: this bot cannot act, so no claim holds."""
+
+    async def check_action_claims(
+        state: InvestigationState, config: RunnableConfig
+    ) -> dict[str, Any]:
+        draft = state.get("verified_draft") or ""
+        # Proposals are filed under the LangGraph thread id (see propose_action).
+        thread_key = str((config.get("configurable") or {}).get("thread_id", ""))
+        requests = await records.for_thread(thread_key) if records is not None else []
+        false_claims = unsupported_claims(draft, requests)
+        get_stream_writer()({"type": "claims_checked", "unsupported": len(false_claims)})
+        sentences = [c.sentence for c in false_claims]
+        revisions = state.get("claim_revision_count", 0)
+        if false_claims and room_for_revision(state, revisions, limits.claim_max_revisions):
+            verdict: ClaimVerdict = {"outcome": "revise", "false_claims": sentences, "removed": 0}
+            feedback = revision_feedback(false_claims, requests)
+            return {
+                "claim_verdict": verdict,
+                "claim_revision_count": revisions + 1,
+                "messages": [HumanMessage(feedback, name="action_claim_guard")],
+            }
+        answer, removed = remove_claims(draft, false_claims)
+        verdict = {
+            "outcome": "removed" if removed else "clear",
+            "false_claims": sentences,
+            "removed": removed,
+        }
+        return {"claim_verdict": verdict, "answer": answer}
+
+    return check_action_claims
