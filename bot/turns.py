@@ -22,19 +22,23 @@ from gates.store import as_text
 
 TurnState = Literal["queued", "running", "answered", "done"]
 
+# The turn's hash, its place in its thread's queue, and in the index of unfinished turns
+# (which workers re-queue if their job was ever lost).
 _RECORD = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 4))
+redis.call('HSET', KEYS[1], unpack(ARGV, 5))
 redis.call('EXPIRE', KEYS[1], ARGV[1])
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
 redis.call('EXPIRE', KEYS[2], ARGV[1])
+redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3])
 return 1
 """
 
-# Done: leave the thread's queue and keep the record (a late redelivery still finds it).
+# Done: leave the queues and keep the record (a late redelivery still finds it).
 _FINISH = """
 redis.call('HSET', KEYS[1], 'state', 'done')
 redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
 return 1
 """
 
@@ -117,6 +121,10 @@ class TurnStore:
     def _lease(self, thread: str) -> str:
         return f"{self.prefix}:lease:{thread}"
 
+    @property
+    def _unfinished(self) -> str:
+        return f"{self.prefix}:turns-unfinished"
+
     async def record(self, turn: Turn) -> bool:
         """Record the turn and queue it in its thread; False when it was recorded before."""
         fields = {
@@ -134,8 +142,8 @@ class TurnStore:
         }
         flat = [str(item) for pair in fields.items() for item in pair]
         created = await self._record(
-            keys=[self._key(turn.id), self._queue(turn.thread)],
-            args=[self.ttl_s, float(turn.ts), turn.id, *flat],
+            keys=[self._key(turn.id), self._queue(turn.thread), self._unfinished],
+            args=[self.ttl_s, float(turn.ts), turn.id, time.time(), *flat],
         )
         return bool(created)
 
@@ -173,14 +181,27 @@ class TurnStore:
         await self.redis.hincrby(self._key(turn_id), "attempts", -1)
 
     async def finish(self, turn: Turn) -> None:
-        await self._finish(keys=[self._key(turn.id), self._queue(turn.thread)], args=[turn.id])
+        keys = [self._key(turn.id), self._queue(turn.thread), self._unfinished]
+        await self._finish(keys=keys, args=[turn.id])
 
     async def head(self, thread: str) -> str | None:
         first = await self.redis.zrange(self._queue(thread), 0, 0)
         return as_text(first[0]) if first else None
 
-    async def waiting(self, thread: str) -> int:
-        return int(await self.redis.zcard(self._queue(thread)))
+    async def is_queued(self, turn: Turn) -> bool:
+        """Whether the turn still waits in (or heads) its thread's queue."""
+        return await self.redis.zscore(self._queue(turn.thread), turn.id) is not None
+
+    async def unfinished(self, recorded_before: float, limit: int = 1000) -> list[str]:
+        """Turns recorded before a time and not finished yet, oldest first."""
+        ids = await self.redis.zrangebyscore(
+            self._unfinished, 0, recorded_before, start=0, num=limit
+        )
+        return [as_text(i) for i in ids]
+
+    async def forget_unfinished(self, turn_id: str) -> None:
+        """Drop an index entry whose turn record has expired."""
+        await self.redis.zrem(self._unfinished, turn_id)
 
     # --- the thread's lease ------------------------------------------------------------
     async def acquire(self, thread: str, token: str, ttl_s: float) -> bool:

@@ -68,13 +68,14 @@ class InProcessQueue:
         self.runner: TurnRunner | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
 
-    async def enqueue(self, function: str, *, key: str, turn_id: str, **_: Any) -> None:
+    async def enqueue(self, function: str, *, key: str, turn_id: str, **_: Any) -> bool | None:
         if self.runner is None or key in self._tasks:
-            return
+            return None
         job = self.runner.answer_turn(Context(), turn_id=turn_id)  # type: ignore[typeddict-item]
         task = asyncio.create_task(job, name=key)
         self._tasks[key] = task
         task.add_done_callback(lambda done: self._tasks.pop(key, None))
+        return True
 
     async def count(self, kind: str) -> int:
         return len(self._tasks)
@@ -83,9 +84,9 @@ class InProcessQueue:
 TurnQueue = Queue | InProcessQueue
 
 
-async def enqueue_turn(queue: TurnQueue, turn_id: str, timing: WorkerTiming) -> None:
-    """Queue the job for a recorded turn; a no-op while one is queued or running."""
-    await queue.enqueue(
+async def enqueue_turn(queue: TurnQueue, turn_id: str, timing: WorkerTiming) -> bool:
+    """Queue the job for a recorded turn; a no-op (False) while one is queued or running."""
+    job = await queue.enqueue(
         JOB_FUNCTION,
         key=turn_id,
         turn_id=turn_id,
@@ -95,6 +96,7 @@ async def enqueue_turn(queue: TurnQueue, turn_id: str, timing: WorkerTiming) -> 
         retry_delay=0.5,
         ttl=3600,
     )
+    return job is not None
 
 
 class TurnRunner:
@@ -143,18 +145,34 @@ class TurnRunner:
         while True:
             if self.stopping:
                 raise asyncio.CancelledError  # saq puts a cancelled job back in the queue
+            if not await self.store.is_queued(turn):
+                return False  # finished by another run of this job
             head = await self.store.head(turn.thread)
-            if head is None:
-                return False  # the turn was finished by an earlier run
-            if head == turn.id:
-                if await self.store.acquire(turn.thread, token, self.timing.lease_s):
-                    beat.token = token
-                    return True
-            else:
-                # The head may have lost its job (e.g. an enqueue that never happened):
-                # re-enqueueing is a no-op while its job is queued or running.
-                await enqueue_turn(self.queue, head, self.timing)
+            if head == turn.id and await self.store.acquire(
+                turn.thread, token, self.timing.lease_s
+            ):
+                beat.token = token
+                return True
             await asyncio.sleep(POLL_S)
+
+    async def requeue_orphans(self) -> int:
+        """Queue a job for every unfinished turn that has none; returns how many.
+
+        A job can be lost between the queue's own steps (a worker killed while its sweep
+        moves a job, an enqueue that failed after the turn was recorded). The turn record is
+        the truth: enqueueing is a no-op while the turn's job is queued or running.
+        """
+        requeued = 0
+        settled = time.time() - self.timing.sweep_s  # leave fresh turns to their receiver
+        for turn_id in await self.store.unfinished(recorded_before=settled):
+            turn = await self.store.get(turn_id)
+            if turn is None or turn.state == "done":
+                await self.store.forget_unfinished(turn_id)
+                continue
+            if await enqueue_turn(self.queue, turn_id, self.timing):
+                log.warning("turn %s had lost its job; queued it again", turn_id)
+                requeued += 1
+        return requeued
 
     async def _run_holding(self, turn: Turn, beat: _Heartbeat) -> None:
         current = await self.store.get(turn.id)
@@ -216,6 +234,15 @@ class _Heartbeat:
                 log.warning("heartbeat of %s failed", self.thread, exc_info=True)
 
 
+async def _requeue_orphans(runner: TurnRunner) -> None:
+    while True:
+        await asyncio.sleep(runner.timing.sweep_s)
+        try:
+            await runner.requeue_orphans()
+        except Exception:  # a Redis blip: the next round tries again
+            log.warning("re-queueing orphaned turns failed", exc_info=True)
+
+
 @asynccontextmanager
 async def running_worker(
     runner: TurnRunner, timing: WorkerTiming
@@ -234,9 +261,11 @@ async def running_worker(
     )
     worker.SIGNALS = []  # the process's own signal handlers decide when to stop
     task = asyncio.create_task(worker.start(), name="turn worker")
+    orphans = asyncio.create_task(_requeue_orphans(runner), name="requeue orphaned turns")
     try:
         yield worker
     finally:
+        orphans.cancel()
         runner.stopping = True
         started = time.monotonic()
         worker.event.set()

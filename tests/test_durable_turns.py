@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
+import redis.asyncio as aioredis
 
 from sandbox import GeminiRequest, GeminiSimulator, Reply, TempoSimulator
 from sandbox.fleet import Fleet, RedisStackServer
@@ -240,3 +241,66 @@ async def test_redis_stopped_and_started_mid_turn_and_the_answer_stands(
         assert "Something went wrong" not in thread[0].text
     finally:
         await redis.close()
+
+
+async def test_a_turn_that_keeps_killing_its_worker_ends_in_a_plain_message(
+    fleet_for: Callable[..., Fleet],
+    slack: SlackSimulator,
+    gemini: GeminiSimulator,
+) -> None:
+    gemini.script(*[Reply(parts=({"text": "too late"},), delay_s=SLOW)] * 3)
+    fleet = fleet_for(WORKER_MODE="queue", MAX_ATTEMPTS="2")
+    serve = fleet.serve()
+    await serve.ready()
+    root = slack.new_ts()
+    await driver_for(serve.url).mention("checkout 500s, why?", ts=root)
+    for attempt in (1, 2):  # each run of the turn crashes its worker
+        worker = fleet.worker()
+        await requests_reach(gemini, attempt, timeout_s=40)
+        worker.signal(signal.SIGKILL)
+        await worker.exited(5)
+    fleet.worker()
+    thread = await answered(slack, root, "could not answer this after 2 attempts", fleet, 60)
+
+    (message,) = thread
+    assert "quote reference" in message.text
+    assert len(gemini.requests) == 2  # no third run
+
+
+async def test_socket_mode_stops_on_sigterm_while_slack_is_unreachable(
+    fleet_for: Callable[..., Fleet], slack: SlackSimulator
+) -> None:
+    fleet = fleet_for(SLACK_APP_TOKEN="xapp-sandbox", SLACK_API_URL="http://127.0.0.1:9/api/")
+    serve = fleet.serve()
+    await serve.ready()
+    await asyncio.sleep(1)  # connecting, and failing, in the background
+
+    serve.signal(signal.SIGTERM)
+    assert await serve.exited(10) == 0
+
+
+async def test_a_turn_whose_job_was_lost_is_queued_again_by_a_worker(
+    fleet_for: Callable[..., Fleet],
+    slack: SlackSimulator,
+    gemini: GeminiSimulator,
+    redis_url: str,
+) -> None:
+    gemini.script(Reply.text(ANSWER))
+    fleet = fleet_for(WORKER_MODE="queue")
+    serve = fleet.serve()
+    await serve.ready()
+    root = slack.new_ts()
+    await driver_for(serve.url).mention("why?", ts=root)
+    # The job vanishes from the queue (as when a worker dies in the middle of moving it).
+    name = f"{fleet.env['REDIS_PREFIX']}:turns"
+    client = aioredis.from_url(redis_url)
+    try:
+        (job_id,) = await client.lrange(f"saq:{name}:queued", 0, -1)
+        await client.delete(f"saq:{name}:queued", f"saq:{name}:incomplete", job_id)
+    finally:
+        await client.aclose()
+    fleet.worker()
+    thread = await answered(slack, root, ANSWER, fleet, timeout_s=30)
+
+    assert len(thread) == 1
+    assert "had lost its job; queued it again" in fleet.logs()
