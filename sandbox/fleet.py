@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
+import re
 import shutil
 import signal
 import socket
@@ -16,12 +18,17 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
 
+from sandbox.gemini import GeminiRequest, GeminiSimulator, Reply
+from sandbox.slack import SlackDriver, SlackSimulator
+
 ROOT = Path(__file__).resolve().parents[1]
+SIGNING_SECRET = "sandbox-signing-secret"
 LIBSSL = ROOT / ".cache" / "libssl1.1" / "usr" / "lib" / "x86_64-linux-gnu"
 
 
@@ -181,3 +188,114 @@ class RedisStackServer:
     async def close(self) -> None:
         await self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@dataclass
+class LoadResult:
+    """What Slack and the model saw of a burst of mentions."""
+
+    turns: int
+    answered: int
+    duplicates: int  # answers posted more than once for one turn
+    lost: int
+    inversions: int  # model requests that saw a thread's turns out of arrival order
+    latencies_s: list[float]
+
+
+def _turns_seen(request: GeminiRequest) -> list[tuple[int, int]]:
+    """The (thread, turn) questions in a request's history, in the order the model saw them."""
+    seen = []
+    for content in request.contents:
+        if content.get("role") != "user":
+            continue
+        for part in content.get("parts", []):
+            found = QUESTION.search(part.get("text", ""))
+            if found:
+                seen.append((int(found[1]), int(found[2])))
+    return seen
+
+
+QUESTION = re.compile(r"load thread (\d+) turn (\d+)")
+
+
+def answer_by_question(request: GeminiRequest, delay_s: float) -> Reply:
+    """The model's reply names the question it answers (the last one in the request)."""
+    seen = _turns_seen(request)
+    thread, turn = seen[-1] if seen else (-1, -1)
+    return Reply(parts=({"text": f"answer to thread {thread} turn {turn}"},), delay_s=delay_s)
+
+
+async def drive_load(
+    slack: SlackSimulator,
+    gemini: GeminiSimulator,
+    receivers: list[str],
+    *,
+    threads: int,
+    turns_per_thread: int,
+    redeliver: float,
+    spread_s: float,
+    timeout_s: float,
+    seed: int = 7,
+) -> LoadResult:
+    """Mention the bot `threads * turns_per_thread` times within `spread_s`, each event to one
+    receiver (round robin) and a `redeliver` share of them again to another receiver (same
+    event id, `X-Slack-Retry-Num: 1`); wait for every answer."""
+    rng = random.Random(seed)
+    team = f"TL{uuid.uuid4().hex[:6].upper()}"
+    drivers = [SlackDriver(url, SIGNING_SECRET, team=team) for url in receivers]
+    roots = [f"{1_800_000_000 + t}.000000" for t in range(threads)]
+    plan = [(t, k) for k in range(turns_per_thread) for t in range(threads)]
+    sent_at: dict[tuple[int, int], float] = {}
+    step = spread_s / max(1, len(plan))
+
+    async def mention(n: int, t: int, k: int) -> None:
+        ts = roots[t] if k == 0 else f"{1_800_000_000 + t}.{k:06d}"
+        event_id = f"EvLoad{t}x{k}{team}"
+        sent_at[(t, k)] = time.monotonic()
+        thread_ts = None if k == 0 else roots[t]
+        deliveries = [(drivers[n % len(drivers)], 0)]
+        if rng.random() < redeliver:
+            deliveries.append((drivers[(n + 1) % len(drivers)], 1))
+        for driver, retry in deliveries:
+            status, _ = await driver.mention(
+                f"load thread {t} turn {k}",
+                ts=ts,
+                thread_ts=thread_ts,
+                event_id=event_id,
+                retry=retry,
+            )
+            assert status == 200, f"HTTP {status} for a mention"
+
+    for n, (t, k) in enumerate(plan):
+        await mention(n, t, k)
+        await asyncio.sleep(step)
+
+    answered_at: dict[tuple[int, int], float] = {}
+    deadline = time.monotonic() + timeout_s
+    answer = re.compile(r"answer to thread (\d+) turn (\d+)")
+    counts: dict[tuple[int, int], int] = {}
+    while time.monotonic() < deadline:
+        counts = {}
+        for message in slack.messages.values():
+            found = answer.search(message.text)
+            if found:
+                key = (int(found[1]), int(found[2]))
+                counts[key] = counts.get(key, 0) + 1
+                answered_at.setdefault(key, time.monotonic())
+        if len(counts) == len(plan):
+            break
+        await asyncio.sleep(0.02)
+    inversions = sum(
+        1
+        for request in gemini.requests
+        for seen in [_turns_seen(request)]
+        if [k for _, k in seen] != sorted(k for _, k in seen)
+    )
+    return LoadResult(
+        turns=len(plan),
+        answered=len(counts),
+        duplicates=sum(c - 1 for c in counts.values()),
+        lost=len(plan) - len(counts),
+        inversions=inversions,
+        latencies_s=[answered_at[key] - sent_at[key] for key in answered_at],
+    )

@@ -14,7 +14,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from sandbox import GeminiRequest, GeminiSimulator, Reply, TempoSimulator
-from sandbox.fleet import Fleet, RedisStackServer
+from sandbox.fleet import Fleet, RedisStackServer, answer_by_question, drive_load
 from sandbox.scenarios import Scenario
 from sandbox.slack import SlackDriver, SlackMessage, SlackSimulator
 from tests.slack_fixtures import SECRET
@@ -304,3 +304,56 @@ async def test_a_turn_whose_job_was_lost_is_queued_again_by_a_worker(
 
     assert len(thread) == 1
     assert "had lost its job; queued it again" in fleet.logs()
+
+
+async def test_two_receivers_and_two_workers_answer_each_turn_once_in_arrival_order(
+    fleet_for: Callable[..., Fleet], slack: SlackSimulator, gemini: GeminiSimulator
+) -> None:
+    gemini.script(*[lambda r: answer_by_question(r, delay_s=0.2)] * 30)
+    fleet = fleet_for(WORKER_MODE="queue")
+    receivers = [fleet.serve(), fleet.serve()]
+    workers = [fleet.worker(), fleet.worker()]
+    await asyncio.gather(*(p.ready() for p in receivers + workers))
+
+    result = await drive_load(
+        slack,
+        gemini,
+        [r.url for r in receivers],
+        threads=4,
+        turns_per_thread=5,
+        redeliver=0.2,
+        spread_s=1.0,
+        timeout_s=60,
+    )
+
+    assert (result.answered, result.duplicates, result.lost) == (20, 0, 0), fleet.logs()
+    assert result.inversions == 0
+
+
+async def test_a_turn_killed_inside_a_tool_resumes_that_tool_not_the_model_step_before_it(
+    fleet_for: Callable[..., Fleet],
+    slack: SlackSimulator,
+    gemini: GeminiSimulator,
+    tempo: TempoSimulator,
+    scenario: Scenario,
+) -> None:
+    gemini.script(Reply.call("get_trace", trace_id=scenario.error_trace_ids[0]), Reply.text(ANSWER))
+    tempo.faults.hang = True
+    fleet = fleet_for(TEMPO_TIMEOUT="60")
+    first = fleet.serve()
+    await first.ready()
+    root = slack.new_ts()
+    await driver_for(first.url).mention("checkout 500s, why?", ts=root)
+    await requests_reach(gemini, 1)
+    await asyncio.sleep(1)  # the tool call is checkpointed; the tool waits on Tempo
+
+    first.signal(signal.SIGKILL)
+    await first.exited(5)
+    tempo.faults.hang = False
+    fleet.serve()
+    await answered(slack, root, ANSWER, fleet, timeout_s=60)
+
+    assert len(gemini.requests) == 2
+    after_tool = gemini.requests[1].text()
+    assert "interrupted" not in after_tool.lower()  # the tool ran again, for real
+    assert "NullPointerException" in after_tool
