@@ -35,6 +35,7 @@ from graph.runner import Investigator
 from graph.tools.tempo import TempoClient, tempo_tools
 from graph.trace_guard import TraceVerifier
 from sandbox import GeminiSimulator, Reply, TempoSimulator
+from sandbox.fleet import SIGNING_SECRET, Fleet, LoadResult, answer_by_question, drive_load
 from sandbox.kubernetes import KubernetesSimulator, write_kubeconfig
 from sandbox.scenarios import bad_deploy
 from sandbox.slack import SlackDriver, SlackSimulator
@@ -252,6 +253,84 @@ async def bench_slack_ack(redis_url: str) -> list[Row]:
     ]
 
 
+async def _fleet_load(
+    redis_url: str, tmp: Path, receivers: int, workers: int, redeliver: float
+) -> LoadResult:
+    async with (
+        SlackSimulator() as slack,
+        TempoSimulator(traces=bad_deploy().traces) as tempo,
+        GeminiSimulator() as gemini,
+    ):
+        gemini.script(*[lambda r: answer_by_question(r, delay_s=0.2)] * 200)
+        env = {
+            "SLACK_BOT_TOKEN": "xoxb-bench",
+            "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+            "SLACK_API_URL": f"{slack.url}/api/",
+            "GOOGLE_API_KEY": "bench",
+            "GEMINI_BASE_URL": gemini.url,
+            "LLM_MAX_RETRIES": "0",
+            "TEMPO_URL": tempo.url,
+            "REDIS_URL": redis_url,
+            "REDIS_PREFIX": f"bench-{uuid.uuid4().hex[:8]}",
+            "PROGRESS_INTERVAL": "0",
+            "DEFAULT_RUBRIC": "",
+            "KUBECONFIG": "",
+            "LOG_LEVEL": "INFO",
+            "WORKER_MODE": "queue" if workers else "inline",
+        }
+        fleet = Fleet(env, tmp)
+        try:
+            serving = [fleet.serve() for _ in range(receivers)]
+            working = [fleet.worker() for _ in range(workers)]
+            await asyncio.gather(*(p.ready(60) for p in serving + working))
+            return await drive_load(
+                slack,
+                gemini,
+                [p.url for p in serving],
+                threads=20,
+                turns_per_thread=5,
+                redeliver=redeliver,
+                spread_s=3.0,
+                timeout_s=180,
+            )
+        finally:
+            fleet.close()
+
+
+def _load_row(variant: str, result: LoadResult, baseline: LoadResult | None) -> Row:
+    latencies = sorted(result.latencies_s)
+    p50 = statistics.median(latencies) if latencies else float("nan")
+    p99 = latencies[int(len(latencies) * 0.99)] if latencies else float("nan")
+    figures = (
+        f"{result.answered}/{result.turns} answered, {result.duplicates} duplicates, "
+        f"{result.lost} lost, {result.inversions} inversions; mention→answer "
+        f"p50 {p50:.2f} s, p99 {p99:.2f} s"
+    )
+    if baseline is None:
+        return ("100 mentions in 20 threads within 3 s (processes)", variant, figures, "—")
+    base = statistics.median(baseline.latencies_s)
+    return (
+        "100 mentions in 20 threads within 3 s (processes)",
+        variant,
+        figures,
+        f"p50 {p50 / base:.2f}x",
+    )
+
+
+async def bench_fleet(redis_url: str) -> list[Row]:
+    """Durable turns under load: one inline `serve` (baseline) against 2 `serve` + 2
+    `tracegate worker` processes with 20% of the events delivered again to the other
+    receiver. Model replies take 200 ms; each thread's 5 turns must run one at a time."""
+    with tempfile.TemporaryDirectory() as folder:
+        tmp = Path(folder)
+        baseline = await _fleet_load(redis_url, tmp, receivers=1, workers=0, redeliver=0.0)
+        scaled = await _fleet_load(redis_url, tmp, receivers=2, workers=2, redeliver=0.2)
+    return [
+        _load_row("1 inline serve (baseline)", baseline, None),
+        _load_row("2 serve + 2 worker, 20% redelivered", scaled, baseline),
+    ]
+
+
 async def main() -> None:
     redis_url = os.environ.get("REDIS_URL")
     if not redis_url:
@@ -261,6 +340,7 @@ async def main() -> None:
         + await bench_turn(redis_url)
         + await bench_approval(redis_url)
         + await bench_slack_ack(redis_url)
+        + await bench_fleet(redis_url)
     )
     lines = [
         "# Benchmarks",

@@ -30,8 +30,10 @@ def _configure_logging(level: str) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    # Request lines would repeat every URL (and any credentials a URL carries).
+    # Request lines would repeat every URL (and any credentials a URL carries); saq logs
+    # every job's start and end, and its worker's repr.
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.getLogger("saq").setLevel(logging.WARNING)
 
 
 async def _investigate(settings: Settings, args: argparse.Namespace) -> InvestigationResult:
