@@ -258,9 +258,14 @@ class Conversations:
             f":x: I could not answer this after {self.max_attempts} attempts. Try again; "
             f"if it keeps failing, quote reference {reference}."
         )
+        blocks = [section(text)]
+        if turn.result is not None:  # the answer was found; it is delivering that failed
+            p = self.presentation
+            result = InvestigationResult.model_validate(turn.result)
+            text, blocks = answer_message(result, p.grafana_url, p.datasource)
         if "answer" not in turn.delivered:
             try:
-                await self._show(turn, text, [section(text)])
+                await self._show(turn, text, blocks)
             except Exception:  # Slack itself may be what fails: the log has the reference
                 log.exception("could not tell the thread of %s [%s]", turn.id, reference)
         await self.turns.finish(turn)

@@ -4,17 +4,14 @@
 - threads the bot is in (replies there continue the conversation without a mention);
 - each channel's recent threads (for `/rubric status` without a permalink);
 - the channel's rubric (`/rubric set`);
-- a run's steps (for the Steps button), and where each approval card was posted;
-- a per-thread lock, because the checkpointer does not serialise work on one thread.
+- a run's steps (for the Steps button), and where each approval card was posted.
+
+(Turns, their per-thread order and leases are in `bot.turns`.)
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -22,17 +19,10 @@ import redis.asyncio as aioredis
 from gates.store import as_text
 
 DEDUPE_TTL_S = 3600  # Slack retries for about 5 minutes; keep a margin
-LOCK_TTL_S = 900  # longer than any investigation; released earlier when done
 
 
 def thread_key(team: str, channel: str, thread_ts: str) -> str:
     return f"{team}:{channel}:{thread_ts}"
-
-
-@dataclass
-class _LocalTurn:
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    users: int = 0
 
 
 class ThreadMemory:
@@ -40,7 +30,6 @@ class ThreadMemory:
         self.redis = redis
         self.ttl_s = ttl_s
         self.prefix = prefix
-        self._local: dict[str, _LocalTurn] = {}
 
     async def first_delivery(self, event_id: str) -> bool:
         """True the first time an event id is seen by any replica."""
@@ -63,27 +52,6 @@ class ThreadMemory:
     async def recent_threads(self, team: str, channel: str, limit: int) -> list[str]:
         index = f"{self.prefix}:channel:{team}:{channel}:threads"
         return [as_text(ts) for ts in await self.redis.zrevrange(index, 0, limit - 1)]
-
-    def busy(self, key: str) -> bool:
-        """Whether this process is already answering in the thread."""
-        return key in self._local
-
-    @asynccontextmanager
-    async def turn(self, key: str) -> AsyncIterator[None]:
-        """Hold the thread: FIFO within this process, exclusive across replicas."""
-        local = self._local.setdefault(key, _LocalTurn())
-        local.users += 1
-        try:
-            async with local.lock:
-                lock = self.redis.lock(
-                    f"{self.prefix}:lock:{key}", timeout=LOCK_TTL_S, blocking_timeout=LOCK_TTL_S
-                )
-                async with lock:
-                    yield
-        finally:
-            local.users -= 1
-            if local.users == 0:
-                del self._local[key]
 
     # --- channel rubric ---------------------------------------------------------------------
     async def channel_rubric(self, team: str, channel: str) -> str | None:
