@@ -22,7 +22,6 @@ from bot.settings import Settings
 
 log = logging.getLogger(__name__)
 
-EXPIRY_SWEEP_S = 30
 SHUTDOWN_GRACE_S = 30
 
 
@@ -50,13 +49,15 @@ def health_app(redis: aioredis.Redis, app: web.Application | None = None) -> web
     return web_app
 
 
-async def _sweep_expired(services: Services) -> None:
+async def _reconcile(services: Services, interval_s: float) -> None:
+    """Every RECONCILE_INTERVAL, from start: settle action requests a dead process left
+    behind, expire stale proposals, and update their cards."""
     while True:
-        await asyncio.sleep(EXPIRY_SWEEP_S)
         try:
-            await services.cards.expire_due()
+            await services.cards.reconcile()
         except Exception:
-            log.exception("expiring approval cards failed")
+            log.exception("reconciling action requests failed")
+        await asyncio.sleep(interval_s)
 
 
 @asynccontextmanager
@@ -88,7 +89,9 @@ async def running_bot(
             assert settings.slack_app_token is not None
             handler = AsyncSocketModeHandler(app, settings.slack_app_token.get_secret_value())
             await handler.connect_async()  # type: ignore[no-untyped-call]
-        sweeper = asyncio.create_task(_sweep_expired(services), name="expire approval cards")
+        sweeper = asyncio.create_task(
+            _reconcile(services, settings.reconcile_interval_s), name="reconcile actions"
+        )
         log.info(
             "tracegate serving on port %s (%s)", port, "Socket Mode" if socket_mode else "HTTP"
         )

@@ -8,12 +8,14 @@ from __future__ import annotations
 import os
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from gates.config import ActionPolicy
 from graph.config import GraphLimits, ModelSpec, TempoSpec
 from graph.rubric import DEFAULT_RUBRIC
+
+LEASE_KUBE_CALLS = 6
 
 
 class SettingsError(Exception):
@@ -79,14 +81,37 @@ class Settings(BaseSettings):
     allow_self_approval: bool = False
     judge_fail_mode: Literal["closed", "open"] = "closed"
     judge_model: str | None = None  # default: LLM_MODEL
+    action_lease: str = "2m"  # approved/executing longer than this: settled by the reconciler
+    reconcile_interval: str = "30s"
+    rollout_watch_timeout: str = "5m"
     # Logging
     log_level: str = "INFO"
 
-    @field_validator("approval_ttl")
+    @field_validator("approval_ttl", "action_lease", "reconcile_interval", "rollout_watch_timeout")
     @classmethod
     def _duration(cls, value: str) -> str:
         parse_duration(value)
         return value
+
+    @model_validator(mode="after")
+    def _lease_outlasts_an_execution(self) -> Settings:
+        # A live executor makes at most this many API calls between two transitions; a
+        # shorter lease would let the reconciler settle a request that is still running.
+        floor = LEASE_KUBE_CALLS * self.kube_timeout
+        if parse_duration(self.action_lease) < floor:
+            raise ValueError(
+                f"ACTION_LEASE: {self.action_lease} is shorter than {LEASE_KUBE_CALLS} × "
+                f"KUBE_TIMEOUT ({floor:g}s); raise ACTION_LEASE or lower KUBE_TIMEOUT"
+            )
+        return self
+
+    @property
+    def action_lease_s(self) -> int:
+        return parse_duration(self.action_lease)
+
+    @property
+    def reconcile_interval_s(self) -> int:
+        return parse_duration(self.reconcile_interval)
 
     @field_validator("protected_deployments")
     @classmethod
@@ -144,6 +169,7 @@ class Settings(BaseSettings):
             approvers=frozenset(_split(self.action_approvers)),
             allow_self_approval=self.allow_self_approval,
             judge_fail_mode=self.judge_fail_mode,
+            rollout_watch_s=parse_duration(self.rollout_watch_timeout),
         )
 
     def model_spec(self) -> ModelSpec:
