@@ -168,6 +168,7 @@ class KubernetesCluster:
             generation=deployment["metadata"].get("generation", 0),
             observed_generation=status.get("observedGeneration", 0),
             replicas=deployment["spec"].get("replicas", 1),
+            pods=status.get("replicas", 0),
             updated=status.get("updatedReplicas", 0),
             available=status.get("availableReplicas", 0),
             deadline_exceeded=any(
@@ -261,7 +262,8 @@ class PlannedWrite:
 class RolloutStatus:
     generation: int
     observed_generation: int
-    replicas: int
+    replicas: int  # wanted
+    pods: int  # status.replicas: old and new
     updated: int
     available: int
     deadline_exceeded: bool
@@ -271,8 +273,15 @@ class RolloutStatus:
         return (
             self.observed_generation >= self.generation
             and self.updated == self.replicas
+            and self.pods == self.updated  # no old pods left
             and self.available == self.replicas
             and not self.deadline_exceeded
+        )
+
+    def describe(self) -> str:
+        old = self.pods - self.updated
+        return f"{self.available}/{self.replicas} available" + (
+            f", {old} old pods not replaced yet" if old > 0 else ""
         )
 
 

@@ -328,17 +328,15 @@ class ActionPipeline:
             return None
         applied = request.is_applied(now)
         detail = done if applied else failed
-        try:
-            settled = await self.store.transition(
-                request.id,
-                "succeeded" if applied else "failed",
-                actor,
-                detail,
-                expect="executing",
-                outcome=Outcome(dry_run=False, detail=detail),
-            )
-        except TransitionConflict as exc:
-            return exc.current  # settled by someone else, who counted it
+        # Raises TransitionConflict when someone else settled it first (and counted it).
+        settled = await self.store.transition(
+            request.id,
+            "succeeded" if applied else "failed",
+            actor,
+            detail,
+            expect="executing",
+            outcome=Outcome(dry_run=False, detail=detail),
+        )
         await self.breaker.record(request.target, applied, request.id)
         return settled
 
@@ -368,7 +366,7 @@ class ActionPipeline:
             if time.monotonic() >= deadline:
                 break
             await asyncio.sleep(self.policy.rollout_poll_s)
-        seen = f"{status.available}/{status.replicas} available" if status else "status unreadable"
+        seen = status.describe() if status else "status unreadable"
         if status is not None and status.healthy:
             health = RolloutHealth(healthy=True, detail=f"rolled out: {seen}")
         else:

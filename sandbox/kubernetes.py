@@ -190,21 +190,26 @@ class KubernetesSimulator(SimulatorServer):
         change_causes: list[str] | None = None,
         first_revision: int = 1,
         spacing_h: float = 1.0,
+        envs: list[dict[str, str]] | None = None,
     ) -> dict[str, Any]:
-        """A Deployment whose revisions `first_revision`.. ran `images` in order, `spacing_h`
-        hours apart, the last (current) one `spacing_h` hours ago."""
+        """A Deployment whose revisions `first_revision`.. ran `images` (with environment
+        `envs`, if given) in order, `spacing_h` hours apart, the last (current) one
+        `spacing_h` hours ago."""
         uid = str(uuid.uuid4())
         labels = {"app": name}
         causes = change_causes or [f"deploy {image.rsplit(':', 1)[-1]}" for image in images]
         step_s = 3600 * spacing_h
         start = time.time() - step_s * len(images)
         last = first_revision + len(images) - 1
-        for revision, (image, cause) in enumerate(
-            zip(images, causes, strict=True), start=first_revision
+        for revision, (image, cause, env) in enumerate(
+            zip(images, causes, envs or [{}] * len(images), strict=True), start=first_revision
         ):
+            container: dict[str, Any] = {"name": name, "image": image}
+            if env:
+                container["env"] = [{"name": k, "value": v} for k, v in env.items()]
             template: dict[str, Any] = {
                 "metadata": {"labels": dict(labels)},
-                "spec": {"containers": [{"name": name, "image": image}]},
+                "spec": {"containers": [container]},
             }
             pod_hash = template_hash(template)
             template["metadata"]["labels"][HASH_LABEL] = pod_hash
