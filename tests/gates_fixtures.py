@@ -25,6 +25,7 @@ from graph.model import make_chat_model
 from sandbox import Reply
 from sandbox.kubernetes import KubernetesSimulator, write_kubeconfig
 
+REPOSITORY = Path(__file__).resolve().parent.parent
 APPROVER = "U_APPROVER"
 SECOND_APPROVER = "U_SECOND"
 REQUESTER = "U_ONCALL"
@@ -139,12 +140,15 @@ async def kill_mid_approval(
         request_id,
         APPROVER,
         str(lease_s),
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=REPOSITORY,
         stderr=asyncio.subprocess.PIPE,
     )
 
     async def reached() -> bool:
-        assert process.returncode is None, "the approval process ended before the kill"
+        if process.returncode is not None:
+            assert process.stderr is not None
+            error = (await process.stderr.read()).decode()[-2000:]
+            raise AssertionError(f"the approval process ended before the kill:\n{error}")
         outcome = at()
         return bool(await outcome if inspect.isawaitable(outcome) else outcome)
 
