@@ -1,5 +1,6 @@
 """Each rule gate refuses its case, with its name and reason (real Redis, Kubernetes simulator)."""
 
+import time
 from typing import Any
 
 import pytest
@@ -122,6 +123,16 @@ async def test_the_same_proposal_twice_in_one_incident_is_refused_as_duplicate(
     assert second.refusal is not None
     assert second.refusal.gate == "duplicate"
     assert f"already pending_approval as {first.id}" in second.refusal.reason
+
+
+async def test_a_proposal_past_its_window_does_not_block_the_same_proposal(
+    pipeline: ActionPipeline, gemini: GeminiSimulator
+) -> None:
+    gemini.script(SAFE, SAFE)
+    first = await _propose(pipeline)
+    await pipeline.store.update(first.id, "test", "test", "window passed", expires_at=time.time())
+    second = await _propose(pipeline)  # before any reconciler has marked the first expired
+    assert second.status == "pending_approval", second.refusal
 
 
 async def test_the_same_proposal_in_another_incident_is_not_a_duplicate(
