@@ -373,7 +373,7 @@ class ActionPipeline:
             why = (
                 "progress deadline exceeded"
                 if status and status.deadline_exceeded
-                else (f"not healthy after {_duration(self.policy.rollout_watch_s)}")
+                else f"not healthy after {_duration(self.policy.rollout_watch_s)}"
             )
             health = RolloutHealth(
                 healthy=False, detail=f"{why}: {seen}", reverse=request.reverse()
