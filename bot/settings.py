@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from gates.config import ActionPolicy
@@ -93,17 +93,18 @@ class Settings(BaseSettings):
         parse_duration(value)
         return value
 
-    @model_validator(mode="after")
-    def _lease_outlasts_an_execution(self) -> Settings:
+    @field_validator("action_lease")
+    @classmethod
+    def _lease_outlasts_an_execution(cls, value: str, info: ValidationInfo) -> str:
         # A live executor makes at most this many API calls between two transitions; a
         # shorter lease would let the reconciler settle a request that is still running.
-        floor = LEASE_KUBE_CALLS * self.kube_timeout
-        if parse_duration(self.action_lease) < floor:
+        floor = LEASE_KUBE_CALLS * info.data.get("kube_timeout", 0)
+        if parse_duration(value) < floor:
             raise ValueError(
-                f"ACTION_LEASE: {self.action_lease} is shorter than {LEASE_KUBE_CALLS} × "
-                f"KUBE_TIMEOUT ({floor:g}s); raise ACTION_LEASE or lower KUBE_TIMEOUT"
+                f"{value} is shorter than {LEASE_KUBE_CALLS} × KUBE_TIMEOUT ({floor:g}s); "
+                "raise ACTION_LEASE or lower KUBE_TIMEOUT"
             )
-        return self
+        return value
 
     @property
     def action_lease_s(self) -> int:
