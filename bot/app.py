@@ -56,6 +56,7 @@ def build_services(settings: Settings, runtime: Runtime, redis: aioredis.Redis) 
         client,
         runtime.actions,
         memory,
+        jobs,
         approvers,
         settings.grafana_url,
         settings.grafana_tempo_datasource,

@@ -10,6 +10,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.blocks import card_blocks, section, steps_blocks
+from bot.jobs import Jobs
 from bot.threads import ThreadMemory
 from gates.breaker import GLOBAL
 from gates.model import ActionRequest, CardLocation
@@ -49,6 +50,7 @@ class Cards:
         client: AsyncWebClient,
         actions: ActionPipeline | None,
         memory: ThreadMemory,
+        jobs: Jobs,
         approvers: ApproverGroup,
         grafana_url: str | None,
         datasource: str,
@@ -57,6 +59,7 @@ class Cards:
         self.actions = actions
         self.reconciler = Reconciler(actions) if actions is not None else None
         self.memory = memory
+        self.jobs = jobs
         self.approvers = approvers
         self.grafana_url = grafana_url
         self.datasource = datasource
@@ -136,11 +139,14 @@ class Cards:
         if result.verdict in ("denied", "already_handled", "not_found"):
             await self._tell(channel, user, f"Not approved: {result.message}.")
             return
-        if result.request is None:
-            return
-        await self._show(result.request)
-        if result.request.status == "succeeded" and not result.request.dry_run:
-            await self._show(await self.actions.follow_rollout(result.request))
+        if result.request is not None:
+            await self._show(result.request)
+            await self._follow_rollout(self.actions, result.request)
+
+    async def _follow_rollout(self, actions: ActionPipeline, request: ActionRequest) -> None:
+        """After a real success, the card says whether the rollout became healthy."""
+        if request.status == "succeeded" and not request.dry_run:
+            await self._show(await actions.follow_rollout(request))
 
     async def reject(self, request_id: str, user: str, channel: str, message_ts: str) -> None:
         if self.actions is None:
@@ -188,6 +194,10 @@ class Cards:
                 await self._show(request)
             except SlackApiError as exc:  # the next request's card still gets its update
                 log.warning("cannot update the card of %s: %s", request.id, exc)
+            # Followed in the background: the next reconcile must not wait for a rollout.
+            self.jobs.submit(
+                self._follow_rollout(self.reconciler.pipeline, request), f"follow {request.id}"
+            )
         return len(settled)
 
     async def show_steps(self, correlation_id: str, user: str, channel: str) -> None:

@@ -320,10 +320,11 @@ async def test_a_killed_approval_is_settled_after_restart_and_its_card_tells_the
             lease_s=actions.store.lease_s,
             at=lambda: len(kube.writes) == 1,
         )
-        await until(lambda: "Succeeded" in _status_line(card), "the card to show the outcome")
+        await until(lambda: "rolled out" in _status_line(card), "the card to show the rollout")
 
-    assert _status_line(card) == (
+    assert _status_line(card).split("\n") == [
         ":white_check_mark: Succeeded (approved by <@U_APPROVER>): roll back shop/payment-api "
-        "to revision 2: the cluster shows the change (settled after interruption)"
-    )
+        "to revision 2: the cluster shows the change (settled after interruption)",
+        ":large_green_circle: rolled out: 4/4 available",
+    ]
     assert not any(b["type"] == "actions" for b in card.blocks)
