@@ -38,6 +38,7 @@ def test_the_gates_run_in_the_documented_order() -> None:
     ("proposal", "gate", "reason"),
     [
         ({"action": "scale", "replicas": 0}, "blast_radius", "scaling to 0"),
+        ({"action": "scale", "replicas": 4}, "blast_radius", "already runs 4 replicas"),
         ({"action": "scale", "replicas": 44}, "blast_radius", "more than 10× the current"),
         (
             {"action": "scale", "replicas": 60, "deployment": "fresh-svc"},

@@ -22,6 +22,9 @@ class BlastRadiusGate:
             assert r.replicas is not None  # validation ran first
             if r.replicas == 0:
                 return refuse(self.name, "scaling to 0 takes the service down; not from chat")
+            if r.replicas == now.replicas:
+                # Nothing to change, and an outcome read back from the cluster would prove nothing.
+                return refuse(self.name, f"{r.target} already runs {now.replicas} replicas")
             if r.replicas > p.max_replicas:
                 return refuse(
                     self.name, f"{r.replicas} replicas exceeds MAX_REPLICAS ({p.max_replicas})"
