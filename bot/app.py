@@ -67,6 +67,7 @@ def build_services(
         client,
         runtime.actions,
         memory,
+        jobs,
         approvers,
         settings.grafana_url,
         settings.grafana_tempo_datasource,

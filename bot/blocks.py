@@ -261,21 +261,28 @@ OUTCOME_ICONS = {
 
 
 def _change(request: ActionRequest) -> str:
+    """What approval changes; for a rollback, the target pinned at proposal (what runs)."""
     snap = request.snapshot
     if request.action == "scale":
         return f"{snap.replicas if snap else '?'} → {request.replicas} replicas"
-    if snap is None:
+    target = request.target_revision
+    if snap is None or target is None:
         return "previous revision"
-    previous = snap.previous_revision()
-    target = previous.revision if previous else "?"
-    images = ", ".join(previous.images) if previous else "?"
-    return f"revision {snap.current_revision} ({', '.join(snap.images)}) → {target} ({images})"
+    same = " — same images, other pod settings" if target.images == snap.images else ""
+    return (
+        f"revision {snap.current_revision} ({', '.join(snap.images)}) → "
+        f"{target.revision} ({', '.join(target.images)}){same}"
+    )
 
 
 def card_blocks(
-    request: ActionRequest, grafana_url: str | None, datasource: str, dry_run: bool
+    request: ActionRequest,
+    grafana_url: str | None,
+    datasource: str,
+    dry_run: bool,
+    note: str = "",
 ) -> list[Block]:
-    """The approval card for a request in any state."""
+    """The approval card for a request in any state; `note` is one more line under it."""
     what = escape(request.describe())
     blocks: list[Block] = [section(f"*Proposed action:* {what}")]
     if request.status == "refused":
@@ -285,7 +292,15 @@ def card_blocks(
             if refusal
             else f"judge: {request.judge.reason if request.judge else 'no verdict'}"
         )
-        return [*blocks, context(f":no_entry: Refused by {escape(why)}")]
+        blocks.append(context(f":no_entry: Refused by {escape(why)}"))
+        if note:
+            return [*blocks, context(note)]
+        if refusal is not None and refusal.open_breaker is not None:
+            reset = button("Reset breaker", "reset_breaker", request.id, "danger")
+            blocks.append(
+                {"type": "actions", "block_id": f"breaker:{request.id}", "elements": [reset]}
+            )
+        return blocks
     evidence = ", ".join(
         f"<{explore_url(grafana_url, datasource, t)}|{t.lstrip('0')[:12]}…>"
         if grafana_url
@@ -336,7 +351,25 @@ def card_blocks(
         )
     else:
         blocks.append(context(status_line(request)))
+    if request.rollout is not None:
+        blocks.append(context(rollout_line(request)))
+    if note:
+        blocks.append(context(note))
     return blocks
+
+
+def rollout_line(request: ActionRequest) -> str:
+    """How the rollout went after a real success; when badly, the reverse action to ask for."""
+    rollout = request.rollout
+    assert rollout is not None
+    if rollout.healthy:
+        return f":large_green_circle: {escape(rollout.detail)}"
+    reverse = (
+        f" To undo it, ask me to propose: _{escape(rollout.reverse)}_ (it goes through the gates)."
+        if rollout.reverse
+        else ""
+    )
+    return f":warning: {escape(rollout.detail)}.{reverse}"
 
 
 def status_line(request: ActionRequest) -> str:
@@ -352,7 +385,7 @@ def status_line(request: ActionRequest) -> str:
     approver = who.get("approved")
     by = f" (approved by <@{approver}>)" if approver else ""
     label = (
-        "Dry run succeeded"
+        f"Dry run {request.status}"
         if request.outcome and request.outcome.dry_run
         else request.status.capitalize()
     )

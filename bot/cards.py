@@ -1,4 +1,4 @@
-"""Approval cards: posted under the answer, updated in place, expired when stale."""
+"""Approval cards: posted under the answer, bound to their message, updated in place."""
 
 from __future__ import annotations
 
@@ -10,10 +10,13 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.blocks import card_blocks, section, steps_blocks
+from bot.jobs import Jobs
 from bot.threads import ThreadMemory
-from gates.model import ActionRequest
-from gates.pipeline import ActionPipeline
-from gates.store import RequestNotFound, TransitionConflict
+from gates.breaker import GLOBAL
+from gates.model import ActionRequest, CardLocation
+from gates.pipeline import SYSTEM, ActionPipeline
+from gates.reconciler import Reconciler
+from gates.store import RequestNotFound
 
 log = logging.getLogger(__name__)
 
@@ -47,13 +50,16 @@ class Cards:
         client: AsyncWebClient,
         actions: ActionPipeline | None,
         memory: ThreadMemory,
+        jobs: Jobs,
         approvers: ApproverGroup,
         grafana_url: str | None,
         datasource: str,
     ) -> None:
         self.client = client
         self.actions = actions
+        self.reconciler = Reconciler(actions) if actions is not None else None
         self.memory = memory
+        self.jobs = jobs
         self.approvers = approvers
         self.grafana_url = grafana_url
         self.datasource = datasource
@@ -62,8 +68,8 @@ class Cards:
     def dry_run(self) -> bool:
         return self.actions is None or not self.actions.policy.actions_enabled
 
-    def _blocks(self, request: ActionRequest) -> list[dict[str, object]]:
-        return card_blocks(request, self.grafana_url, self.datasource, self.dry_run)
+    def _blocks(self, request: ActionRequest, note: str = "") -> list[dict[str, object]]:
+        return card_blocks(request, self.grafana_url, self.datasource, self.dry_run, note)
 
     async def requests(self, request_ids: list[str]) -> list[ActionRequest]:
         """The turn's proposals as stored now (none when actions are not configured)."""
@@ -72,51 +78,85 @@ class Cards:
         return [await self.actions.store.get(request_id) for request_id in request_ids]
 
     async def post(self, channel: str, thread_ts: str, request_ids: list[str]) -> None:
-        """One card per proposal of the turn: buttons if pending, a reason if refused."""
+        """One card per proposal of the turn: buttons if pending, a reason if refused. Its
+        location is stored with the request: only clicks on that message count."""
+        if self.actions is None:
+            return
         for request in await self.requests(request_ids):
+            if request.card is not None:  # posted before a retry of this step
+                await self._show(request)
+                continue
             posted = await self.client.chat_postMessage(
                 channel=channel,
                 thread_ts=thread_ts,
                 text=f"Proposed action: {request.describe()} ({request.status.replace('_', ' ')})",
                 blocks=self._blocks(request),
             )
-            if request.status == "pending_approval":
-                await self.memory.remember_card(
-                    request.id, channel, str(posted["ts"]), request.expires_at
-                )
+            where = CardLocation(channel=channel, ts=str(posted["ts"]))
+            await self.actions.store.update(
+                request.id, "card_posted", SYSTEM, f"{where.channel} {where.ts}", card=where
+            )
 
-    async def _show(self, request: ActionRequest, channel: str, ts: str) -> None:
+    async def _show(self, request: ActionRequest, note: str = "") -> None:
+        if request.card is None:
+            return  # never posted: nothing to update
         await self.client.chat_update(
-            channel=channel,
-            ts=ts,
+            channel=request.card.channel,
+            ts=request.card.ts,
             text=f"{request.describe()}: {request.status.replace('_', ' ')}",
-            blocks=self._blocks(request),
+            blocks=self._blocks(request, note),
         )
 
     async def _tell(self, channel: str, user: str, text: str) -> None:
         await self.client.chat_postEphemeral(channel=channel, user=user, text=text)
 
+    async def _clicked(
+        self, actions: ActionPipeline, request_id: str, user: str, channel: str, message_ts: str
+    ) -> ActionRequest | None:
+        """The request behind a click, if the click came from its card; else refused
+        (ephemerally), audited, and no message is touched."""
+        try:
+            request = await actions.store.get(request_id)
+        except RequestNotFound:
+            await self._tell(channel, user, f"No action request {request_id}; nothing was done.")
+            return None
+        if request.card == CardLocation(channel=channel, ts=message_ts):
+            return request
+        shown = f"{request.card.channel}/{request.card.ts}" if request.card else "no card"
+        await actions.store.audit(
+            request, "click_refused", user, f"clicked on {channel}/{message_ts}; its card: {shown}"
+        )
+        await self._tell(
+            channel, user, "This button is not on this request's approval card; nothing was done."
+        )
+        return None
+
     async def approve(self, request_id: str, user: str, channel: str, message_ts: str) -> None:
         if self.actions is None:
             await self._tell(channel, user, "Actions are not configured on this bot (KUBECONFIG).")
             return
+        if await self._clicked(self.actions, request_id, user, channel, message_ts) is None:
+            return
         in_group = await self.approvers.contains(user)
-
-        async def executing(request: ActionRequest) -> None:
-            await self._show(request, channel, message_ts)
-
         result = await self.actions.approve(
-            request_id, user, in_approver_group=in_group, on_approved=executing
+            request_id, user, in_approver_group=in_group, on_approved=self._show
         )
         if result.verdict in ("denied", "already_handled", "not_found"):
             await self._tell(channel, user, f"Not approved: {result.message}.")
             return
         if result.request is not None:
-            await self._show(result.request, channel, message_ts)
-            await self.memory.forget_card_expiry(request_id)
+            await self._show(result.request)
+            await self._follow_rollout(self.actions, result.request)
+
+    async def _follow_rollout(self, actions: ActionPipeline, request: ActionRequest) -> None:
+        """After a real success, the card says whether the rollout became healthy."""
+        if request.status == "succeeded" and not request.dry_run:
+            await self._show(await actions.follow_rollout(request))
 
     async def reject(self, request_id: str, user: str, channel: str, message_ts: str) -> None:
         if self.actions is None:
+            return
+        if await self._clicked(self.actions, request_id, user, channel, message_ts) is None:
             return
         in_group = await self.approvers.contains(user)
         result = await self.actions.reject(
@@ -125,31 +165,45 @@ class Cards:
         if result.verdict != "rejected" or result.request is None:
             await self._tell(channel, user, f"Not rejected: {result.message}.")
             return
-        await self._show(result.request, channel, message_ts)
-        await self.memory.forget_card_expiry(request_id)
+        await self._show(result.request)
 
-    async def expire_due(self) -> int:
-        """Mark cards whose approval window passed as expired; returns how many."""
+    async def reset_breaker(
+        self, request_id: str, user: str, channel: str, message_ts: str
+    ) -> None:
+        """The Reset button on a card refused by an open circuit breaker (approvers only)."""
         if self.actions is None:
+            return
+        request = await self._clicked(self.actions, request_id, user, channel, message_ts)
+        if request is None:
+            return
+        refusal = request.refusal
+        if refusal is None or refusal.open_breaker is None:
+            await self._tell(channel, user, "This card was not refused by an open breaker.")
+            return
+        in_group = await self.approvers.contains(user)
+        scope = None if refusal.open_breaker == GLOBAL else refusal.open_breaker
+        reset, message = await self.actions.reset_breaker(scope, user, in_group)
+        if not reset:
+            await self._tell(channel, user, f"Not reset: {message}.")
+            return
+        await self._show(request, f":arrows_counterclockwise: {message} by <@{user}>; ask again.")
+
+    async def reconcile(self) -> int:
+        """Settle what dead processes left, expire stale proposals (card or no card), and
+        show the truth on their cards; returns how many requests were settled."""
+        if self.reconciler is None:
             return 0
-        expired = 0
-        for request_id in await self.memory.cards_due(time.time()):
-            await self.memory.forget_card_expiry(request_id)
+        settled = await self.reconciler.run_once()
+        for request in settled:
             try:
-                request = await self.actions.store.transition(
-                    request_id,
-                    "expired",
-                    "tracegate",
-                    "approval window passed",
-                    expect="pending_approval",
-                )
-            except (TransitionConflict, RequestNotFound):
-                continue  # handled meanwhile, or gone
-            where = await self.memory.card(request_id)
-            if where is not None:
-                await self._show(request, *where)
-                expired += 1
-        return expired
+                await self._show(request)
+            except SlackApiError as exc:  # the next request's card still gets its update
+                log.warning("cannot update the card of %s: %s", request.id, exc)
+            # Followed in the background: the next reconcile must not wait for a rollout.
+            self.jobs.submit(
+                self._follow_rollout(self.reconciler.pipeline, request), f"follow {request.id}"
+            )
+        return len(settled)
 
     async def show_steps(self, correlation_id: str, user: str, channel: str) -> None:
         events = await self.memory.steps(correlation_id)

@@ -48,7 +48,7 @@ async def open_runtime(
             policy = settings.action_policy()
             judge_model = make_chat_model(settings.judge_spec(), "JUDGE_MODEL")
             actions = ActionPipeline(
-                ActionStore(client, settings.redis_prefix),
+                ActionStore(client, settings.redis_prefix, settings.action_lease_s),
                 cluster,
                 CircuitBreaker(client, policy, settings.redis_prefix),
                 ActionJudge(judge_model, policy.judge_fail_mode),

@@ -23,7 +23,6 @@ from bot.worker import running_worker
 
 log = logging.getLogger(__name__)
 
-EXPIRY_SWEEP_S = 30
 SHUTDOWN_GRACE_S = 10  # for listener work (clicks, commands) after the turns have stopped
 
 
@@ -51,13 +50,15 @@ def health_app(redis: aioredis.Redis, app: web.Application | None = None) -> web
     return web_app
 
 
-async def _sweep_expired(services: Services) -> None:
+async def _reconcile(services: Services, interval_s: float) -> None:
+    """Every RECONCILE_INTERVAL, from start: settle action requests a dead process left
+    behind, expire stale proposals, and update their cards."""
     while True:
-        await asyncio.sleep(EXPIRY_SWEEP_S)
         try:
-            await services.cards.expire_due()
+            await services.cards.reconcile()
         except Exception:
-            log.exception("expiring approval cards failed")
+            log.exception("reconciling action requests failed")
+        await asyncio.sleep(interval_s)
 
 
 @asynccontextmanager
@@ -95,7 +96,9 @@ async def running_bot(
                 await stack.enter_async_context(
                     running_worker(services.runner, settings.worker_timing())
                 )
-            sweeper = asyncio.create_task(_sweep_expired(services), name="expire approval cards")
+            sweeper = asyncio.create_task(
+                _reconcile(services, settings.reconcile_interval_s), name="reconcile actions"
+            )
             handler = None
             connecting = None
             if socket_mode:
@@ -137,6 +140,9 @@ async def run_worker(settings: Settings) -> None:
     async with open_runtime(settings) as runtime:
         services = build_services(settings, runtime, runtime.redis)
         timing = settings.worker_timing()
+        reconciler = asyncio.create_task(
+            _reconcile(services, settings.reconcile_interval_s), name="reconcile actions"
+        )
         async with running_worker(services.runner, timing):
             log.info(
                 "tracegate worker running %d turns at a time; a dead worker's turns resume "
@@ -146,6 +152,7 @@ async def run_worker(settings: Settings) -> None:
             )
             await stop.wait()
             log.info("shutting down: finishing the running turns (SHUTDOWN_GRACE)")
+            reconciler.cancel()
 
 
 def _stop_on_signals() -> asyncio.Event:

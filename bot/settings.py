@@ -8,13 +8,15 @@ from __future__ import annotations
 import os
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.worker import WorkerTiming
 from gates.config import ActionPolicy
 from graph.config import GraphLimits, ModelSpec, TempoSpec
 from graph.rubric import DEFAULT_RUBRIC
+
+LEASE_KUBE_CALLS = 6
 
 
 class SettingsError(Exception):
@@ -81,6 +83,9 @@ class Settings(BaseSettings):
     allow_self_approval: bool = False
     judge_fail_mode: Literal["closed", "open"] = "closed"
     judge_model: str | None = None  # default: LLM_MODEL
+    action_lease: str = "2m"  # approved/executing longer than this: settled by the reconciler
+    reconcile_interval: str = "30s"
+    rollout_watch_timeout: str = "5m"
     # Durable turns
     worker_mode: Literal["inline", "queue"] = "inline"  # queue: `tracegate worker` runs turns
     max_attempts: int = Field(default=3, ge=1, le=20)  # runs of one turn before giving up
@@ -90,11 +95,32 @@ class Settings(BaseSettings):
     # Logging
     log_level: str = "INFO"
 
-    @field_validator("approval_ttl")
+    @field_validator("approval_ttl", "action_lease", "reconcile_interval", "rollout_watch_timeout")
     @classmethod
     def _duration(cls, value: str) -> str:
         parse_duration(value)
         return value
+
+    @field_validator("action_lease")
+    @classmethod
+    def _lease_outlasts_an_execution(cls, value: str, info: ValidationInfo) -> str:
+        # A live executor makes at most this many API calls between two transitions; a
+        # shorter lease would let the reconciler settle a request that is still running.
+        floor = LEASE_KUBE_CALLS * info.data.get("kube_timeout", 0)
+        if parse_duration(value) < floor:
+            raise ValueError(
+                f"{value} is shorter than {LEASE_KUBE_CALLS} × KUBE_TIMEOUT ({floor:g}s); "
+                "raise ACTION_LEASE or lower KUBE_TIMEOUT"
+            )
+        return value
+
+    @property
+    def action_lease_s(self) -> int:
+        return parse_duration(self.action_lease)
+
+    @property
+    def reconcile_interval_s(self) -> int:
+        return parse_duration(self.reconcile_interval)
 
     @field_validator("protected_deployments")
     @classmethod
@@ -153,6 +179,7 @@ class Settings(BaseSettings):
             approvers=frozenset(_split(self.action_approvers)),
             allow_self_approval=self.allow_self_approval,
             judge_fail_mode=self.judge_fail_mode,
+            rollout_watch_s=parse_duration(self.rollout_watch_timeout),
         )
 
     def model_spec(self) -> ModelSpec:

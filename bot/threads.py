@@ -4,9 +4,10 @@
 - threads the bot is in (replies there continue the conversation without a mention);
 - each channel's recent threads (for `/rubric status` without a permalink);
 - the channel's rubric (`/rubric set`);
-- a run's steps (for the Steps button), and where each approval card was posted.
+- a run's steps (for the Steps button).
 
-(Turns, their per-thread order and leases are in `bot.turns`.)
+(Turns, their per-thread order and leases are in `bot.turns`; where an approval card was
+posted is stored with its request.)
 """
 
 from __future__ import annotations
@@ -74,23 +75,3 @@ class ThreadMemory:
     async def steps(self, correlation_id: str) -> list[dict[str, Any]] | None:
         raw = await self.redis.get(f"{self.prefix}:steps:{correlation_id}")
         return json.loads(raw) if raw is not None else None
-
-    async def remember_card(
-        self, request_id: str, channel: str, ts: str, expires_at: float
-    ) -> None:
-        await self.redis.set(f"{self.prefix}:card:{request_id}", f"{channel} {ts}", ex=self.ttl_s)
-        await self.redis.zadd(f"{self.prefix}:cards:expiry", {request_id: expires_at})
-
-    async def card(self, request_id: str) -> tuple[str, str] | None:
-        raw = await self.redis.get(f"{self.prefix}:card:{request_id}")
-        if raw is None:
-            return None
-        channel, ts = as_text(raw).split(" ", 1)
-        return channel, ts
-
-    async def cards_due(self, now: float) -> list[str]:
-        due = await self.redis.zrangebyscore(f"{self.prefix}:cards:expiry", 0, now)
-        return [as_text(r) for r in due]
-
-    async def forget_card_expiry(self, request_id: str) -> None:
-        await self.redis.zrem(f"{self.prefix}:cards:expiry", request_id)

@@ -1,18 +1,24 @@
 """The Kubernetes side of actions, through kubernetes_asyncio (kubeconfig or in-cluster).
 
-`snapshot` reads what a human is shown; `scale` and `rollout_undo` change it. Every write
-carries the resourceVersion the gates just checked, so a change that slips in between the
-check and the write is refused by the API server (409) instead of being overwritten.
-`rollout_undo` follows kubectl's client-side algorithm (pkg/polymorphichelpers/rollback.go).
+`snapshot` reads what a human is shown and what the gates judge; `plan_scale` and
+`plan_rollback` compute a change from fresh reads and return it unsent, so everything that
+can fail before the write fails before it. Every write carries the resourceVersion the gates
+just checked, so a change that slips in between the check and the write is refused by the
+API server (409) instead of being overwritten. The rollback follows kubectl's client-side
+algorithm (pkg/polymorphichelpers/rollback.go).
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import hashlib
 import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -21,6 +27,7 @@ from gates.model import ClusterSnapshot, Revision
 REVISION = "deployment.kubernetes.io/revision"
 CHANGE_CAUSE = "kubernetes.io/change-cause"
 HASH_LABEL = "pod-template-hash"
+PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
 # kubectl keeps the Deployment's own values of these when it copies a ReplicaSet's annotations.
 ANNOTATIONS_TO_SKIP = frozenset(
     {
@@ -94,15 +101,17 @@ class KubernetesCluster:
             if exc.status == 404:
                 raise DeploymentNotFound(_api_message(exc)) from exc
             raise ClusterError(_api_message(exc)) from exc
-        except OSError as exc:  # aiohttp connection errors
-            raise ClusterError(f"cannot reach the Kubernetes API: {exc}") from exc
+        except (OSError, aiohttp.ClientError) as exc:
+            # ServerDisconnectedError is a ClientConnectionError, not an OSError.
+            raise ClusterError(f"cannot reach the Kubernetes API: {exc!r}") from exc
 
     def _plain(self, obj: Any) -> Any:
         return self._api.sanitize_for_serialization(obj)
 
     async def _deployment_and_history(
         self, namespace: str, name: str
-    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    ) -> tuple[dict[str, Any], list[tuple[int, dict[str, Any]]]]:
+        """The Deployment and its ReplicaSets with a parsable revision, oldest first."""
         deployment = self._plain(
             await self._call(self._apps.read_namespaced_deployment(name, namespace))
         )
@@ -114,102 +123,191 @@ class KubernetesCluster:
             )
         )
         uid = deployment["metadata"]["uid"]
-        owned = [
-            rs
-            for rs in listed.get("items", [])
-            if any(
+        owned = []
+        for rs in listed.get("items", []):
+            controlled = any(
                 o.get("uid") == uid and o.get("controller")
                 for o in rs["metadata"].get("ownerReferences") or []
             )
-        ]
-        owned.sort(key=lambda rs: int((rs["metadata"].get("annotations") or {}).get(REVISION, 0)))
+            revision = revision_of(rs)
+            if controlled and revision is not None:
+                owned.append((revision, rs))
+        owned.sort(key=lambda pair: pair[0])
         return deployment, owned
 
     async def snapshot(self, namespace: str, name: str) -> ClusterSnapshot:
         deployment, owned = await self._deployment_and_history(namespace, name)
-        annotations = deployment["metadata"].get("annotations") or {}
-        containers = deployment["spec"]["template"]["spec"].get("containers", [])
+        status = deployment.get("status") or {}
         return ClusterSnapshot(
             replicas=deployment["spec"].get("replicas", 1),
-            ready_replicas=(deployment.get("status") or {}).get("readyReplicas", 0),
+            ready_replicas=status.get("readyReplicas", 0),
             paused=bool(deployment["spec"].get("paused")),
-            current_revision=int(annotations.get(REVISION, 0)),
+            current_revision=revision_of(deployment) or 0,
             resource_version=deployment["metadata"]["resourceVersion"],
-            images=[c.get("image", "") for c in containers],
+            images=_images(deployment["spec"]["template"]),
+            template_hash=template_hash(deployment["spec"]["template"]),
             revisions=[
                 Revision(
-                    revision=int(rs["metadata"]["annotations"].get(REVISION, 0)),
-                    images=[
-                        c.get("image", "") for c in rs["spec"]["template"]["spec"]["containers"]
-                    ],
-                    change_cause=rs["metadata"]["annotations"].get(CHANGE_CAUSE, ""),
+                    revision=revision,
+                    images=_images(rs["spec"]["template"]),
+                    template_hash=template_hash(rs["spec"]["template"]),
+                    change_cause=(rs["metadata"].get("annotations") or {}).get(CHANGE_CAUSE, ""),
                     created=rs["metadata"].get("creationTimestamp", ""),
                 )
-                for rs in owned
+                for revision, rs in owned
             ],
         )
 
-    async def scale(
-        self, namespace: str, name: str, replicas: int, resource_version: str, dry_run: bool
-    ) -> str:
-        body = {"metadata": {"resourceVersion": resource_version}, "spec": {"replicas": replicas}}
-        scale = self._apps.patch_namespaced_deployment_scale
-        # dryRun=All: the API server validates and admits the change, and stores nothing.
-        await self._call(
-            scale(name, namespace, body, dry_run="All") if dry_run else scale(name, namespace, body)
+    async def rollout_status(self, namespace: str, name: str) -> RolloutStatus:
+        """What `kubectl rollout status` looks at."""
+        deployment = self._plain(
+            await self._call(self._apps.read_namespaced_deployment(name, namespace))
         )
-        verb = "would scale" if dry_run else "scaled"
-        return f"{verb} {namespace}/{name} to {replicas} replicas"
+        status = deployment.get("status") or {}
+        return RolloutStatus(
+            generation=deployment["metadata"].get("generation", 0),
+            observed_generation=status.get("observedGeneration", 0),
+            replicas=deployment["spec"].get("replicas", 1),
+            pods=status.get("replicas", 0),
+            updated=status.get("updatedReplicas", 0),
+            available=status.get("availableReplicas", 0),
+            deadline_exceeded=any(
+                c.get("type") == "Progressing" and c.get("reason") == PROGRESS_DEADLINE_EXCEEDED
+                for c in status.get("conditions") or []
+            ),
+        )
 
-    async def rollout_undo(
-        self,
-        namespace: str,
-        name: str,
-        to_revision: int | None,
-        resource_version: str,
-        dry_run: bool,
-    ) -> str:
+    def plan_scale(
+        self, namespace: str, name: str, replicas: int, resource_version: str
+    ) -> PlannedWrite:
+        body = {"metadata": {"resourceVersion": resource_version}, "spec": {"replicas": replicas}}
+
+        async def send(dry_run: bool) -> None:
+            scale = self._apps.patch_namespaced_deployment_scale
+            # dryRun=All: the API server validates and admits the change, and stores nothing.
+            await self._call(
+                scale(name, namespace, body, dry_run="All")
+                if dry_run
+                else scale(name, namespace, body)
+            )
+
+        what = f"{namespace}/{name} to {replicas} replicas"
+        return PlannedWrite(done=f"scaled {what}", would=f"would scale {what}", send=send)
+
+    async def plan_rollback(
+        self, namespace: str, name: str, target: Revision, resource_version: str
+    ) -> PlannedWrite:
+        """kubectl's patch back to `target`, the revision pinned when it was proposed."""
         deployment, owned = await self._deployment_and_history(namespace, name)
         if deployment["spec"].get("paused"):
             raise ClusterError(
                 f"{namespace}/{name} is paused; resume it before rolling back (kubectl refuses too)"
             )
-        by_revision = {
-            int((rs["metadata"].get("annotations") or {}).get(REVISION, 0)): rs for rs in owned
-        }
-        if to_revision:
-            target = by_revision.get(to_revision)
-            if target is None:
-                raise NothingToUndo(f"{namespace}/{name} has no revision {to_revision}")
-        else:  # kubectl: the second-highest revision among the owned ReplicaSets
-            if len(by_revision) < 2:
-                raise NothingToUndo(f"{namespace}/{name} has no previous revision")
-            target = by_revision[sorted(by_revision)[-2]]
-        revision = int(target["metadata"]["annotations"][REVISION])
-        template = _without_hash(target["spec"]["template"])
-        if template == _without_hash(deployment["spec"]["template"]):
-            raise NothingToUndo(f"{namespace}/{name} already runs revision {revision}'s template")
-        kept = deployment["metadata"].get("annotations") or {}
-        annotations = {k: v for k, v in kept.items() if k in ANNOTATIONS_TO_SKIP}
-        annotations.update(
-            {
-                k: v
-                for k, v in (target["metadata"].get("annotations") or {}).items()
-                if k not in ANNOTATIONS_TO_SKIP
-            }
+        chosen = next(
+            (
+                rs
+                for revision, rs in owned
+                if revision == target.revision
+                and template_hash(rs["spec"]["template"]) == target.template_hash
+            ),
+            None,
         )
+        if chosen is None:
+            raise NothingToUndo(
+                f"{namespace}/{name} no longer has revision {target.revision} as proposed; "
+                "ask again"
+            )
+        template = _without_hash(chosen["spec"]["template"])
+        if template == _without_hash(deployment["spec"]["template"]):
+            raise NothingToUndo(
+                f"{namespace}/{name} already runs revision {target.revision}'s template"
+            )
         patch = [
             # Not in kubectl: refuse (409) if the Deployment changed since the gates ran.
             {"op": "replace", "path": "/metadata/resourceVersion", "value": resource_version},
             {"op": "replace", "path": "/spec/template", "value": template},
-            {"op": "replace", "path": "/metadata/annotations", "value": annotations},
+            {
+                "op": "replace",
+                "path": "/metadata/annotations",
+                "value": rollback_annotations(
+                    deployment["metadata"].get("annotations") or {},
+                    chosen["metadata"].get("annotations") or {},
+                ),
+            },
         ]
-        apply = self._apps.patch_namespaced_deployment
-        await self._call(
-            apply(name, namespace, patch, dry_run="All")
-            if dry_run
-            else apply(name, namespace, patch)
+
+        async def send(dry_run: bool) -> None:
+            apply = self._apps.patch_namespaced_deployment
+            await self._call(
+                apply(name, namespace, patch, dry_run="All")
+                if dry_run
+                else apply(name, namespace, patch)
+            )
+
+        what = f"{namespace}/{name} to revision {target.revision} ({', '.join(target.images)})"
+        return PlannedWrite(done=f"rolled back {what}", would=f"would roll back {what}", send=send)
+
+
+@dataclass(frozen=True)
+class PlannedWrite:
+    """A change computed from fresh reads and not sent yet: `send` is the only call that
+    writes, so anything that fails before it provably changed nothing."""
+
+    done: str  # the outcome once the cluster shows it
+    would: str  # the outcome of a dry run
+    send: Callable[[bool], Awaitable[None]]  # dry_run → None
+
+
+@dataclass(frozen=True)
+class RolloutStatus:
+    generation: int
+    observed_generation: int
+    replicas: int  # wanted
+    pods: int  # status.replicas: old and new
+    updated: int
+    available: int
+    deadline_exceeded: bool
+
+    @property
+    def healthy(self) -> bool:
+        return (
+            self.observed_generation >= self.generation
+            and self.updated == self.replicas
+            and self.pods == self.updated  # no old pods left
+            and self.available == self.replicas
+            and not self.deadline_exceeded
         )
-        images = ", ".join(c.get("image", "") for c in template["spec"]["containers"])
-        verb = "would roll back" if dry_run else "rolled back"
-        return f"{verb} {namespace}/{name} to revision {revision} ({images})"
+
+    def describe(self) -> str:
+        old = self.pods - self.updated
+        return f"{self.available}/{self.replicas} available" + (
+            f", {old} old pods not replaced yet" if old > 0 else ""
+        )
+
+
+def revision_of(obj: dict[str, Any]) -> int | None:
+    """kubectl's `deploymentutil.Revision`: no annotation is revision 0; an annotation that
+    does not parse makes the object unusable (None), and kubectl skips it."""
+    value = (obj["metadata"].get("annotations") or {}).get(REVISION)
+    if value is None:
+        return 0
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
+def rollback_annotations(deployment: dict[str, str], replica_set: dict[str, str]) -> dict[str, str]:
+    """kubectl: the ReplicaSet's annotations, but the Deployment's own values of the skip list."""
+    kept = {k: v for k, v in deployment.items() if k in ANNOTATIONS_TO_SKIP}
+    return kept | {k: v for k, v in replica_set.items() if k not in ANNOTATIONS_TO_SKIP}
+
+
+def template_hash(template: dict[str, Any]) -> str:
+    """Equal for two pod templates kubectl would call equal (ignoring `pod-template-hash`)."""
+    canonical = json.dumps(_without_hash(template), sort_keys=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def _images(template: dict[str, Any]) -> list[str]:
+    return [c.get("image", "") for c in (template.get("spec") or {}).get("containers", [])]

@@ -26,3 +26,5 @@ class ActionPolicy(BaseModel):
     approvers: frozenset[str] = frozenset()  # ACTION_APPROVERS: Slack user IDs
     allow_self_approval: bool = False  # ALLOW_SELF_APPROVAL
     judge_fail_mode: Literal["closed", "open"] = "closed"  # JUDGE_FAIL_MODE
+    rollout_watch_s: float = Field(default=300, gt=0)  # ROLLOUT_WATCH_TIMEOUT
+    rollout_poll_s: float = Field(default=2.0, gt=0)  # between rollout status reads

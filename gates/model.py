@@ -2,8 +2,8 @@
 
 proposed → refused | pending_approval
 pending_approval → approved | rejected | expired
-approved → executing | aborted
-executing → succeeded | failed | aborted
+approved → executing | aborted          (aborted: nothing was sent to the cluster)
+executing → succeeded | failed | aborted (decided by reading the cluster back)
 """
 
 from __future__ import annotations
@@ -47,12 +47,23 @@ class IllegalTransition(Exception):
 class Revision(BaseModel):
     revision: int
     images: list[str]
+    template_hash: str = ""  # the pod template without `pod-template-hash`, hashed
     change_cause: str = ""
     created: str = ""
 
 
+def rollback_target(revisions: list[Revision], to_revision: int | None) -> Revision | None:
+    """kubectl's choice (rollback.go `deploymentRevision`): `to_revision` if given, else the
+    second-highest revision. `revisions` holds only ReplicaSets whose revision parsed.
+    The one place "previous revision" is computed: card, gates and executor all use it."""
+    if to_revision:
+        return next((r for r in revisions if r.revision == to_revision), None)
+    newest_first = sorted(revisions, key=lambda r: r.revision, reverse=True)
+    return newest_first[1] if len(newest_first) > 1 else None
+
+
 class ClusterSnapshot(BaseModel):
-    """The Deployment as it was when a human was asked to approve."""
+    """A Deployment as read from the API: what a human is shown, what the gates judge."""
 
     replicas: int
     ready_replicas: int
@@ -60,17 +71,30 @@ class ClusterSnapshot(BaseModel):
     current_revision: int
     resource_version: str
     images: list[str]
+    template_hash: str = ""
     revisions: list[Revision] = Field(default_factory=list)  # oldest first
 
-    def previous_revision(self) -> Revision | None:
-        older = [r for r in self.revisions if r.revision < self.current_revision]
-        return older[-1] if older else None
+
+class CardLocation(BaseModel):
+    """Where the request's approval card was posted: the only message its buttons may be on."""
+
+    channel: str
+    ts: str
+
+
+class RolloutHealth(BaseModel):
+    """What followed a succeeded action: did the rollout become healthy in time?"""
+
+    healthy: bool
+    detail: str  # e.g. "rolled out: 4/4 available"
+    reverse: str = ""  # when not healthy: the action that would undo this one
 
 
 class GateDecision(BaseModel):
     gate: str
     allowed: bool
     reason: str
+    open_breaker: str | None = None  # the scope of an open circuit breaker that refused
 
 
 class JudgeVerdict(BaseModel):
@@ -112,6 +136,10 @@ class ActionRequest(BaseModel):
     judge: JudgeVerdict | None = None
     outcome: Outcome | None = None
     snapshot: ClusterSnapshot | None = None
+    target_revision: Revision | None = None  # rollout_undo: pinned at proposal, shown, executed
+    dry_run: bool = False  # set when execution starts
+    card: CardLocation | None = None
+    rollout: RolloutHealth | None = None
     fingerprint: str = ""
     version: int = 0
 
@@ -128,9 +156,28 @@ class ActionRequest(BaseModel):
             current = self.snapshot.replicas if self.snapshot else "?"
             return f"scale {self.target} from {current} to {self.replicas} replicas"
         if self.action == "rollout_undo":
-            to = f"revision {self.to_revision}" if self.to_revision else "the previous revision"
+            revision = self.target_revision.revision if self.target_revision else self.to_revision
+            to = f"revision {revision}" if revision is not None else "the previous revision"
             return f"roll back {self.target} to {to}"
         return f"{self.action} {self.target}"
+
+    def is_applied(self, now: ClusterSnapshot) -> bool:
+        """Does the cluster show this action's change? Decides an outcome the API's answer
+        cannot (a timeout or a dropped connection says nothing about the write)."""
+        if self.action == "scale":
+            return now.replicas == self.replicas
+        return self.target_revision is not None and (
+            now.template_hash == self.target_revision.template_hash
+        )
+
+    def reverse(self) -> str:
+        """The action that would undo this one, as a human would ask for it."""
+        before = self.snapshot
+        if before is None:
+            return ""
+        if self.action == "scale":
+            return f"scale {self.target} back to {before.replicas} replicas"
+        return f"roll {self.target} back to revision {before.current_revision}"
 
 
 def fingerprint(request: ActionRequest, snapshot: ClusterSnapshot | None) -> str:

@@ -1,11 +1,18 @@
-"""The action pipeline: propose → rule gates → judge → human → rule gates again → execute.
+"""The action pipeline: propose → rule gates → judge → human → rule gates again → execute
+→ read the outcome back from the cluster → follow the rollout.
 
 RULE_GATES is the order, visible in one list. Each gate returns a decision with its
 name and a reason; the first refusal ends the proposal.
+
+Every path out of `approved` ends terminal: anything that goes wrong before the write is
+sent aborts (nothing changed); once it may have been sent, the cluster is read back and
+says whether it `succeeded` or `failed` — a timeout or a dropped connection says neither.
+When even the read-back fails, the request stays `executing` and the reconciler settles it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -13,10 +20,18 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gates.breaker import GLOBAL, CircuitBreaker
-from gates.cluster import ClusterError, KubernetesCluster
+from gates.cluster import ClusterError, KubernetesCluster, PlannedWrite, RolloutStatus
 from gates.config import ActionPolicy
 from gates.judge import ActionJudge
-from gates.model import ActionRequest, GateDecision, Outcome, fingerprint
+from gates.model import (
+    ActionRequest,
+    ClusterSnapshot,
+    GateDecision,
+    Outcome,
+    RolloutHealth,
+    fingerprint,
+    rollback_target,
+)
 from gates.rules.base import GateContext, RuleGate
 from gates.rules.blast_radius import BlastRadiusGate
 from gates.rules.circuit_breaker import CircuitBreakerGate
@@ -39,8 +54,22 @@ RULE_GATES: list[RuleGate] = [
 
 SYSTEM = "tracegate"
 CHANGED = "the deployment changed since this was proposed; ask again"
+READ_BACK_ATTEMPTS = 3
+READ_BACK_PAUSE_S = 0.5
 
-Verdict = Literal["executed", "rejected", "denied", "already_handled", "expired", "not_found"]
+# succeeded / failed / aborted: how the approved action ended; executing: the cluster could
+# not be read back yet, and the reconciler will settle it.
+Verdict = Literal[
+    "succeeded",
+    "failed",
+    "aborted",
+    "executing",
+    "rejected",
+    "denied",
+    "already_handled",
+    "expired",
+    "not_found",
+]
 
 
 @dataclass(frozen=True)
@@ -137,6 +166,9 @@ class ActionPipeline:
             gate_decisions=decisions,
             judge=verdict,
             snapshot=snapshot,
+            target_revision=rollback_target(snapshot.revisions, to_revision)
+            if snapshot is not None and action == "rollout_undo"
+            else None,
             fingerprint=fingerprint(request, snapshot),
             expires_at=time.time() + self.policy.approval_ttl_s,
         )
@@ -155,7 +187,7 @@ class ActionPipeline:
             return "you asked for this action; someone else must approve it (ALLOW_SELF_APPROVAL)"
         return None
 
-    async def _expire_if_due(self, request: ActionRequest) -> ActionRequest | None:
+    async def expire_if_due(self, request: ActionRequest) -> ActionRequest | None:
         if request.status != "pending_approval" or time.time() < request.expires_at:
             return None
         try:
@@ -185,7 +217,7 @@ class ActionPipeline:
         if denial is not None:
             await self.store.audit(request, "approval_denied", user, denial)
             return ApprovalResult("denied", denial, request)
-        expired = await self._expire_if_due(request)
+        expired = await self.expire_if_due(request)
         if expired is not None:
             await self.store.audit(expired, "approval_denied", user, "expired")
             return ApprovalResult("expired", "this request has expired; ask again", expired)
@@ -203,73 +235,151 @@ class ActionPipeline:
                 await on_approved(request)
             except Exception:  # showing progress must not stop the execution
                 log.exception("on_approved callback failed for %s", request_id)
-        return await self._recheck_and_execute(request, user)
+        try:
+            return await self._recheck_and_execute(request, user)
+        except TransitionConflict as exc:  # the reconciler judged this call dead and settled it
+            return _result(exc.current)
 
     async def _recheck_and_execute(self, request: ActionRequest, user: str) -> ApprovalResult:
+        dry_run = not self.policy.actions_enabled
+        try:
+            planned = await self._plan(request)
+        except Exception as exc:  # anything before the write: provably nothing was sent
+            log.exception("could not prepare %s", request.id)
+            planned = f"{type(exc).__name__}: {exc}"
+        if isinstance(planned, str):
+            aborted = await self.store.transition(
+                request.id,
+                "aborted",
+                SYSTEM,
+                planned,
+                expect="approved",
+                outcome=Outcome(dry_run=dry_run, detail=f"not executed — {planned}"),
+            )
+            return _result(aborted)
+        executing = await self.store.transition(
+            request.id,
+            "executing",
+            user,
+            "dry run" if dry_run else "executing",
+            expect="approved",
+            dry_run=dry_run,
+        )
+        error = None
+        try:
+            await planned.send(dry_run)
+        except Exception as exc:  # the write may or may not have been applied
+            error = str(exc) if isinstance(exc, ClusterError) else f"{type(exc).__name__}: {exc}"
+        if dry_run:  # nothing is stored either way: the API's answer is the outcome
+            detail = planned.would if error is None else f"dry run refused: {error}"
+            done = await self.store.transition(
+                request.id,
+                "failed" if error else "succeeded",
+                SYSTEM,
+                detail,
+                expect="executing",
+                outcome=Outcome(dry_run=True, detail=detail),
+            )
+            return _result(done)
+        settled = await self.settle(
+            executing,
+            done=planned.done if error is None else f"{planned.done} (the API answered: {error})",
+            failed=f"not applied: {error or 'the cluster does not show the change'}",
+        )
+        return _result(settled or executing)
+
+    async def _plan(self, request: ActionRequest) -> PlannedWrite | str:
+        """Re-run the rule gates on fresh state and compute the write; a string says why not."""
         ctx = GateContext(
             request, self.policy, self.cluster, self.store, self.breaker, recheck=True
         )
         decisions = await self._run_rule_gates(ctx)
         refused = next((d for d in decisions if not d.allowed), None)
+        if refused is not None:
+            return f"{refused.gate}: {refused.reason}"
         fresh = ctx.fetched_snapshot
+        if fresh is None:
+            return "no cluster state"
         if (
-            refused is None
-            and fresh is not None
-            and request.snapshot is not None
+            request.snapshot is not None
             and fresh.resource_version != request.snapshot.resource_version
         ):
-            refused = GateDecision(gate="snapshot", allowed=False, reason=CHANGED)
-        if refused is not None or fresh is None:
-            note = f"{refused.gate}: {refused.reason}" if refused else "no cluster state"
-            aborted = await self.store.transition(
-                request.id,
-                "aborted",
-                SYSTEM,
-                note,
-                expect="approved",
-                outcome=Outcome(dry_run=False, detail=f"not executed — {note}"),
+            return f"snapshot: {CHANGED}"
+        if request.action == "scale":
+            assert request.replicas is not None  # validation ran first
+            return self.cluster.plan_scale(
+                request.namespace, request.deployment, request.replicas, fresh.resource_version
             )
-            return ApprovalResult(
-                "executed", aborted.outcome.detail if aborted.outcome else note, aborted
-            )
-        dry_run = not self.policy.actions_enabled
-        executing = await self.store.transition(
-            request.id, "executing", user, "dry run" if dry_run else "executing", expect="approved"
+        if request.target_revision is None:
+            return "no rollback target was pinned when this was proposed; ask again"
+        return await self.cluster.plan_rollback(
+            request.namespace, request.deployment, request.target_revision, fresh.resource_version
         )
-        try:
-            detail = await self._execute(executing, fresh.resource_version, dry_run)
-        except ClusterError as exc:
-            failed = await self.store.transition(
-                request.id,
-                "failed",
-                SYSTEM,
-                str(exc),
-                expect="executing",
-                outcome=Outcome(dry_run=dry_run, detail=str(exc)),
-            )
-            if not dry_run:
-                await self.breaker.record(request.target, False, request.id)
-            return ApprovalResult("executed", f"failed: {exc}", failed)
-        if not dry_run:
-            await self.breaker.record(request.target, True, request.id)
-        done = await self.store.transition(
+
+    async def settle(
+        self, request: ActionRequest, *, done: str, failed: str, actor: str = SYSTEM
+    ) -> ActionRequest | None:
+        """executing → succeeded (outcome `done`) | failed (`failed`), as the cluster shows
+        it, and the breaker counts that. None when the cluster cannot be read: the request
+        stays executing for the reconciler."""
+        now = await self._read_back(request)
+        if now is None:
+            await self.store.audit(request, "outcome_unknown", actor, "cannot read the cluster")
+            return None
+        applied = request.is_applied(now)
+        detail = done if applied else failed
+        # Raises TransitionConflict when someone else settled it first (and counted it).
+        settled = await self.store.transition(
             request.id,
-            "succeeded",
-            SYSTEM,
+            "succeeded" if applied else "failed",
+            actor,
             detail,
             expect="executing",
-            outcome=Outcome(dry_run=dry_run, detail=detail),
+            outcome=Outcome(dry_run=False, detail=detail),
         )
-        return ApprovalResult("executed", detail, done)
+        await self.breaker.record(request.target, applied, request.id)
+        return settled
 
-    async def _execute(self, request: ActionRequest, resource_version: str, dry_run: bool) -> str:
-        if request.action == "scale":
-            assert request.replicas is not None
-            return await self.cluster.scale(
-                request.namespace, request.deployment, request.replicas, resource_version, dry_run
+    async def _read_back(self, request: ActionRequest) -> ClusterSnapshot | None:
+        for attempt in range(READ_BACK_ATTEMPTS):
+            try:
+                return await self.cluster.snapshot(request.namespace, request.deployment)
+            except ClusterError as exc:
+                log.warning("reading %s back failed (%d): %s", request.target, attempt + 1, exc)
+                if attempt + 1 < READ_BACK_ATTEMPTS:
+                    await asyncio.sleep(READ_BACK_PAUSE_S)
+        return None
+
+    async def follow_rollout(self, request: ActionRequest) -> ActionRequest:
+        """After a real success: wait for the rollout to be healthy (what `kubectl rollout
+        status` checks) up to ROLLOUT_WATCH_TIMEOUT, and record what was seen. When it is not
+        healthy, name the reverse action; it is only ever proposed, never run from here."""
+        deadline = time.monotonic() + self.policy.rollout_watch_s
+        status: RolloutStatus | None = None
+        while True:
+            try:
+                status = await self.cluster.rollout_status(request.namespace, request.deployment)
+            except ClusterError as exc:
+                log.warning("following the rollout of %s: %s", request.target, exc)
+            if status is not None and (status.healthy or status.deadline_exceeded):
+                break
+            if time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(self.policy.rollout_poll_s)
+        seen = status.describe() if status else "status unreadable"
+        if status is not None and status.healthy:
+            health = RolloutHealth(healthy=True, detail=f"rolled out: {seen}")
+        else:
+            why = (
+                "progress deadline exceeded"
+                if status and status.deadline_exceeded
+                else f"not healthy after {_duration(self.policy.rollout_watch_s)}"
             )
-        return await self.cluster.rollout_undo(
-            request.namespace, request.deployment, request.to_revision, resource_version, dry_run
+            health = RolloutHealth(
+                healthy=False, detail=f"{why}: {seen}", reverse=request.reverse()
+            )
+        return await self.store.update(
+            request.id, "rollout_followed", SYSTEM, health.detail, rollout=health
         )
 
     async def reject(
@@ -292,20 +402,29 @@ class ActionPipeline:
             return ApprovalResult("already_handled", f"already {exc.current.status}", exc.current)
         return ApprovalResult("rejected", f"rejected by {user}", rejected)
 
-    async def expire_due(self, thread_key: str) -> list[ActionRequest]:
-        """Expire the thread's pending requests whose window has passed."""
-        expired = []
-        for request in await self.store.for_thread(thread_key):
-            done = await self._expire_if_due(request)
-            if done is not None and done.status == "expired":
-                expired.append(done)
-        return expired
-
-    async def reset_breaker(self, target: str | None, user: str, in_approver_group: bool) -> str:
-        """Close an open breaker (a target `ns/name`, or None for the global one)."""
-        if not self.is_approver(user, in_approver_group):
-            return "only an approver may reset the circuit breaker"
+    async def reset_breaker(
+        self, target: str | None, user: str, in_approver_group: bool
+    ) -> tuple[bool, str]:
+        """Close an open breaker (a target `ns/name`, or None for the global one); audited
+        either way. Returns whether it was reset, and what to tell the user."""
         scope = target or GLOBAL
+        if not self.is_approver(user, in_approver_group):
+            denial = "only an approver may reset the circuit breaker"
+            await self.store.audit_event("breaker_reset_denied", user, denial, scope)
+            return False, f"{denial} (ACTION_APPROVERS / ACTION_APPROVER_GROUP)"
         await self.breaker.reset(scope)
         await self.store.audit_event("breaker_reset", user, f"breaker for {scope} reset", scope)
-        return f"breaker for {scope} reset"
+        return True, f"breaker for {scope} reset"
+
+
+_ENDINGS: dict[str, Verdict] = {"succeeded": "succeeded", "failed": "failed", "aborted": "aborted"}
+
+
+def _result(request: ActionRequest) -> ApprovalResult:
+    """How an approved request ended (or, `executing`, that it is not settled yet)."""
+    detail = request.outcome.detail if request.outcome else "the outcome is not known yet"
+    return ApprovalResult(_ENDINGS.get(request.status, "executing"), detail, request)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"

@@ -2,8 +2,13 @@
 
 Each request is a hash {doc, status, version}. A transition reads the request, checks the
 state machine, and writes the new document with a Lua script that succeeds only if the
-version is still the one read, appending the audit entry in the same atomic step. Of many
-replicas racing on one request, exactly one wins; the others see the new status.
+version is still the one read, appending the audit entry and updating the index of open
+requests in the same atomic step. Of many replicas racing on one request, exactly one wins;
+the others see the new status.
+
+The open index is a sorted set of the requests a reconciler may have to settle, scored by
+when: a pending request at its expiry, an approved or executing one when its lease ends.
+Terminal requests leave it in the transition that ends them.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from gates.model import ActionRequest, Status, Transition, check_transition
 
 AUDIT_MAXLEN = 100_000
 RETENTION_S = 30 * 24 * 3600  # requests are kept 30 days; the audit stream keeps the rest
+DEFAULT_LEASE_S = 120.0
 
 _CREATE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
@@ -27,11 +33,18 @@ redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', unpack(cjson.decode(ARG
 return 1
 """
 
+# ARGV[8]: when a reconciler should look at the request; empty: it is closed (or not yet open).
 _TRANSITION = """
 if redis.call('HGET', KEYS[1], 'version') ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'doc', ARGV[2], 'status', ARGV[3], 'version', ARGV[4])
 redis.call('EXPIRE', KEYS[1], ARGV[5])
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', unpack(cjson.decode(ARGV[7])))
+if ARGV[8] == '' then
+  redis.call('ZREM', KEYS[3], ARGV[9])
+else
+  redis.call('ZADD', KEYS[3], ARGV[8], ARGV[9])
+  redis.call('EXPIRE', KEYS[3], ARGV[5])
+end
 return 1
 """
 
@@ -58,10 +71,14 @@ def _flat(fields: dict[str, str]) -> str:
 
 
 class ActionStore:
-    def __init__(self, redis: aioredis.Redis, prefix: str = "tracegate") -> None:
+    def __init__(
+        self, redis: aioredis.Redis, prefix: str = "tracegate", lease_s: float = DEFAULT_LEASE_S
+    ) -> None:
         self.redis = redis
         self.prefix = prefix
+        self.lease_s = lease_s  # ACTION_LEASE: how long approved/executing may last unsettled
         self.audit_stream = f"{prefix}:audit"
+        self.open_index = f"{prefix}:actions:open"
         self._create = redis.register_script(_CREATE)
         self._transition = redis.register_script(_TRANSITION)
 
@@ -152,29 +169,61 @@ class ActionStore:
                 from_status=current.status, to_status=to, at=time.time(), actor=actor, note=note
             )
             updated = current.model_copy(
-                update={
-                    **changes,
-                    "status": to,
-                    "version": current.version + 1,
-                    "history": [*current.history, step],
-                }
+                update={**changes, "status": to, "history": [*current.history, step]}
             )
-            fields = self._audit_fields(updated, "transition", actor, current.status, note)
-            stored = await self._transition(
-                keys=[self.key(request_id), self.audit_stream],
+            if await self._compare_and_set(current, updated, "transition", actor, note):
+                return updated.model_copy(update={"version": current.version + 1})
+            # Lost the race: read again; the status check above decides what that means.
+
+    async def update(
+        self, request_id: str, event: str, actor: str, note: str, **changes: Any
+    ) -> ActionRequest:
+        """Change facts about the request (where its card is, how its rollout went) without
+        moving it; compare-and-set like a transition, and audited as `event`."""
+        while True:
+            current = await self.get(request_id)
+            updated = current.model_copy(update=changes)
+            if await self._compare_and_set(current, updated, event, actor, note):
+                return updated.model_copy(update={"version": current.version + 1})
+
+    async def _compare_and_set(
+        self, current: ActionRequest, updated: ActionRequest, event: str, actor: str, note: str
+    ) -> bool:
+        stored = updated.model_copy(update={"version": current.version + 1})
+        fields = self._audit_fields(stored, event, actor, current.status, note)
+        return bool(
+            await self._transition(
+                keys=[self.key(current.id), self.audit_stream, self.open_index],
                 args=[
                     current.version,
-                    updated.model_dump_json(),
-                    to,
-                    updated.version,
+                    stored.model_dump_json(),
+                    stored.status,
+                    stored.version,
                     RETENTION_S,
                     AUDIT_MAXLEN,
                     _flat(fields),
+                    self._due(stored),
+                    stored.id,
                 ],
             )
-            if stored:
-                return updated
-            # Lost the race: read again; the status check above decides what that means.
+        )
+
+    def _due(self, request: ActionRequest) -> str:
+        """When a reconciler should look at the request ("" = never)."""
+        if request.status == "pending_approval":
+            return repr(request.expires_at)
+        if request.status in ("approved", "executing"):
+            return repr(time.time() + self.lease_s)
+        return ""
+
+    async def due(self, now: float) -> list[str]:
+        """Ids of open requests whose expiry or lease has passed."""
+        found = await self.redis.zrangebyscore(self.open_index, 0, now)
+        return [as_text(raw) for raw in found]
+
+    async def forget_open(self, request_id: str) -> None:
+        """Drop an index entry whose request is gone (retention) or already terminal."""
+        await self.redis.zrem(self.open_index, request_id)
 
     async def audit(self, request: ActionRequest, event: str, actor: str, note: str) -> None:
         """An audit entry that is not a transition (e.g. a refused approval)."""

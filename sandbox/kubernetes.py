@@ -9,14 +9,21 @@ Enough of apps/v1 for kubectl-style rollbacks and scaling through a real client:
   resourceVersion (or a failing JSON Patch `test`) is 409 Conflict;
 - a template change behaves like the deployment controller: the ReplicaSet with that
   template (ignoring `pod-template-hash`) becomes the newest revision, or a new one is made;
-- injectable faults: latency, a status for matching requests (403, 500, ...).
+- a spec change starts a rollout: `metadata.generation` is bumped, and the new pods become
+  available `rollout_delay_s` later (never, with `faults.pods_never_available`, and then the
+  `Progressing` condition turns `ProgressDeadlineExceeded` after `progressDeadlineSeconds`);
+- injectable faults: latency, a status for matching requests (403, 500, ...), requests held
+  unanswered and unapplied, and stored writes followed by a dropped connection or a late
+  answer — what a real API server under trouble does.
 
-`writes` lists every stored (not dry-run) change, so tests can count executions.
+`writes` lists every stored (not dry-run) change, so tests can count executions;
+`requests` lists every request as it arrives, so tests can wait for one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import hashlib
 import itertools
@@ -25,7 +32,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from aiohttp import web
 
@@ -42,6 +49,12 @@ class KubeFaults:
     status: int | None = None  # answer matching requests with this status
     methods: tuple[str, ...] = ("GET", "PATCH", "PUT")
     path_contains: str = ""
+    hang: tuple[str, ...] = ()  # these methods are held unanswered, and nothing is applied
+    # After a write is stored: "drop" closes the connection without an answer; "late"
+    # answers only after `late_s` (past any client timeout).
+    after_write: Literal["", "drop", "late"] = ""
+    late_s: float = 3600.0
+    pods_never_available: bool = False  # a rollout's new pods never become available
 
 
 @dataclass
@@ -75,6 +88,14 @@ def _without_hash(template: dict[str, Any]) -> dict[str, Any]:
     stripped = copy.deepcopy(template)
     stripped.get("metadata", {}).get("labels", {}).pop(HASH_LABEL, None)
     return stripped
+
+
+def _revision(obj: dict[str, Any]) -> int:
+    """The controller's reading: a missing or unparsable revision counts as 0."""
+    try:
+        return int((obj["metadata"].get("annotations") or {}).get(REVISION, 0))
+    except ValueError:
+        return 0
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -135,15 +156,25 @@ def write_kubeconfig(path: Path, server: str) -> Path:
 
 
 @dataclass
+class _Rollout:
+    started: float  # time.monotonic()
+    old_available: int  # pods of the previous spec that keep serving meanwhile
+    new_template: bool
+
+
+@dataclass
 class KubernetesSimulator(SimulatorServer):
     faults: KubeFaults = field(default_factory=KubeFaults)
     writes: list[KubeWrite] = field(default_factory=list)
+    requests: list[tuple[str, str]] = field(default_factory=list)  # (method, path) on arrival
+    rollout_delay_s: float = 0.0  # how long a rollout's new pods take to become available
 
     def __post_init__(self) -> None:
         super().__init__()
         self.deployments: dict[tuple[str, str], dict[str, Any]] = {}
         self.replicasets: dict[tuple[str, str], dict[str, Any]] = {}
         self._versions = itertools.count(1000)
+        self._rollouts: dict[tuple[str, str], _Rollout] = {}
 
     # --- fixtures -------------------------------------------------------------------
     def _bump(self, obj: dict[str, Any]) -> None:
@@ -159,21 +190,26 @@ class KubernetesSimulator(SimulatorServer):
         change_causes: list[str] | None = None,
         first_revision: int = 1,
         spacing_h: float = 1.0,
+        envs: list[dict[str, str]] | None = None,
     ) -> dict[str, Any]:
-        """A Deployment whose revisions `first_revision`.. ran `images` in order, `spacing_h`
-        hours apart, the last (current) one `spacing_h` hours ago."""
+        """A Deployment whose revisions `first_revision`.. ran `images` (with environment
+        `envs`, if given) in order, `spacing_h` hours apart, the last (current) one
+        `spacing_h` hours ago."""
         uid = str(uuid.uuid4())
         labels = {"app": name}
         causes = change_causes or [f"deploy {image.rsplit(':', 1)[-1]}" for image in images]
         step_s = 3600 * spacing_h
         start = time.time() - step_s * len(images)
         last = first_revision + len(images) - 1
-        for revision, (image, cause) in enumerate(
-            zip(images, causes, strict=True), start=first_revision
+        for revision, (image, cause, env) in enumerate(
+            zip(images, causes, envs or [{}] * len(images), strict=True), start=first_revision
         ):
+            container: dict[str, Any] = {"name": name, "image": image}
+            if env:
+                container["env"] = [{"name": k, "value": v} for k, v in env.items()]
             template: dict[str, Any] = {
                 "metadata": {"labels": dict(labels)},
-                "spec": {"containers": [{"name": name, "image": image}]},
+                "spec": {"containers": [container]},
             }
             pod_hash = template_hash(template)
             template["metadata"]["labels"][HASH_LABEL] = pod_hash
@@ -232,6 +268,7 @@ class KubernetesSimulator(SimulatorServer):
             "spec": {
                 "replicas": replicas,
                 "paused": paused,
+                "progressDeadlineSeconds": 600,
                 "selector": {"matchLabels": dict(labels)},
                 "template": _without_hash(current["spec"]["template"]),
             },
@@ -253,7 +290,7 @@ class KubernetesSimulator(SimulatorServer):
     def _current_rs(self, namespace: str, uid: str) -> dict[str, Any]:
         return max(
             self._owned(namespace, uid),
-            key=lambda rs: int(rs["metadata"]["annotations"][REVISION]),
+            key=_revision,
         )
 
     def _settle(self, deployment: dict[str, Any]) -> None:
@@ -264,13 +301,47 @@ class KubernetesSimulator(SimulatorServer):
             "updatedReplicas": replicas,
             "readyReplicas": replicas,
             "availableReplicas": replicas,
+            "conditions": [
+                {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"},
+                {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
+            ],
+        }
+
+    def _progress(self, deployment: dict[str, Any]) -> None:
+        """The deployment controller's view of a rollout in flight, as of now."""
+        key = (deployment["metadata"]["namespace"], deployment["metadata"]["name"])
+        rollout = self._rollouts.get(key)
+        if rollout is None:
+            return
+        elapsed = time.monotonic() - rollout.started
+        if not self.faults.pods_never_available and elapsed >= self.rollout_delay_s:
+            del self._rollouts[key]
+            self._settle(deployment)
+            return
+        replicas = deployment["spec"]["replicas"]
+        # Old pods keep serving until new ones are available (a surge-style rolling update).
+        serving = min(rollout.old_available, replicas)
+        old_pods = rollout.old_available if rollout.new_template else 0
+        deadline = deployment["spec"].get("progressDeadlineSeconds", 600)
+        progressing = (
+            {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}
+            if elapsed >= deadline
+            else {"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated"}
+        )
+        deployment["status"] = {
+            "observedGeneration": deployment["metadata"]["generation"],
+            "replicas": replicas + old_pods,
+            "updatedReplicas": replicas,
+            "readyReplicas": serving,
+            "availableReplicas": serving,
+            "conditions": [progressing],
         }
 
     def _roll(self, after: dict[str, Any]) -> None:
         """What the deployment controller does when the pod template changes."""
         namespace, uid = after["metadata"]["namespace"], after["metadata"]["uid"]
         owned = self._owned(namespace, uid)
-        top = max(int(rs["metadata"]["annotations"][REVISION]) for rs in owned)
+        top = max(_revision(rs) for rs in owned)
         wanted = _without_hash(after["spec"]["template"])
         match = next((rs for rs in owned if _without_hash(rs["spec"]["template"]) == wanted), None)
         if match is None:
@@ -308,11 +379,11 @@ class KubernetesSimulator(SimulatorServer):
             rs["spec"]["replicas"] = 0
             rs["status"]["replicas"] = 0
             self._bump(rs)
-        match["metadata"]["annotations"][REVISION] = str(top + 1)
+        match["metadata"].setdefault("annotations", {})[REVISION] = str(top + 1)
         match["spec"]["replicas"] = after["spec"]["replicas"]
         match["status"]["replicas"] = after["spec"]["replicas"]
         self._bump(match)
-        after["metadata"]["annotations"][REVISION] = str(top + 1)
+        after["metadata"].setdefault("annotations", {})[REVISION] = str(top + 1)
 
     # --- HTTP -----------------------------------------------------------------------
     def routes(self, app: web.Application) -> None:
@@ -327,6 +398,10 @@ class KubernetesSimulator(SimulatorServer):
 
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        self.requests.append((request.method, request.path))
+        if request.method in self.faults.hang:
+            await self.stopping.wait()
+            return _status(503, "ServiceUnavailable", "simulator stopping")
         if self.faults.latency_s:
             await asyncio.sleep(self.faults.latency_s)
         fault = self.faults
@@ -343,7 +418,14 @@ class KubernetesSimulator(SimulatorServer):
             return _status(
                 400, "BadRequest", f"dryRun: Unsupported value: {request.query['dryRun']!r}"
             )
+        writes = len(self.writes)
         response: web.StreamResponse = await handler(request)
+        if len(self.writes) > writes and self.faults.after_write == "drop":
+            assert request.transport is not None
+            request.transport.close()  # applied, and the client never hears of it
+        elif len(self.writes) > writes and self.faults.after_write == "late":
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), self.faults.late_s)
         return response
 
     def _find(self, request: web.Request) -> dict[str, Any] | web.Response:
@@ -355,7 +437,10 @@ class KubernetesSimulator(SimulatorServer):
 
     async def _get_deployment(self, request: web.Request) -> web.Response:
         found = self._find(request)
-        return found if isinstance(found, web.Response) else web.json_response(found)
+        if isinstance(found, web.Response):
+            return found
+        self._progress(found)
+        return web.json_response(found)
 
     def _scale_of(self, deployment: dict[str, Any]) -> dict[str, Any]:
         meta = deployment["metadata"]
@@ -405,10 +490,17 @@ class KubernetesSimulator(SimulatorServer):
         self.writes.append(
             KubeWrite(request.method, request.path, request.content_type, json.loads(body))
         )
-        if updated["spec"]["template"] != current["spec"]["template"]:
-            updated["metadata"]["generation"] = current["metadata"]["generation"] + 1
+        new_template = updated["spec"]["template"] != current["spec"]["template"]
+        if new_template:
             self._roll(updated)
-        self._settle(updated)
+        if updated["spec"] != current["spec"]:
+            updated["metadata"]["generation"] = current["metadata"]["generation"] + 1
+            self._progress(current)
+            ns, name = current["metadata"]["namespace"], current["metadata"]["name"]
+            self._rollouts[(ns, name)] = _Rollout(
+                time.monotonic(), current["status"].get("availableReplicas", 0), new_template
+            )
+            self._progress(updated)
         self._bump(updated)
         ns, name = current["metadata"]["namespace"], current["metadata"]["name"]
         self.deployments[(ns, name)] = updated

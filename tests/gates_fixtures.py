@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import sys
+import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +19,13 @@ from gates.cluster import KubernetesCluster
 from gates.config import ActionPolicy
 from gates.judge import ActionJudge
 from gates.pipeline import ActionPipeline
-from gates.store import ActionStore
+from gates.store import DEFAULT_LEASE_S, ActionStore
 from graph.config import ModelSpec
 from graph.model import make_chat_model
 from sandbox import Reply
 from sandbox.kubernetes import KubernetesSimulator, write_kubeconfig
 
+REPOSITORY = Path(__file__).resolve().parent.parent
 APPROVER = "U_APPROVER"
 SECOND_APPROVER = "U_SECOND"
 REQUESTER = "U_ONCALL"
@@ -51,8 +56,12 @@ async def kube() -> AsyncIterator[KubernetesSimulator]:
 
 
 @pytest.fixture
-async def cluster(kube: KubernetesSimulator, tmp_path: Path) -> AsyncIterator[KubernetesCluster]:
-    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", kube.url)
+def kubeconfig(kube: KubernetesSimulator, tmp_path: Path) -> Path:
+    return write_kubeconfig(tmp_path / "kubeconfig", kube.url)
+
+
+@pytest.fixture
+async def cluster(kubeconfig: Path) -> AsyncIterator[KubernetesCluster]:
     connected = await KubernetesCluster.connect(str(kubeconfig), timeout_s=2.0)
     yield connected
     await connected.close()
@@ -72,16 +81,17 @@ PipelineFactory = Callable[..., ActionPipeline]
 def pipeline_for(
     redis_client: aioredis.Redis, cluster: KubernetesCluster, model_spec: ModelSpec
 ) -> PipelineFactory:
-    """A pipeline on a private Redis prefix; keyword arguments override ActionPolicy."""
+    """Pipelines sharing a private Redis prefix; `lease_s` is the store's lease, other
+    keyword arguments override ActionPolicy."""
     prefix = f"test-{uuid.uuid4().hex[:8]}"
 
-    def build(**policy: Any) -> ActionPipeline:
+    def build(lease_s: float = DEFAULT_LEASE_S, **policy: Any) -> ActionPipeline:
         settings = {"actions_enabled": True, "approvers": frozenset({APPROVER, SECOND_APPROVER})}
         settings.update(policy)
         action_policy = ActionPolicy(**settings)
         judge = ActionJudge(make_chat_model(model_spec), action_policy.judge_fail_mode)
         return ActionPipeline(
-            ActionStore(redis_client, prefix),
+            ActionStore(redis_client, prefix, lease_s),
             cluster,
             CircuitBreaker(redis_client, action_policy, prefix),
             judge,
@@ -94,3 +104,56 @@ def pipeline_for(
 @pytest.fixture
 def pipeline(pipeline_for: PipelineFactory) -> ActionPipeline:
     return pipeline_for()
+
+
+async def until(
+    condition: Callable[[], bool | Awaitable[bool]], what: str, timeout_s: float = 20.0
+) -> None:
+    """Wait for `condition`, polling; fail naming `what` after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        outcome = condition()
+        if await outcome if inspect.isawaitable(outcome) else outcome:
+            return
+        assert time.monotonic() < deadline, f"gave up waiting for {what} after {timeout_s:g}s"
+        await asyncio.sleep(0.02)
+
+
+async def kill_mid_approval(
+    *,
+    redis_url: str,
+    prefix: str,
+    kubeconfig: Path,
+    request_id: str,
+    lease_s: float,
+    at: Callable[[], bool | Awaitable[bool]],
+) -> None:
+    """Approve `request_id` (as APPROVER) in a process of its own and SIGKILL it the moment
+    `at()` holds — a crash at a chosen step, not a cancelled coroutine."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.approval_process",
+        redis_url,
+        prefix,
+        str(kubeconfig),
+        request_id,
+        APPROVER,
+        str(lease_s),
+        cwd=REPOSITORY,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+    async def reached() -> bool:
+        if process.returncode is not None:
+            assert process.stderr is not None
+            error = (await process.stderr.read()).decode()[-2000:]
+            raise AssertionError(f"the approval process ended before the kill:\n{error}")
+        outcome = at()
+        return bool(await outcome if inspect.isawaitable(outcome) else outcome)
+
+    try:
+        await until(reached, "the approval process to reach the step")
+    finally:
+        process.kill()  # SIGKILL
+        await process.wait()

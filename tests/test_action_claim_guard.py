@@ -131,7 +131,7 @@ async def test_a_true_claim_after_a_real_execution_is_kept(
         Reply.text("I proposed rolling payment-api back; it needs an approver."),
     )
     (request_id,) = (await _investigate(agent, thread_id)).action_request_ids
-    assert (await pipeline.approve(request_id, APPROVER)).verdict == "executed"
+    assert (await pipeline.approve(request_id, APPROVER)).verdict == "succeeded"
     honest = "The rollback was approved and executed: payment-api was rolled back to revision 2."
     gemini.script(Reply.text(honest))
     result = await agent.investigate(thread_id, "did the rollback happen?", "U_ONCALL")

@@ -1,5 +1,6 @@
 """Each rule gate refuses its case, with its name and reason (real Redis, Kubernetes simulator)."""
 
+import time
 from typing import Any
 
 import pytest
@@ -37,6 +38,7 @@ def test_the_gates_run_in_the_documented_order() -> None:
     ("proposal", "gate", "reason"),
     [
         ({"action": "scale", "replicas": 0}, "blast_radius", "scaling to 0"),
+        ({"action": "scale", "replicas": 4}, "blast_radius", "already runs 4 replicas"),
         ({"action": "scale", "replicas": 44}, "blast_radius", "more than 10× the current"),
         (
             {"action": "scale", "replicas": 60, "deployment": "fresh-svc"},
@@ -89,9 +91,8 @@ async def test_an_open_breaker_refuses_until_an_approver_resets_it(
     assert refused.refusal.gate == "circuit_breaker"
     assert "is open (3 consecutive failed actions" in refused.refusal.reason
 
-    assert await pipeline.reset_breaker("shop/payment-api", REQUESTER, False) == (
-        "only an approver may reset the circuit breaker"
-    )
+    reset, message = await pipeline.reset_breaker("shop/payment-api", REQUESTER, False)
+    assert not reset and message.startswith("only an approver may reset the circuit breaker")
     await pipeline.reset_breaker("shop/payment-api", "U_APPROVER", False)
     still_global = await _propose(pipeline)
     assert still_global.refusal is not None
@@ -123,6 +124,16 @@ async def test_the_same_proposal_twice_in_one_incident_is_refused_as_duplicate(
     assert second.refusal is not None
     assert second.refusal.gate == "duplicate"
     assert f"already pending_approval as {first.id}" in second.refusal.reason
+
+
+async def test_a_proposal_past_its_window_does_not_block_the_same_proposal(
+    pipeline: ActionPipeline, gemini: GeminiSimulator
+) -> None:
+    gemini.script(SAFE, SAFE)
+    first = await _propose(pipeline)
+    await pipeline.store.update(first.id, "test", "test", "window passed", expires_at=time.time())
+    second = await _propose(pipeline)  # before any reconciler has marked the first expired
+    assert second.status == "pending_approval", second.refusal
 
 
 async def test_the_same_proposal_in_another_incident_is_not_a_duplicate(

@@ -8,7 +8,7 @@ from bot.blocks import (
     link_traces,
     split_sections,
 )
-from gates.model import ActionRequest, GateDecision
+from gates.model import ActionRequest, GateDecision, Outcome, RolloutHealth
 from graph.runner import InvestigationResult
 from sandbox.slack import block_problems
 
@@ -124,3 +124,49 @@ def test_model_text_cannot_carry_the_mark_of_the_bots_record() -> None:
     marked = [b for b in blocks if ":ledger:" in str(b) or "\U0001f4d2" in str(b)]
     assert marked == [blocks[1]] and blocks[1]["type"] == "context"
     assert ":ledger:" not in text
+
+
+def test_an_unhealthy_rollout_names_the_reverse_action_to_ask_for() -> None:
+    request = ActionRequest(
+        action="scale",
+        namespace="shop",
+        deployment="api",
+        replicas=6,
+        thread_key="t",
+        requester="U1",
+        status="succeeded",
+        outcome=Outcome(dry_run=False, detail="scaled shop/api to 6 replicas"),
+        rollout=RolloutHealth(
+            healthy=False,
+            detail="not healthy after 5 min: 1/6 available",
+            reverse="scale shop/api back to 4 replicas",
+        ),
+    )
+    blocks = card_blocks(request, None, "tempo", dry_run=False)
+    assert blocks[-1]["elements"][0]["text"] == (
+        ":warning: not healthy after 5 min: 1/6 available. To undo it, ask me to propose: "
+        "_scale shop/api back to 4 replicas_ (it goes through the gates)."
+    )
+    assert not any(b["type"] == "actions" for b in blocks)
+    assert block_problems(blocks) == []
+
+
+def test_a_card_refused_by_an_open_breaker_offers_a_reset() -> None:
+    request = ActionRequest(
+        action="scale",
+        namespace="shop",
+        deployment="api",
+        replicas=6,
+        thread_key="t",
+        requester="U1",
+        status="refused",
+        gate_decisions=[
+            GateDecision(
+                gate="circuit_breaker", allowed=False, reason="open", open_breaker="shop/api"
+            )
+        ],
+    )
+    blocks = card_blocks(request, None, "tempo", dry_run=False)
+    (reset,) = blocks[-1]["elements"]
+    assert (reset["action_id"], reset["value"]) == ("reset_breaker", request.id)
+    assert block_problems(blocks) == []

@@ -82,6 +82,18 @@ def test_a_malformed_approval_ttl_is_reported_by_name(monkeypatch: pytest.Monkey
         load_settings(_env_file=None)
 
 
+def test_an_action_lease_shorter_than_an_execution_is_reported_by_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("KUBE_TIMEOUT", "10")
+    monkeypatch.setenv("ACTION_LEASE", "30s")
+    with pytest.raises(
+        SettingsError,
+        match=r"ACTION_LEASE: 30s is shorter than 6 × KUBE_TIMEOUT \(60s\); raise ACTION_LEASE",
+    ):
+        load_settings(_env_file=None)
+
+
 def test_a_protected_deployment_without_namespace_is_reported(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

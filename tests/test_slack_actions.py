@@ -1,6 +1,8 @@
 """Approval cards in Slack: posted after the answer, clicked, updated in place, expired."""
 
 import time
+import uuid
+from pathlib import Path
 
 import pytest
 
@@ -8,7 +10,15 @@ from bot.server import RunningBot
 from sandbox import GeminiSimulator, Reply
 from sandbox.kubernetes import KubernetesSimulator
 from sandbox.slack import SlackDriver, SlackMessage, SlackSimulator
-from tests.gates_fixtures import APPROVER, OUTSIDER, REQUESTER, SAFE, SECOND_APPROVER
+from tests.gates_fixtures import (
+    APPROVER,
+    OUTSIDER,
+    REQUESTER,
+    SAFE,
+    SECOND_APPROVER,
+    kill_mid_approval,
+    until,
+)
 from tests.slack_fixtures import SECRET, BotFactory
 
 ROOT = "1700000000.000100"
@@ -18,8 +28,7 @@ async def _settled(bot: RunningBot) -> None:
     assert await bot.services.jobs.join(15), "answers still running"
 
 
-@pytest.fixture
-async def card(
+async def _rollback_card(
     bot: RunningBot, driver: SlackDriver, slack: SlackSimulator, gemini: GeminiSimulator
 ) -> SlackMessage:
     """The agent proposes a rollback; rule gates and judge allow it; the card is posted."""
@@ -40,14 +49,26 @@ async def card(
     return posted
 
 
+@pytest.fixture
+async def card(
+    bot: RunningBot, driver: SlackDriver, slack: SlackSimulator, gemini: GeminiSimulator
+) -> SlackMessage:
+    return await _rollback_card(bot, driver, slack, gemini)
+
+
 def _buttons(message: SlackMessage) -> dict[str, dict[str, object]]:
     actions = next(b for b in message.blocks if b["type"] == "actions")
     return {e["action_id"]: e for e in actions["elements"]}
 
 
 def _status_line(message: SlackMessage) -> str:
-    text: str = message.blocks[-1]["elements"][0]["text"]
-    return text
+    """The card's lines under the gate decisions: status, rollout, notes."""
+    gates = next(
+        i for i, b in enumerate(message.blocks) if "*judge*" in str(b) or "*policy*" in str(b)
+    )
+    return "\n".join(
+        b["elements"][0]["text"] for b in message.blocks[gates + 1 :] if b["type"] == "context"
+    )
 
 
 async def test_a_pending_proposal_is_a_card_with_approve_and_reject(card: SlackMessage) -> None:
@@ -86,6 +107,7 @@ async def test_approve_changes_the_deployment_once_and_updates_the_card(
     assert "Succeeded (approved by <@U_APPROVER>): rolled back shop/payment-api to revision 2" in (
         _status_line(card)
     )
+    assert _status_line(card).endswith(":large_green_circle: rolled out: 4/4 available")
     assert not any(b["type"] == "actions" for b in card.blocks)
     assert card.edits == edits_after
     refusals = [e["text"] for e in slack.ephemeral]
@@ -129,15 +151,9 @@ async def test_an_expired_card_shows_as_expired(
     actions = bot.services.cards.actions
     assert actions is not None
     request_id = str(_buttons(card)["approve_action"]["value"])
-    request = await actions.store.get(request_id)
-    await actions.store.redis.hset(
-        actions.store.key(request_id),
-        "doc",
-        request.model_copy(update={"expires_at": time.time() - 1}).model_dump_json(),
-    )
-    await bot.services.memory.remember_card(request_id, "C1", card.ts, time.time() - 1)
+    await actions.store.update(request_id, "test", "test", "window passed", expires_at=time.time())
 
-    assert await bot.services.cards.expire_due() == 1
+    assert await bot.services.cards.reconcile() == 1
     assert _status_line(card).startswith(":hourglass: Expired")
     assert kube.writes == []
 
@@ -200,3 +216,115 @@ async def test_a_member_of_the_approver_group_may_approve_and_membership_is_cach
     assert kube.deployments[("shop", "payment-api")]["spec"]["replicas"] == 6
     assert len(slack.calls_to("usergroups.users.list")) == 1
     assert len(slack.calls_to("auth.test")) == 1  # once, however many requests
+
+
+async def test_a_click_from_another_message_or_channel_is_refused_and_nothing_changes(
+    bot: RunningBot,
+    card: SlackMessage,
+    driver: SlackDriver,
+    slack: SlackSimulator,
+    kube: KubernetesSimulator,
+) -> None:
+    answer = slack.thread("C1", ROOT)[0]
+    request_id = str(_buttons(card)["approve_action"]["value"])
+    edits = (answer.edits, card.edits)
+    for channel, ts in (("C1", answer.ts), ("C2", card.ts)):
+        await driver.click(
+            "approve_action", request_id, user=APPROVER, channel=channel, message_ts=ts
+        )
+        await driver.click(
+            "reject_action", request_id, user=APPROVER, channel=channel, message_ts=ts
+        )
+    await _settled(bot)
+
+    assert [e["text"] for e in slack.ephemeral] == [
+        "This button is not on this request's approval card; nothing was done."
+    ] * 4
+    assert (answer.edits, card.edits) == edits and kube.writes == []
+    actions = bot.services.cards.actions
+    assert actions is not None
+    assert (await actions.store.get(request_id)).status == "pending_approval"
+    refused = [
+        e["note"].split(";")[0]
+        for e in await actions.store.audit_entries(request_id)
+        if e["event"] == "click_refused" and e["actor"] == APPROVER
+    ]
+    assert refused == [f"clicked on C1/{answer.ts}"] * 2 + [f"clicked on C2/{card.ts}"] * 2
+
+
+async def test_an_approver_resets_an_open_breaker_from_its_refusal_card(
+    bot: RunningBot,
+    driver: SlackDriver,
+    slack: SlackSimulator,
+    gemini: GeminiSimulator,
+) -> None:
+    actions = bot.services.cards.actions
+    assert actions is not None
+    for i in range(3):
+        await actions.breaker.record("shop/payment-api", False, f"act-{i}")
+    gemini.script(
+        Reply.call(
+            "propose_action",
+            action="scale",
+            namespace="shop",
+            deployment="payment-api",
+            replicas=6,
+            reason="saturation",
+        ),
+        Reply.text("That was refused."),
+    )
+    await driver.mention("scale up", ts=ROOT, user=REQUESTER)
+    await _settled(bot)
+    refused = slack.thread("C1", ROOT)[-1]
+    reset = _buttons(refused)["reset_breaker"]
+    for user in (OUTSIDER, APPROVER):
+        await driver.click(
+            "reset_breaker", str(reset["value"]), user=user, channel="C1", message_ts=refused.ts
+        )
+        await _settled(bot)
+
+    (denied,) = slack.ephemeral
+    assert (denied["user"], denied["text"]) == (
+        OUTSIDER,
+        "Not reset: only an approver may reset the circuit breaker "
+        "(ACTION_APPROVERS / ACTION_APPROVER_GROUP).",
+    )
+    assert not (await actions.breaker.state("shop/payment-api")).open
+    assert not any(b["type"] == "actions" for b in refused.blocks)
+    assert "breaker for shop/payment-api reset by <@U_APPROVER>; ask again" in str(refused.blocks)
+    audited = [(e["event"], e["actor"]) for e in await actions.store.audit_entries()]
+    assert ("breaker_reset_denied", OUTSIDER) in audited
+    assert ("breaker_reset", APPROVER) in audited
+
+
+async def test_a_killed_approval_is_settled_after_restart_and_its_card_tells_the_truth(
+    bot_for: BotFactory,
+    slack: SlackSimulator,
+    gemini: GeminiSimulator,
+    kube: KubernetesSimulator,
+    redis_url: str,
+    tmp_path: Path,
+) -> None:
+    # 3 s lease ≥ 6 × KUBE_TIMEOUT; this bot is the process that comes up after the crash.
+    async with bot_for(kube_timeout=0.5, action_lease="3s", reconcile_interval="1s") as running:
+        driver = SlackDriver(running.url, SECRET, team=f"T{uuid.uuid4().hex[:8].upper()}")
+        card = await _rollback_card(running, driver, slack, gemini)
+        actions = running.services.cards.actions
+        assert actions is not None
+        kube.faults.after_write = "late"  # applied; the answer is held until the kill
+        await kill_mid_approval(
+            redis_url=redis_url,
+            prefix=actions.store.prefix,
+            kubeconfig=tmp_path / "kubeconfig",
+            request_id=str(_buttons(card)["approve_action"]["value"]),
+            lease_s=actions.store.lease_s,
+            at=lambda: len(kube.writes) == 1,
+        )
+        await until(lambda: "rolled out" in _status_line(card), "the card to show the rollout")
+
+    assert _status_line(card).split("\n") == [
+        ":white_check_mark: Succeeded (approved by <@U_APPROVER>): roll back shop/payment-api "
+        "to revision 2: the cluster shows the change (settled after interruption)",
+        ":large_green_circle: rolled out: 4/4 available",
+    ]
+    assert not any(b["type"] == "actions" for b in card.blocks)

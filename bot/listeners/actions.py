@@ -1,4 +1,4 @@
-"""Buttons: Approve, Reject, Steps. Acknowledged at once, then handled."""
+"""Buttons: Approve, Reject, Reset breaker, Steps. Acknowledged at once, then handled."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ if TYPE_CHECKING:
 
 
 def _click(body: dict[str, Any]) -> tuple[str, str, str, str]:
+    """(value, user, channel, message ts) of the message the button is on: its container."""
     action = body["actions"][0]
-    channel = body.get("channel", {}).get("id") or body["container"]["channel_id"]
-    message_ts = body.get("container", {}).get("message_ts") or body["message"]["ts"]
+    container = body.get("container") or {}
+    channel = container.get("channel_id") or body.get("channel", {}).get("id", "")
+    message_ts = container.get("message_ts") or body.get("message", {}).get("ts", "")
     return action.get("value", ""), body["user"]["id"], channel, message_ts
 
 
@@ -28,6 +30,11 @@ def register(app: AsyncApp, services: Services) -> None:
         await ack()
         await services.cards.reject(*_click(body))
 
+    async def reset_breaker(ack: AsyncAck, body: dict[str, Any]) -> None:
+        services.jobs.adopt_current()
+        await ack()
+        await services.cards.reset_breaker(*_click(body))
+
     async def steps(ack: AsyncAck, body: dict[str, Any]) -> None:
         services.jobs.adopt_current()
         await ack()
@@ -36,4 +43,5 @@ def register(app: AsyncApp, services: Services) -> None:
 
     app.action("approve_action")(approve)
     app.action("reject_action")(reject)
+    app.action("reset_breaker")(reset_breaker)
     app.action("show_steps")(steps)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gates.cluster import ClusterError, DeploymentNotFound
-from gates.model import GateDecision
+from gates.model import GateDecision, rollback_target
 from gates.rules.base import GateContext, allow, refuse
 
 
@@ -22,6 +22,9 @@ class BlastRadiusGate:
             assert r.replicas is not None  # validation ran first
             if r.replicas == 0:
                 return refuse(self.name, "scaling to 0 takes the service down; not from chat")
+            if r.replicas == now.replicas:
+                # Nothing to change, and an outcome read back from the cluster would prove nothing.
+                return refuse(self.name, f"{r.target} already runs {now.replicas} replicas")
             if r.replicas > p.max_replicas:
                 return refuse(
                     self.name, f"{r.replicas} replicas exceeds MAX_REPLICAS ({p.max_replicas})"
@@ -36,18 +39,19 @@ class BlastRadiusGate:
             return allow(self.name, f"{now.replicas} → {r.replicas} replicas")
         if now.paused:
             return refuse(self.name, f"{r.target} is paused; a rollback would not roll out")
-        target = (
-            next((v for v in now.revisions if v.revision == r.to_revision), None)
-            if r.to_revision
-            else now.previous_revision()
-        )
+        # At approval the target is the one pinned (and shown) at proposal.
+        target = r.target_revision or rollback_target(now.revisions, r.to_revision)
         if target is None:
             wanted = f"revision {r.to_revision}" if r.to_revision else "a previous revision"
             return refuse(self.name, f"{r.target} has no {wanted} to roll back to")
-        if target.revision == now.current_revision or target.images == now.images:
-            return refuse(self.name, f"{r.target} already runs revision {target.revision}'s images")
+        # kubectl's only refusal: the target's pod template is the one running now.
+        if target.template_hash == now.template_hash:
+            return refuse(
+                self.name, f"{r.target} already runs revision {target.revision}'s pod template"
+            )
+        same = " — same images, other pod settings" if target.images == now.images else ""
         return allow(
             self.name,
             f"revision {now.current_revision} ({', '.join(now.images)}) → "
-            f"{target.revision} ({', '.join(target.images)})",
+            f"{target.revision} ({', '.join(target.images)}){same}",
         )

@@ -19,9 +19,12 @@ class CircuitBreakerGate:
         ):
             state = await ctx.breaker.state(scope)
             if state.open:
-                return refuse(
-                    self.name,
-                    f"the breaker for {label} is open ({state.reason}); an approver must reset it",
+                return GateDecision(
+                    gate=self.name,
+                    allowed=False,
+                    reason=f"the breaker for {label} is open ({state.reason}); "
+                    "an approver may reset it from this card",
+                    open_breaker=scope,
                 )
             if state.recent_executions >= cap:
                 return refuse(

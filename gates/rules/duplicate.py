@@ -1,6 +1,11 @@
-"""Duplicate: the same action on the same state, already pending or done, in this incident."""
+"""Duplicate: the same action on the same state, already pending or done, in this incident.
+
+Expired, rejected, aborted and failed requests do not count: asking again is the remedy.
+"""
 
 from __future__ import annotations
+
+import time
 
 from gates.model import GateDecision, fingerprint
 from gates.rules.base import GateContext, allow, refuse
@@ -23,7 +28,8 @@ class DuplicateGate:
         done = existing.status == "succeeded" and not (
             existing.outcome and existing.outcome.dry_run
         )
-        if existing.status in LIVE or done:
+        lapsed = existing.status == "pending_approval" and time.time() >= existing.expires_at
+        if (existing.status in LIVE and not lapsed) or done:
             return refuse(
                 self.name, f"the same action is already {existing.status} as {existing.id}"
             )

@@ -1,0 +1,93 @@
+"""The reconciler: settles what a dead process left behind, in every process.
+
+It reads the store's index of open requests (no key scans) and takes the due ones:
+- `pending_approval` past its expiry → `expired`, whether or not a card was ever posted;
+- `approved` past its lease → `aborted`: the executor moves to `executing` before it sends
+  the write, so nothing was sent;
+- `executing` past its lease → `succeeded` or `failed`, read back from the cluster exactly
+  as the executor does, and counted by the breaker.
+There is no leader: every move is a compare-and-set, so of two reconcilers (or a reconciler
+and a slow executor) exactly one wins and the other leaves the request alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from gates.model import ActionRequest, Outcome
+from gates.pipeline import ActionPipeline
+from gates.store import RequestNotFound, TransitionConflict
+
+log = logging.getLogger(__name__)
+
+RECONCILER = "tracegate:reconciler"
+INTERRUPTED = "settled after interruption"
+
+
+class Reconciler:
+    def __init__(self, pipeline: ActionPipeline) -> None:
+        self.pipeline = pipeline
+        self.store = pipeline.store
+
+    async def run_once(self) -> list[ActionRequest]:
+        """Settle every due request; returns the ones this call moved (their cards are stale)."""
+        moved = []
+        for request_id in await self.store.due(time.time()):
+            try:
+                request = await self.store.get(request_id)
+            except RequestNotFound:  # past retention
+                await self.store.forget_open(request_id)
+                continue
+            try:
+                settled = await self._settle(request)
+            except TransitionConflict:
+                continue  # someone else moved it first
+            except Exception:  # one request must not stop the others being settled
+                log.exception("reconciling %s failed; retrying next period", request_id)
+                continue
+            if settled is not None:
+                moved.append(settled)
+        return moved
+
+    async def _settle(self, request: ActionRequest) -> ActionRequest | None:
+        store = self.store
+        if request.status == "pending_approval":
+            if time.time() < request.expires_at:
+                return None
+            return await store.transition(
+                request.id,
+                "expired",
+                RECONCILER,
+                "approval window passed",
+                expect="pending_approval",
+            )
+        if request.status == "approved":
+            note = f"{INTERRUPTED}: stopped before the write was sent; nothing changed"
+            return await store.transition(
+                request.id,
+                "aborted",
+                RECONCILER,
+                note,
+                expect="approved",
+                outcome=Outcome(dry_run=request.dry_run, detail=f"not executed — {note}"),
+            )
+        if request.status == "executing" and request.dry_run:
+            note = f"{INTERRUPTED}: the dry run did not finish; nothing changed"
+            return await store.transition(
+                request.id,
+                "aborted",
+                RECONCILER,
+                note,
+                expect="executing",
+                outcome=Outcome(dry_run=True, detail=note),
+            )
+        if request.status == "executing":
+            return await self.pipeline.settle(
+                request,
+                done=f"{request.describe()}: the cluster shows the change ({INTERRUPTED})",
+                failed=f"not applied: the cluster does not show the change ({INTERRUPTED})",
+                actor=RECONCILER,
+            )
+        await store.forget_open(request.id)  # closed meanwhile
+        return None

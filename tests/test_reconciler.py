@@ -1,0 +1,213 @@
+"""The reconciler: what a killed process left in `approved`/`executing` is settled by reading
+the cluster; stale proposals expire, card or no card. Crashes are real processes killed with
+SIGKILL; real Redis, real kubernetes_asyncio against the simulator."""
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gates.model import ActionRequest
+from gates.pipeline import ActionPipeline
+from gates.reconciler import Reconciler
+from gates.store import ActionStore, TransitionConflict
+from sandbox import GeminiSimulator
+from sandbox.kubernetes import KubernetesSimulator
+from tests.gates_fixtures import (
+    APPROVER,
+    REQUESTER,
+    SAFE,
+    PipelineFactory,
+    kill_mid_approval,
+    until,
+)
+
+THREAD = "T1:C1:1700000000.000300"
+LEASE_S = 0.5
+
+
+async def _propose(
+    pipeline: ActionPipeline, gemini: GeminiSimulator, **kwargs: Any
+) -> ActionRequest:
+    args = {
+        "action": "scale",
+        "namespace": "shop",
+        "deployment": "payment-api",
+        "replicas": 6,
+        "thread_key": THREAD,
+        "requester": REQUESTER,
+        "reason": "saturated since 13:58",
+    }
+    args.update(kwargs)
+    gemini.script(SAFE)
+    return await pipeline.propose(**args)
+
+
+async def _settle(pipeline: ActionPipeline, request_id: str) -> ActionRequest:
+    """Run the reconciler each period until the request is terminal (bounded)."""
+    reconciler = Reconciler(pipeline)
+
+    async def terminal() -> bool:
+        await reconciler.run_once()
+        return (await pipeline.store.get(request_id)).status in ("succeeded", "failed", "aborted")
+
+    await until(terminal, f"{request_id} to be settled")
+    return await pipeline.store.get(request_id)
+
+
+async def _killed(
+    pipeline: ActionPipeline,
+    request: ActionRequest,
+    redis_url: str,
+    kubeconfig: Path,
+    at: Callable[[], bool | Awaitable[bool]],
+) -> None:
+    await kill_mid_approval(
+        redis_url=redis_url,
+        prefix=pipeline.store.prefix,
+        kubeconfig=kubeconfig,
+        request_id=request.id,
+        lease_s=LEASE_S,
+        at=at,
+    )
+
+
+@pytest.fixture
+def crashable(pipeline_for: PipelineFactory) -> ActionPipeline:
+    return pipeline_for(lease_s=LEASE_S)
+
+
+async def test_killed_after_approval_before_the_write_is_aborted(
+    crashable: ActionPipeline,
+    gemini: GeminiSimulator,
+    kube: KubernetesSimulator,
+    redis_url: str,
+    kubeconfig: Path,
+) -> None:
+    request = await _propose(crashable, gemini)
+    kube.faults.hang = ("GET",)  # the re-check's read never returns
+    seen = len(kube.requests)
+
+    async def approved_and_reading() -> bool:
+        status = (await crashable.store.get(request.id)).status
+        return status == "approved" and len(kube.requests) > seen
+
+    await _killed(crashable, request, redis_url, kubeconfig, approved_and_reading)
+    kube.faults.hang = ()
+    settled = await _settle(crashable, request.id)
+    assert settled.status == "aborted"
+    assert settled.outcome is not None
+    assert "settled after interruption: stopped before the write was sent" in settled.outcome.detail
+    assert kube.writes == []
+    assert (await crashable.breaker.state("shop/payment-api")).recent_executions == 0
+
+
+async def test_killed_after_the_write_was_applied_is_succeeded(
+    crashable: ActionPipeline,
+    gemini: GeminiSimulator,
+    kube: KubernetesSimulator,
+    redis_url: str,
+    kubeconfig: Path,
+) -> None:
+    request = await _propose(crashable, gemini)
+    kube.faults.after_write = "late"  # applied; the answer never comes before the kill
+    await _killed(crashable, request, redis_url, kubeconfig, lambda: len(kube.writes) == 1)
+    settled = await _settle(crashable, request.id)
+    assert settled.status == "succeeded"
+    assert settled.outcome is not None
+    assert settled.outcome.detail == (
+        "scale shop/payment-api from 4 to 6 replicas: the cluster shows the change "
+        "(settled after interruption)"
+    )
+    state = await crashable.breaker.state("shop/payment-api")
+    assert (state.recent_executions, state.consecutive_failures) == (1, 0)
+    audit = await crashable.store.audit_entries(request.id)
+    assert (audit[-1]["to"], audit[-1]["actor"]) == ("succeeded", "tracegate:reconciler")
+
+
+async def test_killed_while_the_write_hangs_unapplied_is_failed(
+    crashable: ActionPipeline,
+    gemini: GeminiSimulator,
+    kube: KubernetesSimulator,
+    redis_url: str,
+    kubeconfig: Path,
+) -> None:
+    request = await _propose(crashable, gemini, action="rollout_undo", replicas=None)
+    kube.faults.hang = ("PATCH",)
+    await _killed(
+        crashable,
+        request,
+        redis_url,
+        kubeconfig,
+        lambda: any(method == "PATCH" for method, _ in kube.requests),
+    )
+    settled = await _settle(crashable, request.id)
+    assert settled.status == "failed"
+    assert settled.outcome is not None
+    assert "not applied: the cluster does not show the change" in settled.outcome.detail
+    state = await crashable.breaker.state("shop/payment-api")
+    assert (state.recent_executions, state.consecutive_failures) == (1, 1)
+
+
+async def test_a_request_inside_its_lease_is_left_alone(
+    pipeline_for: PipelineFactory, gemini: GeminiSimulator
+) -> None:
+    pipeline = pipeline_for(lease_s=3600)
+    request = await _propose(pipeline, gemini)
+    await pipeline.store.transition(request.id, "approved", APPROVER, expect="pending_approval")
+    assert await Reconciler(pipeline).run_once() == []
+    assert (await pipeline.store.get(request.id)).status == "approved"
+
+
+async def test_two_reconcilers_settle_a_request_once_and_count_it_once(
+    pipeline_for: PipelineFactory, gemini: GeminiSimulator, kube: KubernetesSimulator
+) -> None:
+    first, second = pipeline_for(lease_s=0), pipeline_for(lease_s=0)
+    request = await _propose(first, gemini)
+    await first.store.transition(request.id, "approved", APPROVER, expect="pending_approval")
+    await first.store.transition(request.id, "executing", APPROVER, expect="approved")
+    kube.deployments[("shop", "payment-api")]["spec"]["replicas"] = 6  # the write landed
+    settled = await asyncio.gather(Reconciler(first).run_once(), Reconciler(second).run_once())
+    assert sum(len(moved) for moved in settled) == 1
+    assert (await first.store.get(request.id)).status == "succeeded"
+    assert (await first.breaker.state("shop/payment-api")).recent_executions == 1
+
+
+async def test_a_proposal_without_a_card_expires_on_time_and_can_be_proposed_again(
+    pipeline: ActionPipeline, gemini: GeminiSimulator
+) -> None:
+    request = await _propose(pipeline, gemini)
+    reconciler = Reconciler(pipeline)
+    assert await reconciler.run_once() == []  # its window is still open
+    await pipeline.store.update(request.id, "test", "test", "window passed", expires_at=time.time())
+    (expired,) = await reconciler.run_once()
+    assert (expired.id, expired.status, expired.card) == (request.id, "expired", None)
+    again = await _propose(pipeline, gemini)
+    assert again.status == "pending_approval", again.refusal
+
+
+async def test_a_compare_and_set_lost_between_read_and_write_changes_nothing(
+    pipeline: ActionPipeline, gemini: GeminiSimulator
+) -> None:
+    request = await _propose(pipeline, gemini)
+    other = ActionStore(pipeline.store.redis, pipeline.store.prefix)
+
+    class ReadThenInterleave(ActionStore):
+        """Lets `other` approve right after this store's first read: the race, forced."""
+
+        interleaved = False
+
+        async def get(self, request_id: str) -> ActionRequest:
+            current = await super().get(request_id)
+            if not self.interleaved:
+                self.interleaved = True
+                await other.transition(request_id, "approved", APPROVER, expect="pending_approval")
+            return current
+
+    racing = ReadThenInterleave(pipeline.store.redis, pipeline.store.prefix)
+    with pytest.raises(TransitionConflict, match="is already approved"):
+        await racing.transition(request.id, "rejected", REQUESTER, expect="pending_approval")
+    assert (await pipeline.store.get(request.id)).status == "approved"
