@@ -20,6 +20,7 @@ from bot.listeners import register_listeners
 from bot.rubric_command import RubricCommand
 from bot.runtime import Runtime
 from bot.settings import Settings
+from bot.thread_context import ContextLimits, ThreadReader
 from bot.threads import ThreadMemory
 from bot.turns import TurnStore
 from bot.worker import InProcessQueue, TurnQueue, TurnRunner, turn_queue
@@ -89,6 +90,14 @@ def build_services(
         cards,
         presentation,
         settings.max_attempts,
+        ThreadReader(
+            client,
+            redis,
+            turns,
+            ContextLimits(settings.thread_context_messages, settings.thread_context_chars),
+            ttl_s,
+            settings.redis_prefix,
+        ),
     )
     runner = TurnRunner(turns, queue, conversations.run, conversations.prepare, timing)
     if isinstance(queue, InProcessQueue):

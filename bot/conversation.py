@@ -31,6 +31,7 @@ from bot.blocks import (
 )
 from bot.cards import Cards
 from bot.jobs import Jobs
+from bot.thread_context import ThreadReader
 from bot.threads import ThreadMemory, thread_key
 from bot.turns import Turn, TurnStore, turn_id_of
 from bot.worker import TurnQueue, WorkerTiming, enqueue_turn
@@ -41,6 +42,11 @@ log = logging.getLogger(__name__)
 _MENTION = re.compile(r"<@[A-Z0-9]+>")
 _RUBRIC_STATUS = re.compile(r"^\s*rubric\s+status\s*\??\s*$", re.IGNORECASE)
 
+SHORTCUT_QUESTION = (
+    "Investigate the message this was started from (see the thread context): what is "
+    "happening, and why?"
+)
+TAKEN, ANSWERED, INCOMPLETE, FAILED = "eyes", "white_check_mark", "warning", "x"
 DELIVERY_TRIES = 5  # per delivery step, on top of slack_sdk's own 429/5xx retries
 DELIVERY_BACKOFF_S = 1.0
 
@@ -73,6 +79,15 @@ class Placeholder:
         await self.client.chat_update(channel=self.channel, ts=self.ts, text=text)
 
 
+def _outcome(result: InvestigationResult) -> str:
+    """The reaction that says how a turn ended: stopped by a budget or limit is incomplete."""
+    if result.status == "failed":
+        return FAILED
+    if result.status == "answered" and result.stop_reason is None:
+        return ANSWERED
+    return INCOMPLETE
+
+
 def _transient(exc: Exception) -> bool:
     """Worth trying again: rate limits, Slack's 5xx, a connection that failed."""
     if isinstance(exc, SlackApiError):
@@ -94,6 +109,7 @@ class Conversations:
         cards: Cards,
         presentation: Presentation,
         max_attempts: int,
+        reader: ThreadReader,
     ) -> None:
         self.client = client
         self.investigator = investigator
@@ -105,6 +121,7 @@ class Conversations:
         self.cards = cards
         self.presentation = presentation
         self.max_attempts = max_attempts
+        self.reader = reader
 
     # --- receiving (before the ack) ------------------------------------------------------
     async def on_message(
@@ -158,9 +175,34 @@ class Conversations:
             channel=channel, thread_ts=root, text="Rubric status", blocks=blocks
         )
 
+    async def on_shortcut(
+        self, *, team: str, channel: str, user: str, message: dict[str, Any]
+    ) -> None:
+        """ "Investigate with tracegate" on a message (typically an alert): a turn in that
+        message's thread, with the message as its first evidence."""
+        root = message.get("thread_ts") or message["ts"]
+        await self.memory.join(team, channel, root)
+        key = thread_key(team, channel, root)
+        asked_at = f"{time.time():.6f}"  # after the message: the thread context includes it
+        turn = Turn(
+            id=turn_id_of(key, asked_at),
+            thread=key,
+            team=team,
+            channel=channel,
+            root=root,
+            ts=asked_at,
+            user=user,
+            text=SHORTCUT_QUESTION,
+            event_id="",
+            about=message["ts"],
+        )
+        await self.turns.record(turn)
+        await enqueue_turn(self.queue, turn.id, self.timing)
+
     # --- running (in a worker) -----------------------------------------------------------
     async def prepare(self, turn: Turn) -> None:
         """Post the turn's placeholder once, whichever worker gets there first."""
+        await self._react(turn, TAKEN)
         if turn.placeholder_ts or not await self.turns.claim_placeholder(turn.id):
             return
         queued = await self.turns.head(turn.thread) not in (None, turn.id)
@@ -174,7 +216,7 @@ class Conversations:
         except Exception:
             await self.turns.unclaim_placeholder(turn.id)  # a later run may try again
             raise
-        await self.turns.set(turn.id, placeholder_ts=str(posted["ts"]))
+        await self.turns.update(turn.id, placeholder_ts=str(posted["ts"]))
 
     async def run(self, turn: Turn) -> None:
         """Investigate (or resume), store the answer with the turn, deliver it, finish."""
@@ -195,6 +237,7 @@ class Conversations:
                     p.rubric_max_iterations,
                 )
             rubric = await self.memory.channel_rubric(turn.team, turn.channel)
+            context = await self.reader.unseen(turn, include=turn.about)
             result = await self.investigator.investigate(
                 turn.thread,
                 turn.text,
@@ -202,10 +245,27 @@ class Conversations:
                 on_progress=placeholder.progress if placeholder else None,
                 channel_rubric=rubric,
                 turn_id=turn.id,
+                context=context,
             )
             await self.turns.store_result(turn.id, result.model_dump(mode="json"))
+            await self.reader.mark_seen(turn)
         await self._deliver(turn, result)
         await self.turns.finish(turn)
+        await self._react(turn, _outcome(result), replacing=TAKEN)
+
+    async def _react(self, turn: Turn, name: str, *, replacing: str | None = None) -> None:
+        """Status at a glance on the message that asked. Best effort: a reaction that
+        cannot be set never affects the answer."""
+        where = {"channel": turn.channel, "timestamp": turn.about or turn.ts}
+        calls = [(self.client.reactions_add, name, "already_reacted")]
+        if replacing:
+            calls.insert(0, (self.client.reactions_remove, replacing, "no_reaction"))
+        for call, emoji, harmless in calls:
+            try:
+                await call(name=emoji, **where)
+            except Exception as exc:
+                if not (isinstance(exc, SlackApiError) and harmless in str(exc)):
+                    log.warning("reaction %s on %s failed: %s", emoji, turn.id, exc)
 
     async def _deliver(self, turn: Turn, result: InvestigationResult) -> None:
         p = self.presentation
@@ -269,3 +329,4 @@ class Conversations:
             except Exception:  # Slack itself may be what fails: the log has the reference
                 log.exception("could not tell the thread of %s [%s]", turn.id, reference)
         await self.turns.finish(turn)
+        await self._react(turn, FAILED, replacing=TAKEN)

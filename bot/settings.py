@@ -59,6 +59,9 @@ class Settings(BaseSettings):
     claim_max_revisions: int = 2
     trace_verify_concurrency: int = 8
     question_max_chars: int = 8000
+    # The incident thread as context (0 messages: not read)
+    thread_context_messages: int = Field(default=50, ge=0, le=1000)
+    thread_context_chars: int = Field(default=12_000, ge=1000, le=200_000)
     # Rubric grading
     default_rubric: str = DEFAULT_RUBRIC  # empty: no grading unless a channel sets a rubric
     rubric_max_iterations: Any = 3  # validated by GraphLimits, which names the setting

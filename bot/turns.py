@@ -70,6 +70,7 @@ class Turn:
     event_id: str
     state: TurnState = "queued"
     attempts: int = 0  # runs started (a crash leaves one counted; a hand-back does not)
+    about: str | None = None  # a message shortcut's target message (its ts)
     placeholder_ts: str | None = None
     result: dict[str, Any] | None = None  # the computed answer, stored before delivery
     delivered: frozenset[str] = frozenset()  # delivery steps already done
@@ -89,6 +90,7 @@ class Turn:
             event_id=f.get("event_id", ""),
             state=f.get("state", "queued"),  # type: ignore[arg-type]
             attempts=int(f.get("attempts", 0)),
+            about=f.get("about") or None,
             placeholder_ts=f.get("placeholder_ts") or None,
             result=json.loads(f["result"]) if f.get("result") else None,
             delivered=frozenset(
@@ -136,6 +138,7 @@ class TurnStore:
             "user": turn.user,
             "text": turn.text,
             "event_id": turn.event_id,
+            "about": turn.about or "",
             "state": "queued",
             "attempts": 0,
             "recorded_at": f"{time.time():.3f}",
@@ -151,7 +154,7 @@ class TurnStore:
         raw = await self.redis.hgetall(self._key(turn_id))
         return Turn.from_hash(turn_id, raw) if raw else None
 
-    async def set(self, turn_id: str, **fields: str | int) -> None:
+    async def update(self, turn_id: str, **fields: str | int) -> None:
         await self.redis.hset(self._key(turn_id), mapping=fields)  # type: ignore[arg-type]
 
     async def claim_placeholder(self, turn_id: str) -> bool:
@@ -162,10 +165,10 @@ class TurnStore:
         await self.redis.hdel(self._key(turn_id), "placeholder_claimed")
 
     async def store_result(self, turn_id: str, result: dict[str, Any]) -> None:
-        await self.set(turn_id, result=json.dumps(result, default=str), state="answered")
+        await self.update(turn_id, result=json.dumps(result, default=str), state="answered")
 
     async def mark_delivered(self, turn_id: str, step: str) -> None:
-        await self.set(turn_id, **{f"delivered:{step}": 1})
+        await self.update(turn_id, **{f"delivered:{step}": 1})
 
     async def started(self, turn_id: str) -> int:
         """Count one more run of the turn; returns the count."""
@@ -187,6 +190,16 @@ class TurnStore:
     async def head(self, thread: str) -> str | None:
         first = await self.redis.zrange(self._queue(thread), 0, 0)
         return as_text(first[0]) if first else None
+
+    async def recorded(self, thread: str, stamps: list[str]) -> set[str]:
+        """Which of these messages of the thread are turns (questions to the bot)."""
+        if not stamps:
+            return set()
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for ts in stamps:
+                pipe.exists(self._key(turn_id_of(thread, ts)))
+            found = await pipe.execute()
+        return {ts for ts, exists in zip(stamps, found, strict=True) if exists}
 
     async def is_queued(self, turn: Turn) -> bool:
         """Whether the turn still waits in (or heads) its thread's queue."""

@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AnyMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import GraphRecursionError
@@ -21,6 +21,7 @@ from gates.pipeline import ActionPipeline
 from graph.build import InvestigationGraph, build_graph
 from graph.checkpoint import open_checkpointer
 from graph.config import GraphLimits, ModelSpec, TempoSpec
+from graph.context import ThreadContext
 from graph.grader import Grader
 from graph.model import make_chat_model
 from graph.nodes.grade import OnEvaluation
@@ -89,12 +90,24 @@ def clean_question(text: str, max_chars: int) -> tuple[str, list[str]]:
 
 
 def _turn_input(
-    question: str, limits: GraphLimits, rubric: str | None, turn_id: str | None = None
+    question: str,
+    limits: GraphLimits,
+    rubric: str | None,
+    turn_id: str | None = None,
+    context: ThreadContext | None = None,
 ) -> InvestigationState:
     # Per-turn fields start afresh; messages, known_traces and evaluations carry over.
     # The question's message id is the turn id: a resumed turn finds itself by it.
+    messages: list[AnyMessage] = []
+    if context is not None and (context.alerts or context.messages):
+        context_id = f"{turn_id}:context" if turn_id else None
+        messages.append(HumanMessage(context.render(), id=context_id, name="thread_context"))
+    messages.append(HumanMessage(question, id=turn_id) if turn_id else HumanMessage(question))
+    anchor = context.incident_start if context is not None else None
+    sticky: InvestigationState = {"incident_start": anchor.timestamp()} if anchor else {}
     return {
-        "messages": [HumanMessage(question, id=turn_id) if turn_id else HumanMessage(question)],
+        **sticky,
+        "messages": messages,
         "tool_calls_used": 0,
         "budget": limits.tool_budget,
         "stop_reason": None,
@@ -199,6 +212,7 @@ class Investigator:
         rubric: str | None = None,
         channel_rubric: str | None = None,
         turn_id: str | None = None,
+        context: ThreadContext | None = None,
     ) -> InvestigationResult:
         """Run one turn of the thread's investigation; never raises for a failed run.
 
@@ -206,6 +220,7 @@ class Investigator:
         the thread, else `channel_rubric`, else the default rubric; none means no grading.
         `turn_id` names the turn: if the thread already holds it (a run of this turn was
         interrupted), the turn resumes from its last checkpoint instead of starting again.
+        `context` is what the Slack thread holds that the investigation has not seen yet.
         """
         turn = _Turn(thread_id, on_progress)
         question, notices = clean_question(text, self.limits.question_max_chars)
@@ -226,7 +241,7 @@ class Investigator:
                     rubric or snapshot.values.get("rubric") or channel_rubric or self.default_rubric
                 )
                 await self._stream(
-                    _turn_input(question, self.limits, active, turn_id), config, turn
+                    _turn_input(question, self.limits, active, turn_id, context), config, turn
                 )
         except GraphRecursionError:
             steps = self.limits.recursion_limit

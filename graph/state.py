@@ -68,4 +68,6 @@ class InvestigationState(TypedDict, total=False):
     rubric_feedback: str | None
     rubric_revision_count: int
     answer: str | None
+    # When the thread's alert started (epoch seconds): anchors the default search window.
+    incident_start: float | None
     remaining_steps: RemainingSteps

@@ -2,7 +2,9 @@
 
 Web API (POST /api/<method>, form or JSON, like slack_sdk sends): auth.test,
 chat.postMessage, chat.update, chat.postEphemeral, chat.getPermalink,
-usergroups.users.list, conversations.replies. Every call is recorded. Blocks are checked
+usergroups.users.list, conversations.replies (cursor pagination, oldest/latest, the parent
+first, people's and other apps' messages with attachments and blocks), reactions.add and
+reactions.remove. Every call is recorded. Blocks are checked
 against Slack's documented limits and refused with `invalid_blocks`, as Slack does.
 `rate_limit(method, times, retry_after)` answers the next calls 429 with Retry-After.
 
@@ -48,6 +50,32 @@ class SlackMessage:
     blocks: list[dict[str, Any]]
     thread_ts: str | None
     edits: int = 0
+    user: str = BOT_USER
+    bot_id: str | None = "BBOT"
+    username: str | None = None  # an app's display name (bot messages)
+    attachments: list[dict[str, Any]] = field(default_factory=list)
+    reactions: dict[str, set[str]] = field(default_factory=dict)  # name -> users
+
+    def as_api(self) -> dict[str, Any]:
+        """The message as conversations.replies returns it."""
+        shown: dict[str, Any] = {"type": "message", "ts": self.ts, "text": self.text}
+        if self.user:
+            shown["user"] = self.user
+        if self.bot_id:
+            shown["bot_id"] = self.bot_id
+        if self.username:
+            shown["username"] = self.username
+        if self.thread_ts:
+            shown["thread_ts"] = self.thread_ts
+        if self.blocks:
+            shown["blocks"] = self.blocks
+        if self.attachments:
+            shown["attachments"] = self.attachments
+        if self.reactions:
+            shown["reactions"] = [
+                {"name": n, "users": sorted(u), "count": len(u)} for n, u in self.reactions.items()
+            ]
+        return shown
 
 
 def block_problems(blocks: list[dict[str, Any]]) -> list[str]:
@@ -87,7 +115,8 @@ class SlackSimulator(SimulatorServer):
 
     def __post_init__(self) -> None:
         super().__init__()
-        self.messages: dict[tuple[str, str], SlackMessage] = {}
+        self.messages: dict[tuple[str, str], SlackMessage] = {}  # the bot's own
+        self.others: dict[tuple[str, str], SlackMessage] = {}  # people's and other apps'
         self.ephemeral: list[dict[str, Any]] = []
         self._clock = itertools.count(1)
         self._limits: dict[str, tuple[int, int]] = {}
@@ -108,6 +137,40 @@ class SlackSimulator(SimulatorServer):
         ]
         return sorted(found, key=lambda m: float(m.ts))
 
+    def post_as(
+        self,
+        channel: str,
+        text: str,
+        *,
+        ts: str | None = None,
+        thread_ts: str | None = None,
+        user: str = "",
+        app: str | None = None,
+        attachments: list[dict[str, Any]] | None = None,
+        blocks: list[dict[str, Any]] | None = None,
+    ) -> SlackMessage:
+        """A message written by a person (`user`) or another app (`app`, its name)."""
+        message = SlackMessage(
+            channel,
+            ts or self.new_ts(),
+            text,
+            blocks or [],
+            thread_ts,
+            user=user,
+            bot_id=f"B{app.upper()[:8]}" if app else None,
+            username=app,
+            attachments=attachments or [],
+        )
+        self.others[(channel, message.ts)] = message
+        return message
+
+    def reactions_on(self, channel: str, ts: str) -> list[str]:
+        message = self._find(channel, ts)
+        return sorted(message.reactions) if message else []
+
+    def _find(self, channel: str, ts: str) -> SlackMessage | None:
+        return self.messages.get((channel, ts)) or self.others.get((channel, ts))
+
     def rate_limit(self, method: str, times: int = 1, retry_after: int = 1) -> None:
         self._limits[method] = (times, retry_after)
 
@@ -121,7 +184,8 @@ class SlackSimulator(SimulatorServer):
         app.router.add_get("/api/{method}", self._api)  # slack_sdk GETs some read methods
 
     async def _args(self, request: web.Request) -> dict[str, Any]:
-        if request.method == "GET":
+        # slack_sdk sends some methods' arguments as query parameters, even on POST.
+        if request.method == "GET" or not request.can_read_body:
             return dict(request.query)
         if request.content_type == "application/json":
             parsed: dict[str, Any] = await request.json()
@@ -263,11 +327,58 @@ class SlackSimulator(SimulatorServer):
         return {"ok": True, "users": self.usergroups[group]}
 
     def _conversations_replies(self, args: dict[str, Any]) -> dict[str, Any]:
-        found = self.thread(args["channel"], args["ts"])
+        """The parent first, then replies oldest first; `oldest`/`latest` bound the replies
+        (exclusive unless `inclusive`); at most `limit` (≤ 1000) a page, then a cursor."""
+        channel, root = args["channel"], args["ts"]
+        every = {**self.messages, **self.others}.values()
+        thread = sorted(
+            (m for m in every if m.channel == channel and (m.ts == root or m.thread_ts == root)),
+            key=lambda m: float(m.ts),
+        )
+        if not thread or thread[0].ts != root:
+            return {"ok": False, "error": "thread_not_found"}
+        inclusive = str(args.get("inclusive", "")).lower() in ("1", "true")
+        oldest, latest = float(args.get("oldest") or 0), float(args.get("latest") or "inf")
+
+        def within(m: SlackMessage) -> bool:
+            at = float(m.ts)
+            if inclusive:
+                return oldest <= at <= latest
+            return oldest < at < latest
+
+        selected = [thread[0], *(m for m in thread[1:] if within(m))]
+        limit = max(1, min(int(args.get("limit") or 1000), 1000))
+        start = int(args.get("cursor") or 0)
+        page = selected[start : start + limit]
+        more = start + limit < len(selected)
         return {
             "ok": True,
-            "messages": [{"ts": m.ts, "text": m.text, "thread_ts": m.thread_ts} for m in found],
+            "messages": [m.as_api() for m in page],
+            "has_more": more,
+            "response_metadata": {"next_cursor": str(start + limit) if more else ""},
         }
+
+    def _reactions_add(self, args: dict[str, Any]) -> dict[str, Any]:
+        message = self._find(args["channel"], args["timestamp"])
+        if message is None:
+            return {"ok": False, "error": "message_not_found"}
+        users = message.reactions.setdefault(args["name"], set())
+        if BOT_USER in users:
+            return {"ok": False, "error": "already_reacted"}
+        users.add(BOT_USER)
+        return {"ok": True}
+
+    def _reactions_remove(self, args: dict[str, Any]) -> dict[str, Any]:
+        message = self._find(args["channel"], args["timestamp"])
+        if message is None:
+            return {"ok": False, "error": "message_not_found"}
+        users = message.reactions.get(args["name"], set())
+        if BOT_USER not in users:
+            return {"ok": False, "error": "no_reaction"}
+        users.discard(BOT_USER)
+        if not users:
+            del message.reactions[args["name"]]
+        return {"ok": True}
 
 
 def sign(secret: str, body: str, timestamp: int) -> str:
@@ -282,6 +393,9 @@ class SlackDriver:
     bot_url: str
     signing_secret: str
     team: str = TEAM
+    # When given, the people's messages this driver sends are stored there too, as Slack
+    # stores them (so conversations.replies and reactions see them).
+    simulator: SlackSimulator | None = None
 
     async def post(
         self,
@@ -347,7 +461,21 @@ class SlackDriver:
             "event_ts": ts,
             **({"thread_ts": thread_ts} if thread_ts else {}),
         }
+        self._store(event)
         return await self.event(event, event_id=event_id, retry=retry)
+
+    def _store(self, event: dict[str, Any]) -> None:
+        if (
+            self.simulator is not None
+            and (event["channel"], event["ts"]) not in self.simulator.others
+        ):
+            self.simulator.post_as(
+                event["channel"],
+                event["text"],
+                ts=event["ts"],
+                thread_ts=event.get("thread_ts"),
+                user=event["user"],
+            )
 
     async def reply(
         self, text: str, *, user: str = "U_ONCALL", channel: str = "C1", ts: str, thread_ts: str
@@ -362,6 +490,7 @@ class SlackDriver:
             "event_ts": ts,
             "thread_ts": thread_ts,
         }
+        self._store(event)
         return await self.event(event)
 
     async def click(
@@ -387,6 +516,26 @@ class SlackDriver:
                     "action_ts": str(time.time()),
                 }
             ],
+        }
+        body = urlencode({"payload": json.dumps(payload)})
+        return await self.post(body, "application/x-www-form-urlencoded")
+
+    async def message_shortcut(
+        self, callback_id: str, message: SlackMessage, *, user: str = "U_ONCALL"
+    ) -> tuple[int, str]:
+        """A message shortcut ("…" menu on a message) as Slack delivers it: `message_action`."""
+        payload = {
+            "type": "message_action",
+            "callback_id": callback_id,
+            "trigger_id": uuid.uuid4().hex,
+            "action_ts": str(time.time()),
+            "team": {"id": self.team, "domain": "sim"},
+            "user": {"id": user, "username": user, "team_id": self.team},
+            "channel": {"id": message.channel, "name": "incidents"},
+            "message_ts": message.ts,
+            "message": message.as_api(),
+            "response_url": "https://hooks.slack.invalid/shortcuts",
+            "token": "legacy",
         }
         body = urlencode({"payload": json.dumps(payload)})
         return await self.post(body, "application/x-www-form-urlencoded")

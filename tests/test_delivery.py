@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 
 import pytest
 
@@ -39,7 +40,9 @@ async def test_a_429_storm_on_the_answer_edit_delays_the_answer_but_does_not_los
 ) -> None:
     gemini.script(Reply(parts=({"text": ANSWER},), delay_s=0.3))
     async with bot_for(progress_interval=3600) as bot:  # no progress edits: the 429s hit the answer
-        driver = SlackDriver(bot.url, "sandbox-signing-secret", team="TDELIVERY")
+        driver = SlackDriver(
+            bot.url, "sandbox-signing-secret", team=f"T{uuid.uuid4().hex[:8].upper()}"
+        )
         await driver.mention("why?", ts=ROOT)
         await gemini.wait_for_request("gemini-3.8-flash")
         slack.rate_limit("chat.update", times=6, retry_after=1)

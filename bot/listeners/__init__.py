@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from slack_bolt.async_app import AsyncApp
 
-from bot.listeners import actions, commands, mentions
+from bot.listeners import actions, commands, mentions, shortcuts
 
 if TYPE_CHECKING:
     from bot.app import Services
@@ -16,3 +16,4 @@ def register_listeners(app: AsyncApp, services: Services) -> None:
     mentions.register(app, services)
     actions.register(app, services)
     commands.register(app, services)
+    shortcuts.register(app, services)

@@ -20,9 +20,12 @@ MAX_CONTEXT_CHARS = 6_000
 MAX_EVIDENCE = 20
 
 
-def with_investigation(config: RunnableConfig, messages: Sequence[AnyMessage]) -> RunnableConfig:
-    """Hand tools what the thread has found so far (for proposals): trace IDs that came
-    out of tool results, and the question with the latest evidence, as plain text."""
+def with_investigation(
+    config: RunnableConfig, messages: Sequence[AnyMessage], incident_start: float | None = None
+) -> RunnableConfig:
+    """Hand tools what the thread has found so far: trace IDs that came out of tool results
+    and the question with the latest evidence, as plain text (for proposals), and when the
+    thread's alert started (for search windows)."""
     tool_texts = [m.text for m in messages if isinstance(m, ToolMessage)]
     evidence = list(dict.fromkeys(t for text in tool_texts for t in find_trace_ids(text)))
     question = next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), "")
@@ -31,6 +34,7 @@ def with_investigation(config: RunnableConfig, messages: Sequence[AnyMessage]) -
         **(config.get("configurable") or {}),
         "evidence": evidence[:MAX_EVIDENCE],
         "context": context[:MAX_CONTEXT_CHARS],
+        "incident_start": incident_start,
     }
     return {**config, "configurable": configurable}
 
@@ -78,7 +82,7 @@ def make_tools(tools: Sequence[BaseTool]) -> ConfigNode:
         assert isinstance(last, AIMessage)
         for call in last.tool_calls:
             write({"type": "tool_started", "tool": call["name"], "args": call["args"]})
-        tool_config = with_investigation(config, state["messages"])
+        tool_config = with_investigation(config, state["messages"], state.get("incident_start"))
         results = await asyncio.gather(
             *(run_tool_call(by_name, c, tool_config) for c in last.tool_calls)
         )
