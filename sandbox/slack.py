@@ -330,13 +330,15 @@ class SlackSimulator(SimulatorServer):
         """The parent first, then replies oldest first; `oldest`/`latest` bound the replies
         (exclusive unless `inclusive`); at most `limit` (≤ 1000) a page, then a cursor."""
         channel, root = args["channel"], args["ts"]
+        parent = self._find(channel, root)
+        if parent is None:
+            return {"ok": False, "error": "thread_not_found"}
         every = {**self.messages, **self.others}.values()
-        thread = sorted(
-            (m for m in every if m.channel == channel and (m.ts == root or m.thread_ts == root)),
+        replies = sorted(
+            (m for m in every if m.channel == channel and m.thread_ts == root and m.ts != root),
             key=lambda m: float(m.ts),
         )
-        if not thread or thread[0].ts != root:
-            return {"ok": False, "error": "thread_not_found"}
+        thread = [parent, *replies]
         inclusive = str(args.get("inclusive", "")).lower() in ("1", "true")
         oldest, latest = float(args.get("oldest") or 0), float(args.get("latest") or "inf")
 
