@@ -204,7 +204,7 @@ async def test_the_root_span_is_the_parentless_one_even_when_a_child_starts_firs
     skewed_child = replace(trace.spans[1], start_ns=trace.spans[0].start_ns - 5 * 10**6)
     skewed = replace(trace, spans=(trace.spans[0], skewed_child, trace.spans[2]))
     result = await _summary(skewed, api_v2=api_v2)
-    assert f"root span {'a1' * 8}: checkout POST /checkout" in result.splitlines()
+    assert "root span: checkout POST /checkout" in result.splitlines()
 
 
 async def test_a_trace_without_a_parentless_span_says_its_root_was_not_received() -> None:

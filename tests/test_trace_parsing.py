@@ -1,23 +1,20 @@
-"""Reading OTLP JSON spans: IDs in either encoding, and which span is the root (pure logic)."""
+"""Which span of OTLP JSON is the root, whatever encoding its IDs arrive in (pure logic)."""
 
 from typing import Any
 
+import pytest
+
 from graph.tools.tempo import parse_spans, summarise_trace
 
-ROOT_B64, CHILD_B64 = "EjRWeJCrze8=", "/ty6mHZUMhA="  # 1234567890abcdef, fedcba9876543210
+ROOT_B64, ROOT_HEX = "EjRWeJCrze8=", "1234567890ABCDEF"  # the same 8 bytes
 
 
-def _document(root_parent: str | None, root_id: str, child_id: str) -> dict[str, Any]:
-    root = {
-        "spanId": root_id,
-        "name": "GET /",
-        "startTimeUnixNano": "2000",
-        "endTimeUnixNano": "9000",
-    }
+def _document(root_id: str, root_parent: str | None) -> dict[str, Any]:
+    root = {"spanId": root_id, "name": "GET /", "startTimeUnixNano": "2000", "endTimeUnixNano": "9"}
     if root_parent is not None:
         root["parentSpanId"] = root_parent
     child = {
-        "spanId": child_id,
+        "spanId": "/ty6mHZUMhA=",
         "parentSpanId": root_id,
         "name": "SELECT",
         "startTimeUnixNano": "1000",  # before its parent: another host's clock
@@ -31,16 +28,18 @@ def _document(root_parent: str | None, root_id: str, child_id: str) -> dict[str,
     }
 
 
-def _root_line(document: dict[str, Any]) -> str:
-    summary = summarise_trace("ab" * 16, parse_spans(document))
-    return next(line for line in summary.splitlines() if line.startswith("root span"))
-
-
-def test_an_all_zero_parent_span_id_marks_a_root_span() -> None:
-    document = _document("AAAAAAAAAAA=", ROOT_B64, CHILD_B64)  # 8 zero bytes, base64
-    assert _root_line(document) == "root span 1234567890abcdef: shop GET /"
-
-
-def test_hex_ids_as_the_otlp_json_spec_writes_them_are_read_too() -> None:
-    document = _document(None, "1234567890ABCDEF", "fedcba9876543210")
-    assert _root_line(document) == "root span 1234567890abcdef: shop GET /"
+@pytest.mark.parametrize(
+    ("root_id", "root_parent"),
+    [
+        (ROOT_B64, None),
+        (ROOT_B64, ""),
+        (ROOT_B64, "AAAAAAAAAAA="),  # 8 zero bytes in base64, as Tempo renders them
+        (ROOT_HEX, "0000000000000000"),  # in hex, as the OTLP/JSON spec writes them
+    ],
+    ids=["absent", "empty", "base64 zeros", "hex zeros"],
+)
+def test_a_span_whose_parent_id_is_absent_empty_or_all_zeros_is_the_root(
+    root_id: str, root_parent: str | None
+) -> None:
+    summary = summarise_trace("ab" * 16, parse_spans(_document(root_id, root_parent)))
+    assert "root span: shop GET /" in summary.splitlines()

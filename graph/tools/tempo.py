@@ -26,7 +26,7 @@ MAX_SUMMARY = 5000  # characters of one trace summary, whatever the trace holds
 MAX_LISTED = 10  # services, workloads, error spans listed in one summary
 MAX_SEARCH_RESULTS = 50
 _HEX_ID = re.compile(r"[0-9a-fA-F]{1,32}")
-_HEX_SPAN_OR_TRACE_ID = re.compile(r"[0-9a-fA-F]{16}|[0-9a-fA-F]{32}")
+_HEX_SPAN_ID = re.compile(r"[0-9a-fA-F]{16}")
 
 # What identifies the process that sent a span. Real pipelines put these on the resource,
 # never on spans: the OTel SDK sets service.version and deployment.environment(.name), the
@@ -66,7 +66,6 @@ class Workload:
 
 @dataclass(frozen=True)
 class Span:
-    span_id: str  # lower-case hex
     parent_id: str | None  # lower-case hex; None for a root span
     workload: Workload
     name: str
@@ -117,12 +116,12 @@ def _attributes(raw: list[dict[str, Any]] | None) -> dict[str, str]:
 
 
 def _hex_id(raw: str) -> str:
-    """A span or trace ID as lower-case hex, or "" when absent or all zeros (no parent).
+    """A span ID as lower-case hex, or "" when absent or all zeros (no parent).
 
     Tempo renders OTLP's bytes IDs in base64 (proto JSON); the OTLP/JSON spec, and Tempo
     perhaps some day (grafana/tempo#5437), write hex, told apart by its length.
     """
-    if _HEX_SPAN_OR_TRACE_ID.fullmatch(raw):
+    if _HEX_SPAN_ID.fullmatch(raw):
         hex_id = raw.lower()
     else:
         try:
@@ -148,7 +147,6 @@ def parse_spans(document: dict[str, Any]) -> list[Span]:
                 status = s.get("status", {})
                 spans.append(
                     Span(
-                        span_id=_hex_id(s.get("spanId", "")),
                         parent_id=_hex_id(s.get("parentSpanId", "")) or None,
                         workload=workload,
                         name=s.get("name", ""),
@@ -252,8 +250,8 @@ def _root_line(spans: list[Span]) -> str:
     roots = sorted((s for s in spans if s.parent_id is None), key=lambda s: s.start_ns)
     if not roots:
         return "root span: none received (every span has a parent; Tempo holds part of the trace)"
-    root = roots[0]
-    return f"root span {root.span_id}: {_clip(root.service, 60)} {_clip(root.name, 120)}"
+    # Span IDs are not shown: 16 hex digits would read as a 64-bit trace ID.
+    return f"root span: {_clip(roots[0].service, 60)} {_clip(roots[0].name, 120)}"
 
 
 def _workload_lines(spans: list[Span]) -> list[str]:
@@ -333,7 +331,9 @@ def tempo_tools(client: TempoClient) -> list[BaseTool]:
 
         Use it to find real trace IDs to cite. Examples of `traceql`:
         `{ resource.service.name = "payment-api" && status = error }`,
-        `{ resource.service.name = "checkout" && duration > 500ms }`.
+        `{ resource.service.name = "checkout" && duration > 500ms }`,
+        `{ resource.service.name = "payment-api" && resource.service.version != "1.42.0" }`
+        (version and workload are resource attributes: `resource.k8s.pod.name` and such).
         The window is from `since_minutes_ago` to `until_minutes_ago` before now.
         Returns one line per trace: the trace ID exactly as Tempo reports it (cite it
         verbatim), root service and operation, start time, duration, matched spans.
