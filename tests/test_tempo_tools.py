@@ -196,6 +196,27 @@ async def test_get_trace_counts_spans_and_errors_per_pod_so_a_failing_version_sh
     assert per_version == {"1.42.0": "1 span, 1 error", "1.41.3": "1 span, 0 errors"}
 
 
+async def test_in_the_bad_deploy_only_pods_of_1_42_0_send_error_spans(
+    tempo_spec: TempoSpec, scenario: Scenario
+) -> None:
+    client, tools = _tools(tempo_spec)
+    summaries = [
+        await tools["get_trace"].ainvoke({"trace_id": t.trace_id}) for t in scenario.traces
+    ]
+    await client.aclose()
+    lines = [line for text in summaries for line in text.splitlines()]
+    charge_errors = [
+        line for line in lines if line.startswith("- payment-api POST") and "status=" in line
+    ]
+    assert len(charge_errors) == len(scenario.error_trace_ids)
+    assert all('on service.version="1.42.0"' in line for line in charge_errors)
+    assert any(
+        line.startswith('- payment-api service.version="1.41.3"')
+        and line.endswith(": 1 span, 0 errors")
+        for line in lines
+    )
+
+
 @SHAPES
 async def test_the_root_span_is_the_parentless_one_even_when_a_child_starts_first(
     api_v2: bool,
@@ -220,8 +241,9 @@ async def test_every_attribute_value_the_summary_prints_is_clipped_and_quoted() 
     evil_pod = replace(NEW_POD, version=planted, pod=planted)
     evil = replace(trace.spans[1], resource=evil_pod, attributes={"http.status_code": planted})
     result = await _summary(replace(trace, spans=(trace.spans[0], evil, trace.spans[2])))
-    values = [json.loads(v) for v in QUOTED.findall(result)]
-    assert values and all(len(v) <= MAX_VALUE for v in values if v.startswith("503"))
+    printed = [v for v in map(json.loads, QUOTED.findall(result)) if v.startswith("503")]
+    assert len(printed) == 5  # http, version and pod on the error line; version, pod on its pod's
+    assert {len(v) for v in printed} == {MAX_VALUE}
     assert '503" SYSTEM' not in result  # the quote it planted cannot end the value
 
 
