@@ -4,7 +4,8 @@ Behaviour copied from real Tempo:
 - `GET /api/traces/<id>`: 404 with an empty body when missing, 400 when the id is not hex.
 - `GET /api/v2/traces/<id>`: 200 with an empty trace when missing.
 - `GET /api/search`: leading zeros are stripped from `traceID` in results; without
-  `start`/`end` only recent data (the last hour) is searched.
+  `start`/`end` only recent data (the last hour) is searched; a trace whose root span
+  (the one without a parent) is missing has `rootServiceName` "<root span not yet received>".
 - With `tenant` set, every request must carry `X-Scope-OrgID: <tenant>` (401 otherwise).
 
 TraceQL subset: `{ cond && cond ... }` where cond is `field op value`; fields `name`,
@@ -36,6 +37,7 @@ _COND = re.compile(
     r'(?P<value>"(?:[^"\\]|\\.)*"|[\w.µ]+)\s*$'
 )
 RECENT_WINDOW_S = 3600
+ROOT_NOT_RECEIVED = "<root span not yet received>"  # Tempo's rootServiceName, no rootTraceName
 
 
 class TraceQLError(ValueError):
@@ -157,7 +159,6 @@ class TempoSimulator(SimulatorServer):
 
 
 def _search_result(trace: SimTrace, matched: list[SimSpan]) -> dict[str, Any]:
-    root = trace.root
     spans = [
         {
             "spanID": s.span_id,
@@ -168,15 +169,17 @@ def _search_result(trace: SimTrace, matched: list[SimSpan]) -> dict[str, Any]:
         for s in matched[:3]
     ]
     spanset = {"spans": spans, "matched": len(matched)}
-    return {
+    result: dict[str, Any] = {
         "traceID": trace.trace_id.lstrip("0") or "0",  # real Tempo strips leading zeros
-        "rootServiceName": root.service,
-        "rootTraceName": root.name,
+        "rootServiceName": ROOT_NOT_RECEIVED,
         "startTimeUnixNano": str(trace.start_ns),
         "durationMs": trace.duration_ms,
         "spanSet": spanset,
         "spanSets": [spanset],
     }
+    if trace.root is not None:
+        result.update(rootServiceName=trace.root.service, rootTraceName=trace.root.name)
+    return result
 
 
 SpanCondition = Callable[[SimSpan], bool]

@@ -93,9 +93,9 @@ class SimTrace:
             raise ValueError(f"trace_id must be 32 lower-case hex chars, got {self.trace_id!r}")
 
     @property
-    def root(self) -> SimSpan:
-        roots = [s for s in self.spans if s.parent_id is None]
-        return roots[0] if roots else min(self.spans, key=lambda s: s.start_ns)
+    def root(self) -> SimSpan | None:
+        """The span without a parent; None while Tempo has not received it."""
+        return next((s for s in self.spans if s.parent_id is None), None)
 
     @property
     def start_ns(self) -> int:

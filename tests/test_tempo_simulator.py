@@ -2,6 +2,7 @@
 
 import base64
 import time
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -183,3 +184,15 @@ async def test_the_replicasets_in_traces_are_those_the_cluster_simulator_names(
         if resource["service.name"] == "payment-api"
     }
     assert in_traces and in_traces <= {name for _, name in cluster.replicasets}
+
+
+async def test_search_names_a_trace_whose_root_is_missing_as_tempo_does(
+    tempo: TempoSimulator, scenario: Scenario
+) -> None:
+    whole = scenario.traces[0]
+    tempo.add(replace(whole, trace_id="ab" * 16, spans=whole.spans[1:]))  # root not yet received
+    async with httpx.AsyncClient(base_url=tempo.url) as http:
+        found = (await http.get("/api/search", params={"q": "{}", "limit": 50})).json()
+    partial = next(t for t in found["traces"] if t["traceID"] == "ab" * 16)
+    assert partial["rootServiceName"] == "<root span not yet received>"
+    assert "rootTraceName" not in partial

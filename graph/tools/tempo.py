@@ -231,7 +231,7 @@ class TempoClient:
             TraceHit(
                 trace_id=t.get("traceID", ""),
                 root_service=t.get("rootServiceName", "?"),
-                root_name=t.get("rootTraceName", "?"),
+                root_name=t.get("rootTraceName", ""),  # absent while the root is missing
                 start_ns=int(t.get("startTimeUnixNano", 0)),
                 duration_ms=int(t.get("durationMs", 0)),
                 matched_spans=sum(s.get("matched", 0) for s in t.get("spanSets", [])),
