@@ -47,15 +47,13 @@ class SimResource:
         return {key: value for key, value in named.items() if value is not None}
 
 
-def k8s_pod(
-    deployment: str, version: str, replicaset: str, pod_suffix: str, namespace: str = "shop"
-) -> SimResource:
-    """A pod of a Deployment whose service is named after it, in production."""
+def k8s_pod(deployment: str, version: str, replicaset: str, pod_suffix: str) -> SimResource:
+    """A pod of a Deployment in the shop's production namespace; its service bears its name."""
     return SimResource(
         service=deployment,
         version=version,
         environment="production",
-        namespace=namespace,
+        namespace="shop",
         deployment=deployment,
         replicaset=replicaset,
         pod=f"{replicaset}-{pod_suffix}",
