@@ -10,7 +10,8 @@ import random
 import time
 from dataclasses import dataclass, replace
 
-from sandbox.traces import SimSpan, SimTrace
+from sandbox.kubernetes import template_hash
+from sandbox.traces import SimResource, SimSpan, SimTrace, k8s_pod
 
 
 @dataclass(frozen=True)
@@ -27,14 +28,48 @@ def _hex(rng: random.Random, chars: int) -> str:
     return "".join(rng.choice("0123456789abcdef") for _ in range(chars))
 
 
+def _replicaset(deployment: str, version: str) -> str:
+    """The ReplicaSet the Kubernetes simulator names for that image (same pod-template-hash)."""
+    template = {
+        "metadata": {"labels": {"app": deployment}},
+        "spec": {"containers": [{"name": deployment, "image": f"registry/{deployment}:{version}"}]},
+    }
+    return f"{deployment}-{template_hash(template)}"
+
+
+POSTGRES = SimResource("postgres", namespace="shop", pod="postgres-0")
+CHECKOUT_PODS = tuple(
+    k8s_pod("checkout", "3.4.0", _replicaset("checkout", "3.4.0"), suffix)
+    for suffix in ("q7x2m", "z5c8k")
+)
+# Revision 42 (1.42.0) runs on two pods, and one pod of revision 41 (1.41.3) is left:
+# only the new version's pods fail.
+PAYMENT_PODS_NEW = tuple(
+    k8s_pod("payment-api", "1.42.0", _replicaset("payment-api", "1.42.0"), suffix)
+    for suffix in ("h4kzp", "w9t2r")
+)
+PAYMENT_POD_OLD = k8s_pod("payment-api", "1.41.3", _replicaset("payment-api", "1.41.3"), "b8n6v")
+ORDERS_PODS = tuple(
+    k8s_pod("orders-api", "2.7.0", _replicaset("orders-api", "2.7.0"), suffix)
+    for suffix in ("c3j7d", "m2p9s")
+)
+
+
+def _pod(pods: tuple[SimResource, ...], hex_id: str) -> SimResource:
+    """The pod that served a request: spread by one of its IDs, so that choosing draws
+    nothing from the seeded generator and every scenario ID stays what it was."""
+    return pods[int(hex_id, 16) % len(pods)]
+
+
 def _checkout_trace(rng: random.Random, trace_id: str, start_ns: int, *, failing: bool) -> SimTrace:
     root_id, pay_id, db_id = _hex(rng, 16), _hex(rng, 16), _hex(rng, 16)
+    payment_pod = _pod(PAYMENT_PODS_NEW, trace_id) if failing else PAYMENT_POD_OLD
     pay_ms = rng.randint(700, 1300) if failing else rng.randint(40, 120)
     db_ms = rng.randint(3, 9)
     spans = [
         SimSpan(
             root_id,
-            "checkout",
+            _pod(CHECKOUT_PODS, trace_id),
             "POST /checkout",
             start_ns,
             (pay_ms + 25) * 1_000_000,
@@ -44,7 +79,7 @@ def _checkout_trace(rng: random.Random, trace_id: str, start_ns: int, *, failing
         ),
         SimSpan(
             pay_id,
-            "payment-api",
+            payment_pod,
             "POST /v1/charge",
             start_ns + 10_000_000,
             pay_ms * 1_000_000,
@@ -55,15 +90,11 @@ def _checkout_trace(rng: random.Random, trace_id: str, start_ns: int, *, failing
                 if failing
                 else ""
             ),
-            attributes={
-                "http.status_code": 503 if failing else 200,
-                "k8s.deployment.name": "payment-api",
-                "service.version": "1.42.0" if failing else "1.41.3",
-            },
+            attributes={"http.status_code": 503 if failing else 200},
         ),
         SimSpan(
             db_id,
-            "postgres",
+            POSTGRES,
             "SELECT payments",
             start_ns + 12_000_000,
             db_ms * 1_000_000,
@@ -103,7 +134,7 @@ def _orders_trace(rng: random.Random, start_ns: int, *, failing: bool) -> SimTra
     spans = (
         SimSpan(
             root_id,
-            "orders-api",
+            _pod(ORDERS_PODS, root_id),
             "POST /orders",
             start_ns,
             (db_ms + 30) * 1_000_000,
@@ -113,7 +144,7 @@ def _orders_trace(rng: random.Random, start_ns: int, *, failing: bool) -> SimTra
         ),
         SimSpan(
             db_id,
-            "postgres",
+            POSTGRES,
             "INSERT orders",
             start_ns + 15_000_000,
             db_ms * 1_000_000,

@@ -4,13 +4,15 @@ Behaviour copied from real Tempo:
 - `GET /api/traces/<id>`: 404 with an empty body when missing, 400 when the id is not hex.
 - `GET /api/v2/traces/<id>`: 200 with an empty trace when missing.
 - `GET /api/search`: leading zeros are stripped from `traceID` in results; without
-  `start`/`end` only recent data (the last hour) is searched.
+  `start`/`end` only recent data (the last hour) is searched; a trace whose root span
+  (the one without a parent) is missing has `rootServiceName` "<root span not yet received>".
 - With `tenant` set, every request must carry `X-Scope-OrgID: <tenant>` (401 otherwise).
 
-TraceQL subset: `{ cond && cond ... }` where cond is `field op value`; fields
-`resource.service.name` (or `.service.name`), `name`, `status`, `duration`,
-`span.<attr>` / `.<attr>`; ops `= != > >= < <= =~`; values are strings, numbers,
-durations (`500ms`, `1.5s`) or `error|ok|unset`. Anything else is answered 400.
+TraceQL subset: `{ cond && cond ... }` where cond is `field op value`; fields `name`,
+`status`, `duration`, `span.<attr>`, `resource.<attr>` (e.g. `resource.service.name`,
+`resource.service.version`, `resource.k8s.pod.name`) and `.<attr>` (span, then resource);
+ops `= != > >= < <= =~`; values are strings, numbers, durations (`500ms`, `1.5s`) or
+`error|ok|unset`. Anything else is answered 400.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ _COND = re.compile(
     r'(?P<value>"(?:[^"\\]|\\.)*"|[\w.µ]+)\s*$'
 )
 RECENT_WINDOW_S = 3600
+ROOT_NOT_RECEIVED = "<root span not yet received>"  # Tempo's rootServiceName, no rootTraceName
 
 
 class TraceQLError(ValueError):
@@ -156,7 +159,6 @@ class TempoSimulator(SimulatorServer):
 
 
 def _search_result(trace: SimTrace, matched: list[SimSpan]) -> dict[str, Any]:
-    root = trace.root
     spans = [
         {
             "spanID": s.span_id,
@@ -167,15 +169,17 @@ def _search_result(trace: SimTrace, matched: list[SimSpan]) -> dict[str, Any]:
         for s in matched[:3]
     ]
     spanset = {"spans": spans, "matched": len(matched)}
-    return {
+    result: dict[str, Any] = {
         "traceID": trace.trace_id.lstrip("0") or "0",  # real Tempo strips leading zeros
-        "rootServiceName": root.service,
-        "rootTraceName": root.name,
+        "rootServiceName": ROOT_NOT_RECEIVED,
         "startTimeUnixNano": str(trace.start_ns),
         "durationMs": trace.duration_ms,
         "spanSet": spanset,
         "spanSets": [spanset],
     }
+    if trace.root is not None:
+        result.update(rootServiceName=trace.root.service, rootTraceName=trace.root.name)
+    return result
 
 
 SpanCondition = Callable[[SimSpan], bool]
@@ -199,8 +203,6 @@ def _condition(text: str) -> SpanCondition:
     if not match:
         raise TraceQLError(f"cannot parse condition {text.strip()!r}")
     name, op, raw = match["field"], match["op"], match["value"]
-    if name in ("resource.service.name", ".service.name"):
-        return _compare(lambda s: s.service, op, _string(raw))
     if name == "name":
         return _compare(lambda s: s.name, op, _string(raw))
     if name == "status":
@@ -209,11 +211,18 @@ def _condition(text: str) -> SpanCondition:
         return _compare(lambda s: s.status, op, raw)
     if name == "duration":
         return _compare(lambda s: s.duration_ns, op, _duration_ns(raw))
-    if name.startswith(("span.", ".")):
-        key = name.split(".", 1)[1]
-        value: str | float = _string(raw) if raw.startswith('"') else float(raw)
-        return _compare(lambda s: s.attributes.get(key), op, value)
-    raise TraceQLError(f"unsupported field {name!r}")
+    scope, _, key = name.partition(".")
+    if scope not in ("span", "resource", "") or not key:
+        raise TraceQLError(f"unsupported field {name!r}")
+    value: str | float = _string(raw) if raw.startswith('"') else float(raw)
+    return _compare(lambda s: _attribute(s, scope, key), op, value)
+
+
+def _attribute(span: SimSpan, scope: str, key: str) -> str | int | float | bool | None:
+    """`span.x` reads the span, `resource.x` the resource, `.x` the span, then the resource."""
+    if scope != "resource" and key in span.attributes:
+        return span.attributes[key]
+    return span.resource.attributes.get(key) if scope != "span" else None
 
 
 def _string(raw: str) -> str:

@@ -1,4 +1,11 @@
-"""Simulated traces and their rendering as Tempo renders them (OTLP JSON)."""
+"""Simulated traces and their rendering as Tempo renders them (OTLP JSON).
+
+As real OpenTelemetry pipelines write them: what identifies the process (service, version,
+environment, Kubernetes workload and pod) lives on the *resource*, set by the SDK and by
+the collector's k8sattributes processor, never on spans; each resource (one pod of a
+service) is its own `resourceSpans` entry; trace and span IDs are base64, as Tempo's
+proto JSON renders OTLP's bytes fields.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +16,54 @@ from typing import Any, Literal
 SpanStatus = Literal["ok", "error", "unset"]
 
 _STATUS_CODES = {"ok": "STATUS_CODE_OK", "error": "STATUS_CODE_ERROR", "unset": "STATUS_CODE_UNSET"}
+_SDK = {"telemetry.sdk.name": "opentelemetry", "telemetry.sdk.language": "java"}
+
+
+@dataclass(frozen=True)
+class SimResource:
+    """The process that sent spans. Unset fields are left out, as for a process outside
+    Kubernetes or one whose SDK was given no version."""
+
+    service: str
+    version: str | None = None
+    environment: str | None = None
+    namespace: str | None = None
+    deployment: str | None = None
+    replicaset: str | None = None
+    pod: str | None = None
+
+    @property
+    def attributes(self) -> dict[str, str]:
+        """Resource attributes under their semantic-convention names."""
+        named = {
+            "service.name": self.service,
+            "service.version": self.version,
+            "deployment.environment": self.environment,  # from OTEL_RESOURCE_ATTRIBUTES
+            "k8s.namespace.name": self.namespace,  # k8sattributes from here on
+            "k8s.deployment.name": self.deployment,
+            "k8s.replicaset.name": self.replicaset,
+            "k8s.pod.name": self.pod,
+        }
+        return {key: value for key, value in named.items() if value is not None}
+
+
+def k8s_pod(deployment: str, version: str, replicaset: str, pod_suffix: str) -> SimResource:
+    """A pod of a Deployment in the shop's production namespace; its service bears its name."""
+    return SimResource(
+        service=deployment,
+        version=version,
+        environment="production",
+        namespace="shop",
+        deployment=deployment,
+        replicaset=replicaset,
+        pod=f"{replicaset}-{pod_suffix}",
+    )
 
 
 @dataclass(frozen=True)
 class SimSpan:
     span_id: str  # 16 hex
-    service: str
+    resource: SimResource
     name: str
     start_ns: int
     duration_ns: int
@@ -22,6 +71,10 @@ class SimSpan:
     status: SpanStatus = "unset"
     status_message: str = ""
     attributes: dict[str, str | int | float | bool] = field(default_factory=dict)
+
+    @property
+    def service(self) -> str:
+        return self.resource.service
 
     @property
     def end_ns(self) -> int:
@@ -38,9 +91,9 @@ class SimTrace:
             raise ValueError(f"trace_id must be 32 lower-case hex chars, got {self.trace_id!r}")
 
     @property
-    def root(self) -> SimSpan:
-        roots = [s for s in self.spans if s.parent_id is None]
-        return roots[0] if roots else min(self.spans, key=lambda s: s.start_ns)
+    def root(self) -> SimSpan | None:
+        """The span without a parent; None while Tempo has not received it."""
+        return next((s for s in self.spans if s.parent_id is None), None)
 
     @property
     def start_ns(self) -> int:
@@ -89,13 +142,13 @@ def otlp_span(trace: SimTrace, span: SimSpan) -> dict[str, Any]:
 
 
 def resource_spans(trace: SimTrace) -> list[dict[str, Any]]:
-    """One resourceSpans entry per service, as an OTLP exporter would send them."""
-    by_service: dict[str, list[SimSpan]] = {}
+    """One resourceSpans entry per resource (pod), as each pod's exporter sends its own."""
+    by_resource: dict[SimResource, list[SimSpan]] = {}
     for span in trace.spans:
-        by_service.setdefault(span.service, []).append(span)
+        by_resource.setdefault(span.resource, []).append(span)
     return [
         {
-            "resource": {"attributes": otlp_attributes({"service.name": service})},
+            "resource": {"attributes": otlp_attributes({**resource.attributes, **_SDK})},
             "scopeSpans": [
                 {
                     "scope": {"name": "sandbox"},
@@ -103,5 +156,5 @@ def resource_spans(trace: SimTrace) -> list[dict[str, Any]]:
                 }
             ],
         }
-        for service, spans in by_service.items()
+        for resource, spans in by_resource.items()
     ]
