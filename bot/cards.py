@@ -77,6 +77,13 @@ class Cards:
             return []
         return [await self.actions.store.get(request_id) for request_id in request_ids]
 
+    async def proposed_since(self, thread: str, since: float) -> list[str]:
+        """The thread's proposals made since a time (a turn's own, across a resume)."""
+        if self.actions is None:
+            return []
+        found = await self.actions.store.for_thread(thread)
+        return [r.id for r in sorted(found, key=lambda r: r.created_at) if r.created_at >= since]
+
     async def post(self, channel: str, thread_ts: str, request_ids: list[str]) -> None:
         """One card per proposal of the turn: buttons if pending, a reason if refused. Its
         location is stored with the request: only clicks on that message count."""

@@ -34,7 +34,7 @@ from bot.jobs import Jobs
 from bot.thread_context import ThreadReader
 from bot.threads import ThreadMemory, thread_key
 from bot.turns import Turn, TurnStore, turn_id_of
-from bot.worker import TurnQueue, WorkerTiming, enqueue_turn
+from bot.worker import Fence, TurnQueue, WorkerTiming, enqueue_turn
 from graph.runner import InvestigationResult, Investigator
 
 log = logging.getLogger(__name__)
@@ -47,8 +47,12 @@ SHORTCUT_QUESTION = (
     "happening, and why?"
 )
 TAKEN, ANSWERED, INCOMPLETE, FAILED = "eyes", "white_check_mark", "warning", "x"
-DELIVERY_TRIES = 5  # per delivery step, on top of slack_sdk's own 429/5xx retries
+# A delivery step is retried while Slack is unavailable, on top of slack_sdk's own 429/5xx
+# retries, for up to half an hour: an answer found during an outage is still worth posting.
+DELIVERY_PATIENCE_S = 1800.0
 DELIVERY_BACKOFF_S = 1.0
+DELIVERY_BACKOFF_CAP_S = 30.0
+GONE = ("message_not_found", "cant_update_message")  # the placeholder was deleted
 
 
 @dataclass(frozen=True)
@@ -63,10 +67,17 @@ class Placeholder:
     """The "working on it" message, edited as progress arrives (throttled)."""
 
     def __init__(
-        self, client: AsyncWebClient, channel: str, ts: str, interval_s: float, max_passes: int
+        self,
+        client: AsyncWebClient,
+        channel: str,
+        ts: str,
+        interval_s: float,
+        max_passes: int,
+        fence: Fence,
     ) -> None:
         self.client, self.channel, self.ts = client, channel, ts
         self.interval_s, self.max_passes = interval_s, max_passes
+        self.fence = fence
         self._last_at = float("-inf")
         self._last_text = ""
 
@@ -76,6 +87,7 @@ class Placeholder:
         if text is None or text == self._last_text or now - self._last_at < self.interval_s:
             return
         self._last_at, self._last_text = now, text
+        await self.fence()  # a run that lost its thread must not edit over the answer
         await self.client.chat_update(channel=self.channel, ts=self.ts, text=text)
 
 
@@ -218,9 +230,15 @@ class Conversations:
             raise
         await self.turns.update(turn.id, placeholder_ts=str(posted["ts"]))
 
-    async def run(self, turn: Turn) -> None:
-        """Investigate (or resume), store the answer with the turn, deliver it, finish."""
-        if turn.attempts > self.max_attempts:
+    async def run(self, turn: Turn, fence: Fence) -> None:
+        """Investigate (or resume), store the answer with the turn, deliver it, finish.
+
+        `fence` raises once another worker holds the thread: it is called before every
+        side effect. Crashes count against MAX_ATTEMPTS while there is no answer yet; once
+        there is one, only delivery is left, and Slack being down is not a reason to drop it.
+        """
+        answered = turn.result is not None
+        if turn.attempts > self.max_attempts * (3 if answered else 1):
             await self._give_up(turn)
             return
         if turn.result is not None:
@@ -235,6 +253,7 @@ class Conversations:
                     turn.placeholder_ts,
                     p.progress_interval_s,
                     p.rubric_max_iterations,
+                    fence,
                 )
             rubric = await self.memory.channel_rubric(turn.team, turn.channel)
             context = await self.reader.unseen(turn, include=turn.about)
@@ -247,9 +266,10 @@ class Conversations:
                 turn_id=turn.id,
                 context=context,
             )
+            await fence()
             await self.turns.store_result(turn.id, result.model_dump(mode="json"))
             await self.reader.mark_seen(turn)
-        await self._deliver(turn, result)
+        await self._deliver(turn, result, fence)
         await self.turns.finish(turn)
         await self._react(turn, _outcome(result), replacing=TAKEN)
 
@@ -267,47 +287,74 @@ class Conversations:
                 if not (isinstance(exc, SlackApiError) and harmless in str(exc)):
                     log.warning("reaction %s on %s failed: %s", emoji, turn.id, exc)
 
-    async def _deliver(self, turn: Turn, result: InvestigationResult) -> None:
+    async def _deliver(self, turn: Turn, result: InvestigationResult, fence: Fence) -> None:
         p = self.presentation
         await self._step(
-            turn, "steps", lambda: self.memory.save_steps(result.correlation_id, result.events)
+            turn,
+            "steps",
+            lambda: self.memory.save_steps(result.correlation_id, result.events),
+            fence,
         )
+        # Proposals of this turn, also those made before a crash this run resumed after.
+        proposed = await self.cards.proposed_since(turn.thread, turn.started_at)
+        request_ids = list(dict.fromkeys([*result.action_request_ids, *proposed]))
         if result.status == "failed":
             text, blocks = failure_message(result)
         else:
-            actions = await self.cards.requests(result.action_request_ids)
+            actions = await self.cards.requests(request_ids)
             text, blocks = answer_message(result, p.grafana_url, p.datasource, actions)
-        await self._step(turn, "answer", lambda: self._show(turn, text, blocks))
-        for request_id in result.action_request_ids:
+        await self._step(turn, "answer", lambda: self._show(turn, text, blocks), fence)
+        for request_id in request_ids:
             post_card = functools.partial(self.cards.post, turn.channel, turn.root, [request_id])
-            await self._step(turn, f"card:{request_id}", post_card)
+            await self._step(turn, f"card:{request_id}", post_card, fence)
 
     async def _show(self, turn: Turn, text: str, blocks: list[dict[str, Any]]) -> None:
         """The answer replaces the placeholder (or, if none could be posted, is posted)."""
         current = await self.turns.get(turn.id)
         placeholder_ts = current.placeholder_ts if current else turn.placeholder_ts
         if placeholder_ts:
-            await self.client.chat_update(
-                channel=turn.channel, ts=placeholder_ts, text=text, blocks=blocks
-            )
-        else:
-            await self.client.chat_postMessage(
-                channel=turn.channel, thread_ts=turn.root, text=text, blocks=blocks
-            )
+            try:
+                await self.client.chat_update(
+                    channel=turn.channel, ts=placeholder_ts, text=text, blocks=blocks
+                )
+                return
+            except SlackApiError as exc:
+                if exc.response.get("error") not in GONE:
+                    raise
+                log.info("the placeholder of %s is gone; posting the answer anew", turn.id)
+        posted = await self.client.chat_postMessage(
+            channel=turn.channel, thread_ts=turn.root, text=text, blocks=blocks
+        )
+        await self.turns.update(turn.id, placeholder_ts=str(posted["ts"]))
 
-    async def _step(self, turn: Turn, name: str, action: Callable[[], Awaitable[Any]]) -> None:
-        """One delivery step: skipped if done before, retried on its own, then remembered."""
+    async def _step(
+        self, turn: Turn, name: str, action: Callable[[], Awaitable[Any]], fence: Fence
+    ) -> None:
+        """One delivery step: skipped if done before, retried on its own while Slack is
+        unavailable (up to DELIVERY_PATIENCE_S, backing off), then remembered."""
         if name in turn.delivered:
             return
-        for attempt in range(DELIVERY_TRIES):
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            await fence()
             try:
                 await action()
                 break
             except Exception as exc:
-                if not _transient(exc) or attempt == DELIVERY_TRIES - 1:
+                waited = time.monotonic() - started
+                if not _transient(exc) or waited > DELIVERY_PATIENCE_S:
                     raise
-                log.warning("delivery step %s of %s failed (%s); retrying", name, turn.id, exc)
-                await asyncio.sleep(DELIVERY_BACKOFF_S * 2**attempt)
+                delay = min(DELIVERY_BACKOFF_CAP_S, DELIVERY_BACKOFF_S * 2**attempt)
+                log.warning(
+                    "delivery step %s of %s failed (%s); retrying in %.0fs",
+                    name,
+                    turn.id,
+                    exc,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+                attempt += 1
         await self.turns.mark_delivered(turn.id, name)
 
     async def _give_up(self, turn: Turn) -> None:

@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from bot.worker import WorkerTiming
+from bot.worker import ABORT_WAIT_S, WorkerTiming
 from gates.config import ActionPolicy
 from graph.config import GraphLimits, ModelSpec, TempoSpec
 from graph.rubric import DEFAULT_RUBRIC
@@ -203,12 +203,13 @@ class Settings(BaseSettings):
 
     def worker_timing(self) -> WorkerTiming:
         """Lease, heartbeat and sweep, derived from RECOVERY so a dead worker's turn is
-        taken up within it (heartbeat + two sweeps + saq's 5 s abort wait)."""
+        taken up within it: heartbeat + two sweeps + saq's abort wait = RECOVERY."""
         r = self.recovery
+        sweep = max(1, int(r / 10))
         return WorkerTiming(
             lease_s=r / 3,
-            heartbeat_s=max(3, int(r / 2)),
-            sweep_s=max(1, int(r / 10)),
+            heartbeat_s=max(3, int(r - 2 * sweep - ABORT_WAIT_S)),
+            sweep_s=sweep,
             shutdown_grace_s=self.shutdown_grace,
             concurrency=self.worker_concurrency,
         )

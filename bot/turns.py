@@ -42,9 +42,16 @@ redis.call('ZREM', KEYS[3], ARGV[1])
 return 1
 """
 
+# Renew the lease if it is ours; take it again if it is gone (Redis lost its data: nobody
+# else can hold it); 0 only when another worker holds it.
 _RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then
     return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+if not holder then
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+    return 2
 end
 return 0
 """
@@ -71,6 +78,8 @@ class Turn:
     state: TurnState = "queued"
     attempts: int = 0  # runs started (a crash leaves one counted; a hand-back does not)
     about: str | None = None  # a message shortcut's target message (its ts)
+    recorded_at: float = 0.0
+    started_at: float = 0.0  # when a worker first ran it (its proposals are made after)
     placeholder_ts: str | None = None
     result: dict[str, Any] | None = None  # the computed answer, stored before delivery
     delivered: frozenset[str] = frozenset()  # delivery steps already done
@@ -91,6 +100,8 @@ class Turn:
             state=f.get("state", "queued"),  # type: ignore[arg-type]
             attempts=int(f.get("attempts", 0)),
             about=f.get("about") or None,
+            recorded_at=float(f.get("recorded_at") or 0),
+            started_at=float(f.get("started_at") or 0),
             placeholder_ts=f.get("placeholder_ts") or None,
             result=json.loads(f["result"]) if f.get("result") else None,
             delivered=frozenset(
@@ -151,8 +162,12 @@ class TurnStore:
         return bool(created)
 
     async def get(self, turn_id: str) -> Turn | None:
+        """The turn, or None if its record is gone (a few fields written after Redis lost
+        the rest do not make a record)."""
         raw = await self.redis.hgetall(self._key(turn_id))
-        return Turn.from_hash(turn_id, raw) if raw else None
+        if not any(as_text(k) == "thread" for k in raw):
+            return None
+        return Turn.from_hash(turn_id, raw)
 
     async def update(self, turn_id: str, **fields: str | int) -> None:
         await self.redis.hset(self._key(turn_id), mapping=fields)  # type: ignore[arg-type]
@@ -176,7 +191,8 @@ class TurnStore:
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hincrby(key, "attempts", 1)
             pipe.hset(key, "state", "running")
-            attempts, _ = await pipe.execute()
+            pipe.hsetnx(key, "started_at", f"{time.time():.3f}")
+            attempts, *_ = await pipe.execute()
         return int(attempts)
 
     async def handed_back(self, turn_id: str) -> None:
@@ -212,6 +228,12 @@ class TurnStore:
         )
         return [as_text(i) for i in ids]
 
+    async def drop(self, turn_id: str) -> None:
+        """Take a turn whose record is gone out of its thread's queue and the index."""
+        thread = turn_id.rsplit("@", 1)[0]
+        await self.redis.zrem(self._queue(thread), turn_id)
+        await self.redis.zrem(self._unfinished, turn_id)
+
     async def forget_unfinished(self, turn_id: str) -> None:
         """Drop an index entry whose turn record has expired."""
         await self.redis.zrem(self._unfinished, turn_id)
@@ -220,8 +242,12 @@ class TurnStore:
     async def acquire(self, thread: str, token: str, ttl_s: float) -> bool:
         return bool(await self.redis.set(self._lease(thread), token, nx=True, px=int(ttl_s * 1000)))
 
-    async def renew(self, thread: str, token: str, ttl_s: float) -> bool:
-        return bool(await self._renew(keys=[self._lease(thread)], args=[token, int(ttl_s * 1000)]))
+    async def renew(self, thread: str, token: str, ttl_s: float) -> int:
+        """1: renewed; 2: it was gone and is ours again; 0: another worker holds it."""
+        return int(await self._renew(keys=[self._lease(thread)], args=[token, int(ttl_s * 1000)]))
+
+    async def holds(self, thread: str, token: str) -> bool:
+        return as_text(await self.redis.get(self._lease(thread)) or b"") == token
 
     async def release(self, thread: str, token: str) -> None:
         await self._release(keys=[self._lease(thread)], args=[token])

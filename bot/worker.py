@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 JOB_FUNCTION = "answer_turn"
 POLL_S = 0.2  # how often a waiting job looks at its thread's queue
+ABORT_WAIT_S = 5  # saq's sweep waits this long for a stuck job's abort before retrying it
 
 
 @dataclass(frozen=True)
@@ -50,10 +51,20 @@ class WorkerTiming:
     @property
     def recovery_s(self) -> float:
         """The longest a dead worker's turn waits before another worker resumes it."""
-        return self.heartbeat_s + 2 * self.sweep_s + 5  # saq waits up to 5 s for an abort
+        return self.heartbeat_s + 2 * self.sweep_s + ABORT_WAIT_S
 
 
-RunTurn = Callable[[Turn], Awaitable[None]]
+Fence = Callable[[], Awaitable[None]]
+RunTurn = Callable[[Turn, Fence], Awaitable[None]]
+Prepare = Callable[[Turn], Awaitable[None]]
+
+
+class HandBack(Exception):
+    """This worker is stopping: the job goes back to the queue (saq retries it)."""
+
+
+class LeaseLost(Exception):
+    """Another worker holds the thread now: this run must change nothing more."""
 
 
 def turn_queue(redis: aioredis.Redis, prefix: str) -> RedisQueue:
@@ -107,7 +118,7 @@ class TurnRunner:
         store: TurnStore,
         queue: TurnQueue,
         run_turn: RunTurn,
-        prepare: RunTurn,
+        prepare: Prepare,
         timing: WorkerTiming,
     ) -> None:
         self.store = store
@@ -121,7 +132,11 @@ class TurnRunner:
     async def answer_turn(self, ctx: Context, *, turn_id: str) -> None:
         """The job: one turn, from its placeholder to its delivered answer."""
         turn = await self.store.get(turn_id)
-        if turn is None or turn.state == "done":
+        if turn is None:  # evicted or lost with Redis: it must not block its thread
+            await self.store.drop(turn_id)
+            log.error("turn %s has no record left; dropped from its thread", turn_id)
+            return
+        if turn.state == "done":
             return
         job = ctx.get("job")
         beat = _Heartbeat(self, job, turn.thread)
@@ -144,7 +159,7 @@ class TurnRunner:
         token = uuid.uuid4().hex
         while True:
             if self.stopping:
-                raise asyncio.CancelledError  # saq puts a cancelled job back in the queue
+                raise HandBack("this worker is stopping; another one takes the turn")
             if not await self.store.is_queued(turn):
                 return False  # finished by another run of this job
             head = await self.store.head(turn.thread)
@@ -153,6 +168,10 @@ class TurnRunner:
             ):
                 beat.token = token
                 return True
+            if head is not None and head != turn.id and await self.store.get(head) is None:
+                await self.store.drop(head)  # a head without a record would wedge the thread
+                log.error("turn %s has no record left; dropped from its thread", head)
+                continue
             await asyncio.sleep(POLL_S)
 
     async def requeue_orphans(self) -> int:
@@ -179,17 +198,28 @@ class TurnRunner:
         if current is None or current.state == "done":
             return
         attempts = await self.store.started(turn.id)
-        current = dataclasses.replace(current, attempts=attempts)
+        current = await self.store.get(turn.id) or dataclasses.replace(current, attempts=attempts)
         self.running += 1
+
+        async def fence() -> None:
+            """Before every side effect: is the thread still ours?"""
+            if beat.lost or not await self.store.holds(turn.thread, beat.token or ""):
+                beat.lost = True
+                raise LeaseLost(f"another worker holds {turn.thread}")
+
         try:
-            await self.run_turn(current)
+            await self.run_turn(current, fence)
         except asyncio.CancelledError:
-            if beat.lost:
-                log.warning("lost the lease of %s; another worker runs it", turn.thread)
-            else:
+            if not beat.lost:
                 await self.store.handed_back(turn.id)
                 log.info("handed %s back to the queue", turn.id)
-            raise
+                raise
+            # Our own heartbeat stopped the run: an error (not a cancellation) makes saq
+            # retry the job, which then finds the turn taken care of.
+            current_task = asyncio.current_task()
+            if current_task is not None:
+                current_task.uncancel()
+            raise LeaseLost(f"another worker holds {turn.thread}") from None
         finally:
             self.running -= 1
 
@@ -221,12 +251,18 @@ class _Heartbeat:
             try:
                 if self.job is not None:
                     await self.job.update()
-                if self.token is not None and not await self.runner.store.renew(
-                    self.thread, self.token, timing.lease_s
-                ):
+                if self.token is None:
+                    continue
+                renewed = await self.runner.store.renew(self.thread, self.token, timing.lease_s)
+                if renewed == 2:
+                    log.warning(
+                        "the lease of %s was gone (Redis lost data?); taken again", self.thread
+                    )
+                if not renewed:
                     self.lost = True
+                    log.warning("another worker took the lease of %s; stopping", self.thread)
                     if owner is not None:
-                        owner.cancel()  # another worker has the thread now: stop at once
+                        owner.cancel()  # stop at once: every later side effect would be stale
                     return
             except asyncio.CancelledError:
                 raise
@@ -278,6 +314,9 @@ async def running_worker(
 
 
 __all__ = [
+    "Fence",
+    "HandBack",
+    "LeaseLost",
     "TurnRunner",
     "WorkerTiming",
     "enqueue_turn",

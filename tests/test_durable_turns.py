@@ -6,89 +6,17 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-import uuid
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 
-import pytest
 import redis.asyncio as aioredis
 
 from sandbox import GeminiRequest, GeminiSimulator, Reply, TempoSimulator
 from sandbox.fleet import Fleet, RedisStackServer, answer_by_question, drive_load
 from sandbox.scenarios import Scenario
-from sandbox.slack import SlackDriver, SlackMessage, SlackSimulator
-from tests.slack_fixtures import SECRET
+from sandbox.slack import SlackMessage, SlackSimulator
+from tests.fleet_fixtures import ANSWER, answered, driver_for, requests_reach
 
-ANSWER = "payment-api 1.42.0 throws NullPointerException after the deploy."
 SLOW = 120.0  # a model reply that never comes in time: the process dies waiting for it
-
-
-def fleet_env(
-    slack: SlackSimulator, gemini: GeminiSimulator, tempo: TempoSimulator, redis_url: str
-) -> dict[str, str]:
-    return {
-        "SLACK_BOT_TOKEN": "xoxb-sandbox",
-        "SLACK_SIGNING_SECRET": SECRET,
-        "SLACK_API_URL": f"{slack.url}/api/",
-        "GOOGLE_API_KEY": "sandbox-key",
-        "GEMINI_BASE_URL": gemini.url,
-        "LLM_MAX_RETRIES": "0",
-        "TEMPO_URL": tempo.url,
-        "TEMPO_TIMEOUT": "1",
-        "REDIS_URL": redis_url,
-        "REDIS_PREFIX": f"test-{uuid.uuid4().hex[:8]}",
-        "PROGRESS_INTERVAL": "0",
-        "DEFAULT_RUBRIC": "",
-        "RECOVERY": "10",
-        "SHUTDOWN_GRACE": "3",
-        "KUBECONFIG": "",
-        "LOG_LEVEL": "INFO",
-    }
-
-
-@pytest.fixture
-async def fleet_for(
-    slack: SlackSimulator,
-    gemini: GeminiSimulator,
-    tempo: TempoSimulator,
-    redis_url: str,
-    tmp_path: Path,
-) -> AsyncIterator[Callable[..., Fleet]]:
-    started: list[Fleet] = []
-
-    def make(redis: str = redis_url, **env: str) -> Fleet:
-        fleet = Fleet({**fleet_env(slack, gemini, tempo, redis), **env}, tmp_path)
-        started.append(fleet)
-        return fleet
-
-    yield make
-    for fleet in started:
-        fleet.close()
-
-
-async def answered(
-    slack: SlackSimulator, root: str, text: str, fleet: Fleet, timeout_s: float
-) -> list[SlackMessage]:
-    """The thread once a message in it says `text`; fails with the processes' logs."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        thread = slack.thread("C1", root)
-        if any(text in m.text for m in thread):
-            return thread
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"no answer within {timeout_s}s\n{fleet.logs()}")
-
-
-async def requests_reach(gemini: GeminiSimulator, count: int, timeout_s: float = 20) -> None:
-    deadline = time.monotonic() + timeout_s
-    while len(gemini.requests) < count:
-        assert time.monotonic() < deadline, f"only {len(gemini.requests)} model requests"
-        await asyncio.sleep(0.05)
-
-
-def driver_for(url: str) -> SlackDriver:
-    # A team of its own: thread keys (and so checkpoints) never collide between tests.
-    return SlackDriver(url, SECRET, team=f"T{uuid.uuid4().hex[:8].upper()}")
 
 
 def first_agent_calls(requests: list[GeminiRequest]) -> int:

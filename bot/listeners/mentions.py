@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from bot.app import Services
 
 Next = Callable[[], Awaitable[None]]
+# A plain reply, one also sent to the channel, one with a screenshot: all questions.
+QUESTION_SUBTYPES = (None, "thread_broadcast", "file_share")
 
 
 def register(app: AsyncApp, services: Services) -> None:
@@ -38,7 +40,11 @@ def register(app: AsyncApp, services: Services) -> None:
     async def record_reply(
         body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext, next: Next
     ) -> None:
-        if event.get("subtype") or event.get("bot_id") or not event.get("thread_ts"):
+        if (
+            event.get("subtype") not in QUESTION_SUBTYPES
+            or event.get("bot_id")
+            or not event.get("thread_ts")
+        ):
             pass  # edits, joins, bots, and top-level chatter are not questions
         elif f"<@{context.bot_user_id}>" not in event.get("text", ""):
             await deliver(body, event, mentioned=False)  # a mention: app_mention carries it
