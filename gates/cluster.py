@@ -27,6 +27,7 @@ from gates.model import ClusterSnapshot, Revision
 REVISION = "deployment.kubernetes.io/revision"
 CHANGE_CAUSE = "kubernetes.io/change-cause"
 HASH_LABEL = "pod-template-hash"
+FENCE = "tracegate.io/fenced-by"  # a reconciler's no-op write (see KubernetesCluster.fence)
 PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
 # kubectl keeps the Deployment's own values of these when it copies a ReplicaSet's annotations.
 ANNOTATIONS_TO_SKIP = frozenset(
@@ -192,7 +193,32 @@ class KubernetesCluster:
             )
 
         what = f"{namespace}/{name} to {replicas} replicas"
-        return PlannedWrite(done=f"scaled {what}", would=f"would scale {what}", send=send)
+        return PlannedWrite(
+            done=f"scaled {what}",
+            would=f"would scale {what}",
+            send=send,
+            resource_version=resource_version,
+        )
+
+    async def fence(self, namespace: str, name: str, resource_version: str, marker: str) -> bool:
+        """Make a write conditional on `resource_version` impossible from now on: a no-op
+        annotation change, itself conditional on that version. True when it landed (a write
+        still in flight will get 409); False when the Deployment had already changed."""
+        patch = [
+            {"op": "replace", "path": "/metadata/resourceVersion", "value": resource_version},
+            {
+                "op": "add",
+                "path": f"/metadata/annotations/{FENCE.replace('/', '~1')}",
+                "value": marker,
+            },
+        ]
+        try:
+            await self._call(self._apps.patch_namespaced_deployment(name, namespace, patch))
+        except ClusterError as exc:
+            if "HTTP 409" in str(exc):
+                return False
+            raise
+        return True
 
     async def plan_rollback(
         self, namespace: str, name: str, target: Revision, resource_version: str
@@ -245,7 +271,12 @@ class KubernetesCluster:
             )
 
         what = f"{namespace}/{name} to revision {target.revision} ({', '.join(target.images)})"
-        return PlannedWrite(done=f"rolled back {what}", would=f"would roll back {what}", send=send)
+        return PlannedWrite(
+            done=f"rolled back {what}",
+            would=f"would roll back {what}",
+            send=send,
+            resource_version=resource_version,
+        )
 
 
 @dataclass(frozen=True)
@@ -256,6 +287,7 @@ class PlannedWrite:
     done: str  # the outcome once the cluster shows it
     would: str  # the outcome of a dry run
     send: Callable[[bool], Awaitable[None]]  # dry_run → None
+    resource_version: str = ""  # the write applies only to this version of the Deployment
 
 
 @dataclass(frozen=True)

@@ -138,6 +138,9 @@ class ActionRequest(BaseModel):
     snapshot: ClusterSnapshot | None = None
     target_revision: Revision | None = None  # rollout_undo: pinned at proposal, shown, executed
     dry_run: bool = False  # set when execution starts
+    # The resourceVersion the write is conditional on (set when execution starts): a
+    # reconciler fences it before it may conclude "not applied".
+    write_precondition: str | None = None
     card: CardLocation | None = None
     rollout: RolloutHealth | None = None
     fingerprint: str = ""

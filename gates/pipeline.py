@@ -264,6 +264,7 @@ class ActionPipeline:
             "dry run" if dry_run else "executing",
             expect="approved",
             dry_run=dry_run,
+            write_precondition=planned.resource_version or None,
         )
         error = None
         try:

@@ -5,7 +5,10 @@ It reads the store's index of open requests (no key scans) and takes the due one
 - `approved` past its lease → `aborted`: the executor moves to `executing` before it sends
   the write, so nothing was sent;
 - `executing` past its lease → `succeeded` or `failed`, read back from the cluster exactly
-  as the executor does, and counted by the breaker.
+  as the executor does, and counted by the breaker. First it fences: the write was made
+  conditional on one resourceVersion, and a no-op change on that same version means a write
+  still in flight (a stalled executor, a slow API server) gets 409 instead of landing after
+  the verdict.
 There is no leader: every move is a compare-and-set, so of two reconcilers (or a reconciler
 and a slow executor) exactly one wins and the other leaves the request alone.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 
+from gates.cluster import ClusterError
 from gates.model import ActionRequest, Outcome
 from gates.pipeline import ActionPipeline
 from gates.store import RequestNotFound, TransitionConflict
@@ -83,6 +87,8 @@ class Reconciler:
                 outcome=Outcome(dry_run=True, detail=note),
             )
         if request.status == "executing":
+            if request.write_precondition:
+                await self._fence(request)
             return await self.pipeline.settle(
                 request,
                 done=f"{request.describe()}: the cluster shows the change ({INTERRUPTED})",
@@ -91,3 +97,18 @@ class Reconciler:
             )
         await store.forget_open(request.id)  # closed meanwhile
         return None
+
+    async def _fence(self, request: ActionRequest) -> None:
+        """Before reading back: make sure the executor's write, if it is still in flight
+        (a stalled process, a slow API server), can no longer land after the verdict. Either
+        the fence lands (that write will get 409: "not applied" is final) or the Deployment
+        has changed already (the read-back sees whether it was that write)."""
+        assert request.write_precondition is not None
+        try:
+            await self.pipeline.cluster.fence(
+                request.namespace, request.deployment, request.write_precondition, request.id
+            )
+        except ClusterError as exc:
+            # An API server that takes no writes will not apply a late one either, most
+            # likely; the read-back decides, as it would without a fence.
+            log.warning("cannot fence %s before settling it: %s", request.id, exc)

@@ -55,6 +55,10 @@ class KubeFaults:
     after_write: Literal["", "drop", "late"] = ""
     late_s: float = 3600.0
     pods_never_available: bool = False  # a rollout's new pods never become available
+    # The next `slow_writes` PATCH/PUT requests wait `slow_write_s` before the server looks
+    # at them (a write in flight: sent, not yet applied).
+    slow_writes: int = 0
+    slow_write_s: float = 0.0
 
 
 @dataclass
@@ -405,6 +409,9 @@ class KubernetesSimulator(SimulatorServer):
         if self.faults.latency_s:
             await asyncio.sleep(self.faults.latency_s)
         fault = self.faults
+        if fault.slow_writes and request.method in ("PATCH", "PUT"):
+            fault.slow_writes -= 1
+            await asyncio.sleep(fault.slow_write_s)
         if (
             fault.status is not None
             and request.method in fault.methods

@@ -211,3 +211,44 @@ async def test_a_compare_and_set_lost_between_read_and_write_changes_nothing(
     with pytest.raises(TransitionConflict, match="is already approved"):
         await racing.transition(request.id, "rejected", REQUESTER, expect="pending_approval")
     assert (await pipeline.store.get(request.id)).status == "approved"
+
+
+async def test_a_write_still_in_flight_cannot_land_after_the_reconciler_said_failed(
+    pipeline_for: PipelineFactory, gemini: GeminiSimulator, kube: KubernetesSimulator
+) -> None:
+    executor, other_process = pipeline_for(lease_s=LEASE_S), pipeline_for(lease_s=LEASE_S)
+    request = await _propose(executor, gemini)
+    kube.faults.slow_writes, kube.faults.slow_write_s = 1, 2.0  # the executor's write lingers
+    approving = asyncio.create_task(executor.approve(request.id, APPROVER))
+
+    async def executing() -> bool:
+        return (await executor.store.get(request.id)).status == "executing"
+
+    await until(executing, "the request to be executing")
+    await asyncio.sleep(LEASE_S + 0.1)
+    (settled,) = await Reconciler(other_process).run_once()
+    result = await approving
+
+    assert settled.status == "failed" and result.verdict == "failed"
+    assert kube.deployments[("shop", "payment-api")]["spec"]["replicas"] == 4  # 409 for it
+    breaker = await executor.breaker.state("shop/payment-api")
+    assert (breaker.recent_executions, breaker.consecutive_failures) == (1, 1)
+
+
+async def test_a_write_that_landed_before_the_fence_is_settled_as_succeeded(
+    pipeline_for: PipelineFactory, gemini: GeminiSimulator, kube: KubernetesSimulator
+) -> None:
+    first = pipeline_for(lease_s=0)
+    request = await _propose(first, gemini)
+    await first.store.transition(request.id, "approved", APPROVER, expect="pending_approval")
+    precondition = kube.deployments[("shop", "payment-api")]["metadata"]["resourceVersion"]
+    await first.store.transition(
+        request.id, "executing", APPROVER, expect="approved", write_precondition=precondition
+    )
+    planned = first.cluster.plan_scale("shop", "payment-api", 6, precondition)
+    await planned.send(False)  # the write landed; its executor died before reading back
+
+    (settled,) = await Reconciler(first).run_once()
+
+    assert settled.status == "succeeded"
+    assert kube.deployments[("shop", "payment-api")]["spec"]["replicas"] == 6
