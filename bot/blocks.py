@@ -1,8 +1,8 @@
 """Block Kit rendering: answers, progress, approval cards, steps, rubric status.
 
-Pure functions. Model output and telemetry are escaped (`&`, `<`, `>`) before our own
-links are added, so no answer can ping `@channel` or smuggle a link. Limits kept here:
-section text 3000 chars, at most 50 blocks, button text 75, confirm text 300.
+Pure functions. Model output and telemetry go through `bot.mrkdwn.escape` before our own
+links are added, so no answer can ping `@channel`, mention anyone or smuggle a link. Limits
+kept here: section text 3000 chars, at most 50 blocks, button text 75, confirm text 300.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 from urllib.parse import quote
 
+from bot.mrkdwn import escape
 from gates.model import ActionRequest
 from graph.action_claims import true_state
 from graph.runner import InvestigationResult, RubricReport
@@ -23,10 +24,6 @@ Block = dict[str, Any]
 SECTION_LIMIT = 3000
 MAX_BLOCKS = 50
 MESSAGE_TEXT_LIMIT = 3000  # the notification text; the blocks carry the whole answer
-
-
-def escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def section(text: str) -> Block:
@@ -159,8 +156,8 @@ def answer_message(
 ) -> tuple[str, list[Block]]:
     """The final answer as (notification text, blocks); `actions` are this turn's
     proposals as stored, whose states the bot states under the model's text."""
-    answer = unmarked(result.answer)
-    body = link_traces(escape(answer), result.verified_trace_ids, grafana_url, datasource)
+    answer = escape(unmarked(result.answer))
+    body = link_traces(answer, result.verified_trace_ids, grafana_url, datasource)
     if result.unverified_trace_ids:
         body += "\n\n:warning: Trace IDs marked _unverified_ could not be checked in Tempo."
     notes = "".join(f"\n_{escape(n)}_" for n in result.notices)
@@ -184,8 +181,8 @@ def answer_message(
 
 
 def failure_message(result: InvestigationResult) -> tuple[str, list[Block]]:
-    text = f":x: {result.answer}"
-    return text, [section(escape(text))]
+    text = f":x: {escape(result.answer)}"
+    return text, [section(text)]
 
 
 PROGRESS = {

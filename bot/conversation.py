@@ -210,7 +210,9 @@ class Conversations:
     async def _deliver(self, turn: Turn, result: InvestigationResult) -> None:
         p = self.presentation
         await self._step(
-            turn, "steps", lambda: self.memory.save_steps(result.correlation_id, result.events)
+            turn,
+            "steps",
+            lambda: self.memory.save_steps(turn.thread, result.correlation_id, result.events),
         )
         if result.status == "failed":
             text, blocks = failure_message(result)

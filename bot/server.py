@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
@@ -15,6 +15,8 @@ from aiohttp import web
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.request.internals import parse_body
+from slack_sdk.signature import SignatureVerifier
 
 from bot.app import Services, build_app, build_services
 from bot.runtime import open_runtime
@@ -23,6 +25,7 @@ from bot.worker import running_worker
 
 log = logging.getLogger(__name__)
 
+EVENTS_PATH = "/slack/events"
 EXPIRY_SWEEP_S = 30
 SHUTDOWN_GRACE_S = 10  # for listener work (clicks, commands) after the turns have stopped
 
@@ -49,6 +52,34 @@ def health_app(redis: aioredis.Redis, app: web.Application | None = None) -> web
 
     web_app.router.add_get("/healthz", healthz)
     return web_app
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def refuse_malformed_bodies(signing_secret: str) -> Callable[..., Awaitable[web.StreamResponse]]:
+    """A signed body that is not a JSON object, or a form whose `payload` is not one, is
+    the sender's mistake: 400 (Bolt would fail on it with a 500, which Slack retries).
+    Unsigned, it is refused as Bolt refuses any unsigned request: 401."""
+    verifier = SignatureVerifier(signing_secret)
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.method != "POST" or request.path != EVENTS_PATH:
+            return await handler(request)
+        raw = await request.read()
+        try:
+            parsed: object = parse_body(raw.decode(), request.content_type)
+        except ValueError:  # invalid JSON, or bytes that are not UTF-8
+            parsed = None
+        if isinstance(parsed, dict):
+            return await handler(request)
+        if not verifier.is_valid_request(raw, dict(request.headers)):
+            return web.json_response({"error": "invalid request"}, status=401)
+        log.warning("refused a malformed %s body on %s", request.content_type, request.path)
+        return web.json_response({"error": "malformed request body"}, status=400)
+
+    return middleware
 
 
 async def _sweep_expired(services: Services) -> None:
@@ -81,9 +112,11 @@ async def running_bot(
         services = build_services(settings, runtime, runtime.redis, in_process=embedded)
         app = build_app(settings, services)
         socket_mode = settings.slack_app_token is not None
-        web_app = health_app(
-            runtime.redis, None if socket_mode else app.web_app(path="/slack/events")
-        )
+        web_app = health_app(runtime.redis, None if socket_mode else app.web_app(path=EVENTS_PATH))
+        if not socket_mode:
+            secret = settings.slack_signing_secret
+            assert secret is not None  # check_for_serve demands it in HTTP mode
+            web_app.middlewares.append(refuse_malformed_bodies(secret.get_secret_value()))
         runner = web.AppRunner(web_app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, host, settings.port)

@@ -74,6 +74,6 @@ async def bot(bot_for: BotFactory) -> AsyncIterator[RunningBot]:
 
 
 @pytest.fixture
-def driver(bot: RunningBot) -> SlackDriver:
+def driver(bot: RunningBot, slack: SlackSimulator) -> SlackDriver:
     # A team id of its own: thread keys (and so checkpoints) never collide between tests.
-    return SlackDriver(bot.url, SECRET, team=f"T{uuid.uuid4().hex[:8].upper()}")
+    return SlackDriver(bot.url, SECRET, team=f"T{uuid.uuid4().hex[:8].upper()}", slack=slack)
