@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 from bot.mrkdwn import escape
 from gates.model import ActionRequest
-from graph.action_claims import true_state
+from graph.action_claims import remove_claims, true_state, unsupported_claims
 from graph.runner import InvestigationResult, RubricReport
 from graph.trace_ids import rewrite_trace_ids
 
@@ -269,6 +269,12 @@ def _change(request: ActionRequest) -> str:
     return f"revision {snap.current_revision} ({', '.join(snap.images)}) → {target} ({images})"
 
 
+def _unclaimed(text: str, request: ActionRequest) -> str:
+    """Model text on a card (the agent's reason, the judge's) without sentences saying the
+    action was approved or ran that its record does not bear out: the status line says."""
+    return remove_claims(text, unsupported_claims(text, [request]))[0]
+
+
 def card_blocks(
     request: ActionRequest, grafana_url: str | None, datasource: str, dry_run: bool
 ) -> list[Block]:
@@ -277,11 +283,8 @@ def card_blocks(
     blocks: list[Block] = [section(f"*Proposed action:* {what}")]
     if request.status == "refused":
         refusal = request.refusal
-        why = (
-            f"{refusal.gate}: {refusal.reason}"
-            if refusal
-            else f"judge: {request.judge.reason if request.judge else 'no verdict'}"
-        )
+        judged = _unclaimed(request.judge.reason, request) if request.judge else "no verdict"
+        why = f"{refusal.gate}: {refusal.reason}" if refusal else f"judge: {judged}"
         return [*blocks, context(f":no_entry: Refused by {escape(why)}")]
     evidence = ", ".join(
         f"<{explore_url(grafana_url, datasource, t)}|{t.lstrip('0')[:12]}…>"
@@ -304,7 +307,7 @@ def card_blocks(
             ],
         }
     )
-    blocks.append(section(f"*Reason:* {escape(request.reason)[:2500]}"))
+    blocks.append(section(f"*Reason:* {escape(_unclaimed(request.reason, request))[:2500]}"))
     if evidence:
         blocks.append(context(f"Evidence: {evidence}"))
     gates = "\n".join(
@@ -313,7 +316,7 @@ def card_blocks(
     )
     if request.judge is not None:
         icon = ":warning:" if not request.judge.available else ":scales:"
-        gates += f"\n{icon} *judge*: {escape(request.judge.reason)}"
+        gates += f"\n{icon} *judge*: {escape(_unclaimed(request.judge.reason, request))}"
     blocks.append(context(gates[:3000]))
     if request.status == "pending_approval":
         mode = "a server-side dry run (ACTIONS_ENABLED is off)" if dry_run else "it for real"
