@@ -155,14 +155,11 @@ async def test_no_message_the_bot_sends_carries_what_the_model_smuggled(
     """The model's answer, its proposal's reason and the grader's explanation, through
     the real bot: every posted, updated, ephemeral and response_url message is clean."""
     await driver.slash("/rubric", "set cause stated", user=APPROVER)
+    proposal = {"action": "scale", "namespace": "shop", "replicas": 6, "reason": HOSTILE}
     gemini.script(
-        Reply.call(
-            "propose_action",
-            action="scale",
-            namespace="shop",
-            deployment="payment-api",
-            replicas=6,
-            reason=HOSTILE,
+        Reply.calls(
+            ("propose_action", {**proposal, "deployment": "payment-api"}),
+            ("propose_action", {**proposal, "deployment": HOSTILE}),  # refused by validation
         ),
         Reply.json({"safe_to_proceed": True, "reason": HOSTILE}),
         Reply.text(HOSTILE),
@@ -188,6 +185,6 @@ async def test_no_message_the_bot_sends_carries_what_the_model_smuggled(
     assert await bot.services.jobs.join(15)
 
     sent = [c.args for c in slack.calls if c.method.startswith("chat.")] + slack.responses
-    assert len(sent) >= 6  # placeholder, answer, card, rubric replies, steps
+    assert len(sent) >= 7  # placeholder, answer, two cards, rubric replies, steps
     assert HOSTILE.split()[0].replace("<", "&lt;").replace(">", "&gt;") in str(answer.text)
     assert smuggled(sent, bot_users=BOT_USERS, link_hosts=HOSTS) == []
