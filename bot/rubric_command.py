@@ -29,8 +29,10 @@ RECENT_THREADS = 5
 HELP = """\
 */rubric* — how answers in this channel are graded
 • `/rubric status` — the latest grading of this channel's recent threads
-• `/rubric status <thread link>` — the grading of one thread (copy the link of its first message)
-• `/rubric set <checklist>` — this channel's rubric: one criterion per line (or separated by `;`)
+• `/rubric status &lt;thread link&gt;` — the grading of one thread of this channel \
+(copy the link of its first message)
+• `/rubric set &lt;checklist&gt;` — this channel's rubric: one criterion per line \
+(or separated by `;`)
 • `/rubric show` — the rubric in force here
 • `/rubric clear` — back to the default rubric
 In a thread, mention me with `rubric status` for that thread."""

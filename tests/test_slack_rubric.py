@@ -8,6 +8,7 @@ from sandbox import GeminiSimulator, Reply
 from sandbox.slack import SlackDriver, SlackSimulator
 from tests.gates_fixtures import APPROVER, OUTSIDER
 from tests.slack_fixtures import SECRET, BotFactory
+from tests.slack_markup import smuggled
 
 ROOT = "1700000000.000100"
 PRIVATE = "CPRIVATE"
@@ -106,6 +107,7 @@ async def test_help_lists_every_subcommand(
     await _settled(bot)
     for verb in ("status", "set", "show", "clear"):
         assert f"/rubric {verb}" in _said(slack)
+    assert smuggled(slack.responses) == []  # placeholders like <thread link> are escaped
 
 
 def test_permalinks_of_a_thread_or_a_reply_locate_the_thread() -> None:
