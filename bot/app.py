@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import redis.asyncio as aioredis
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.error import BoltUnhandledRequestError
+from slack_bolt.response import BoltResponse
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncRateLimitErrorRetryHandler,
     AsyncServerErrorRetryHandler,
@@ -17,13 +20,14 @@ from bot.cards import ApproverGroup, Cards
 from bot.conversation import Conversations, Presentation
 from bot.jobs import Jobs
 from bot.listeners import register_listeners
-from bot.rubric_command import RubricCommand
+from bot.rubric_command import RubricCommand, RubricEditors
 from bot.runtime import Runtime
 from bot.settings import Settings
 from bot.thread_context import ContextLimits, ThreadReader
 from bot.threads import ThreadMemory
 from bot.turns import TurnStore
 from bot.worker import InProcessQueue, TurnQueue, TurnRunner, turn_queue
+from gates.store import ActionStore
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +106,22 @@ def build_services(
     runner = TurnRunner(turns, queue, conversations.run, conversations.prepare, timing)
     if isinstance(queue, InProcessQueue):
         queue.runner = runner
-    rubric_command = RubricCommand(runtime.investigator, memory, settings.rubric)
+    anyone, editor_ids = settings.rubric_editor_ids()
+    editors = (
+        RubricEditors(anyone, editor_ids)
+        if anyone or editor_ids
+        else RubricEditors(False, settings.action_policy().approvers, approvers)
+    )
+    rubric_command = RubricCommand(
+        runtime.investigator,
+        memory,
+        settings.rubric,
+        editors,
+        # Rubric changes go to the actions' audit stream, through its one writer, whether
+        # or not actions are configured.
+        runtime.actions.store if runtime.actions else ActionStore(redis, settings.redis_prefix),
+        settings.rubric_max_chars,
+    )
     return Services(client, memory, jobs, cards, conversations, rubric_command, turns, runner)
 
 
@@ -115,6 +134,26 @@ def build_app(settings: Settings, services: Services) -> AsyncApp:
         # Socket Mode is authenticated by the app token; there are no signatures to check.
         request_verification_enabled=not socket_mode,
         logger=log,
+        # Bolt's default for a request no listener takes is a 404, which Slack retries.
+        raise_error_for_unhandled_request=True,
     )
+    app.error(_on_error)
     register_listeners(app, services)
     return app
+
+
+async def _on_error(error: Exception, body: dict[str, Any]) -> BoltResponse | None:
+    """A signed request for nothing we handle (an unknown action id, interaction or event
+    type) is acknowledged and logged; a failing listener is logged and stays a 500."""
+    if isinstance(error, BoltUnhandledRequestError):
+        actions = [a.get("action_id") for a in body.get("actions") or [] if isinstance(a, dict)]
+        event = body.get("event") if isinstance(body.get("event"), dict) else {}
+        log.warning(
+            "ignored a Slack request no listener handles: type=%s event=%s actions=%s",
+            body.get("type") or body.get("command"),
+            (event or {}).get("type"),
+            actions,
+        )
+        return BoltResponse(status=200, body="")
+    log.error("a Slack listener failed: %s", error, exc_info=error)
+    return None

@@ -1,8 +1,8 @@
 """Block Kit rendering: answers, progress, approval cards, steps, rubric status.
 
-Pure functions. Model output and telemetry are escaped (`&`, `<`, `>`) before our own
-links are added, so no answer can ping `@channel` or smuggle a link. Limits kept here:
-section text 3000 chars, at most 50 blocks, button text 75, confirm text 300.
+Pure functions. Model output and telemetry go through `bot.mrkdwn.escape` before our own
+links are added, so no answer can ping `@channel`, mention anyone or smuggle a link. Limits
+kept here: section text 3000 chars, at most 50 blocks, button text 75, confirm text 300.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 from urllib.parse import quote
 
+from bot.mrkdwn import escape
 from gates.model import ActionRequest
-from graph.action_claims import true_state
+from graph.action_claims import remove_claims, true_state, unsupported_claims
 from graph.runner import InvestigationResult, RubricReport
 from graph.trace_ids import rewrite_trace_ids
 
@@ -23,10 +24,6 @@ Block = dict[str, Any]
 SECTION_LIMIT = 3000
 MAX_BLOCKS = 50
 MESSAGE_TEXT_LIMIT = 3000  # the notification text; the blocks carry the whole answer
-
-
-def escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def section(text: str) -> Block:
@@ -159,8 +156,8 @@ def answer_message(
 ) -> tuple[str, list[Block]]:
     """The final answer as (notification text, blocks); `actions` are this turn's
     proposals as stored, whose states the bot states under the model's text."""
-    answer = unmarked(result.answer)
-    body = link_traces(escape(answer), result.verified_trace_ids, grafana_url, datasource)
+    answer = escape(unmarked(result.answer))
+    body = link_traces(answer, result.verified_trace_ids, grafana_url, datasource)
     if result.unverified_trace_ids:
         body += "\n\n:warning: Trace IDs marked _unverified_ could not be checked in Tempo."
     notes = "".join(f"\n_{escape(n)}_" for n in result.notices)
@@ -184,8 +181,8 @@ def answer_message(
 
 
 def failure_message(result: InvestigationResult) -> tuple[str, list[Block]]:
-    text = f":x: {result.answer}"
-    return text, [section(escape(text))]
+    text = f":x: {escape(result.answer)}"
+    return text, [section(text)]
 
 
 PROGRESS = {
@@ -275,6 +272,12 @@ def _change(request: ActionRequest) -> str:
     )
 
 
+def _unclaimed(text: str, request: ActionRequest) -> str:
+    """Model text on a card (the agent's reason, the judge's) without sentences saying the
+    action was approved or ran that its record does not bear out: the status line says."""
+    return remove_claims(text, unsupported_claims(text, [request]))[0]
+
+
 def card_blocks(
     request: ActionRequest,
     grafana_url: str | None,
@@ -287,11 +290,8 @@ def card_blocks(
     blocks: list[Block] = [section(f"*Proposed action:* {what}")]
     if request.status == "refused":
         refusal = request.refusal
-        why = (
-            f"{refusal.gate}: {refusal.reason}"
-            if refusal
-            else f"judge: {request.judge.reason if request.judge else 'no verdict'}"
-        )
+        judged = _unclaimed(request.judge.reason, request) if request.judge else "no verdict"
+        why = f"{refusal.gate}: {refusal.reason}" if refusal else f"judge: {judged}"
         blocks.append(context(f":no_entry: Refused by {escape(why)}"))
         if note:
             return [*blocks, context(note)]
@@ -322,7 +322,7 @@ def card_blocks(
             ],
         }
     )
-    blocks.append(section(f"*Reason:* {escape(request.reason)[:2500]}"))
+    blocks.append(section(f"*Reason:* {escape(_unclaimed(request.reason, request))[:2500]}"))
     if evidence:
         blocks.append(context(f"Evidence: {evidence}"))
     gates = "\n".join(
@@ -331,7 +331,7 @@ def card_blocks(
     )
     if request.judge is not None:
         icon = ":warning:" if not request.judge.available else ":scales:"
-        gates += f"\n{icon} *judge*: {escape(request.judge.reason)}"
+        gates += f"\n{icon} *judge*: {escape(_unclaimed(request.judge.reason, request))}"
     blocks.append(context(gates[:3000]))
     if request.status == "pending_approval":
         mode = "a server-side dry run (ACTIONS_ENABLED is off)" if dry_run else "it for real"

@@ -11,7 +11,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.blocks import card_blocks, section, steps_blocks
 from bot.jobs import Jobs
-from bot.threads import ThreadMemory
+from bot.mrkdwn import escape
+from bot.threads import ThreadMemory, in_channel, thread_key
 from gates.breaker import GLOBAL
 from gates.model import ActionRequest, CardLocation
 from gates.pipeline import SYSTEM, ActionPipeline
@@ -42,6 +43,15 @@ class ApproverGroup:
             except SlackApiError as exc:
                 log.warning("cannot list ACTION_APPROVER_GROUP %s: %s", self.group, exc)
         return user in self._members
+
+
+@dataclass(frozen=True)
+class Click:
+    """Where a button was clicked, as Slack's signed payload says: the message's thread."""
+
+    team: str
+    channel: str
+    thread_ts: str
 
 
 class Cards:
@@ -96,7 +106,9 @@ class Cards:
             posted = await self.client.chat_postMessage(
                 channel=channel,
                 thread_ts=thread_ts,
-                text=f"Proposed action: {request.describe()} ({request.status.replace('_', ' ')})",
+                text=escape(
+                    f"Proposed action: {request.describe()} ({request.status.replace('_', ' ')})"
+                ),
                 blocks=self._blocks(request),
             )
             where = CardLocation(channel=channel, ts=str(posted["ts"]))
@@ -110,12 +122,12 @@ class Cards:
         await self.client.chat_update(
             channel=request.card.channel,
             ts=request.card.ts,
-            text=f"{request.describe()}: {request.status.replace('_', ' ')}",
+            text=escape(f"{request.describe()}: {request.status.replace('_', ' ')}"),
             blocks=self._blocks(request, note),
         )
 
     async def _tell(self, channel: str, user: str, text: str) -> None:
-        await self.client.chat_postEphemeral(channel=channel, user=user, text=text)
+        await self.client.chat_postEphemeral(channel=channel, user=user, text=escape(text))
 
     async def _clicked(
         self, actions: ActionPipeline, request_id: str, user: str, channel: str, message_ts: str
@@ -212,13 +224,17 @@ class Cards:
             )
         return len(settled)
 
-    async def show_steps(self, correlation_id: str, user: str, channel: str) -> None:
-        events = await self.memory.steps(correlation_id)
-        blocks = (
-            steps_blocks(events)
-            if events is not None
-            else [section("The steps of this answer are no longer kept.")]
-        )
+    async def show_steps(self, correlation_id: str, user: str, clicked: Click) -> None:
+        """The run's steps, to whoever clicks Steps under that answer, and nowhere else."""
+        saved = await self.memory.steps(correlation_id)
+        if saved is None:
+            blocks = [section("The steps of this answer are no longer kept.")]
+        elif not in_channel(saved[0], clicked.team, clicked.channel):
+            blocks = [section("That answer is in another channel: ask in that channel.")]
+        elif saved[0] != thread_key(clicked.team, clicked.channel, clicked.thread_ts):
+            blocks = [section("Those steps belong to another answer: click Steps under it.")]
+        else:
+            blocks = steps_blocks(saved[1])
         await self.client.chat_postEphemeral(
-            channel=channel, user=user, text="How this answer was reached", blocks=blocks
+            channel=clicked.channel, user=user, text="How this answer was reached", blocks=blocks
         )

@@ -292,7 +292,7 @@ class Conversations:
         await self._step(
             turn,
             "steps",
-            lambda: self.memory.save_steps(result.correlation_id, result.events),
+            lambda: self.memory.save_steps(turn.thread, result.correlation_id, result.events),
             fence,
         )
         # Proposals of this turn, also those made before a crash this run resumed after.

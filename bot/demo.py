@@ -328,7 +328,7 @@ async def play(
             narrator.say(f"tracegate demo — {mode}.")
             narrator.say(f"Conversations: {store}. Block Kit JSON: {folder}/")
             async with running_bot(settings, host="127.0.0.1", redis=redis, saver=saver) as bot:
-                driver = SlackDriver(bot.url, SECRET, team=TEAM, simulator=world.slack)
+                driver = SlackDriver(bot.url, SECRET, team=TEAM, slack=world.slack)
                 if interactive:
                     if world.gemini is not None:
                         world.gemini.script(*[replay_agent] * 500, model=AGENT)

@@ -1,4 +1,9 @@
-"""`/rubric`: status, set, show, clear, help. Replies are ephemeral."""
+"""`/rubric`: status, set, show, clear, help. Replies are ephemeral.
+
+A thread's grading is shown only in the thread's own channel: whoever can run a command
+here may not be in the channel a link points to. Only RUBRIC_EDITORS may set or clear a
+channel's rubric, and each change is written to the audit stream with its actor.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +11,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from bot.blocks import Block, escape, rubric_report_blocks, section
+from bot.blocks import Block, rubric_report_blocks, section, split_sections
+from bot.cards import ApproverGroup
+from bot.mrkdwn import escape, plain
 from bot.threads import ThreadMemory, thread_key
+from gates.store import ActionStore
 from graph.rubric import criteria_of
 from graph.runner import Investigator
 
@@ -17,13 +25,14 @@ _PERMALINK = re.compile(
     r"(?:\?[^>\s|]*?thread_ts=(?P<thread_ts>\d+\.\d+))?"
 )
 RECENT_THREADS = 5
-MAX_RUBRIC_CHARS = 2000
 
 HELP = """\
 */rubric* — how answers in this channel are graded
 • `/rubric status` — the latest grading of this channel's recent threads
-• `/rubric status <thread link>` — the grading of one thread (copy the link of its first message)
-• `/rubric set <checklist>` — this channel's rubric: one criterion per line (or separated by `;`)
+• `/rubric status &lt;thread link&gt;` — the grading of one thread of this channel \
+(copy the link of its first message)
+• `/rubric set &lt;checklist&gt;` — this channel's rubric: one criterion per line \
+(or separated by `;`)
 • `/rubric show` — the rubric in force here
 • `/rubric clear` — back to the default rubric
 In a thread, mention me with `rubric status` for that thread."""
@@ -45,33 +54,78 @@ def parse_permalink(text: str) -> tuple[str, str] | None:
 
 
 def normalise_checklist(text: str) -> str:
-    lines = text.splitlines() if "\n" in text else text.split(";")
+    """One `- criterion` a line, without control or bidi characters or Slack markup: the
+    rubric is shown in Slack and read by the grader."""
+    cleaned = plain(text)
+    lines = cleaned.splitlines() if "\n" in cleaned else cleaned.split(";")
     return "\n".join(f"- {item}" for item in criteria_of("\n".join(lines)))
 
 
+@dataclass(frozen=True)
+class RubricEditors:
+    """Who may set or clear a channel's rubric (RUBRIC_EDITORS)."""
+
+    anyone: bool
+    users: frozenset[str]
+    group: ApproverGroup | None = None  # ACTION_APPROVER_GROUP, when the approvers edit
+
+    async def allow(self, user: str) -> bool:
+        if self.anyone or user in self.users:
+            return True
+        return self.group is not None and await self.group.contains(user)
+
+
+NOT_AN_EDITOR = (
+    "Only rubric editors may change this channel's rubric: they are listed in RUBRIC_EDITORS "
+    "(Slack user IDs, or `*` for anyone), or are the action approvers (ACTION_APPROVERS, "
+    "ACTION_APPROVER_GROUP) when it is empty."
+)
+
+
 class RubricCommand:
-    def __init__(self, investigator: Investigator, memory: ThreadMemory, default: str | None):
+    def __init__(
+        self,
+        investigator: Investigator,
+        memory: ThreadMemory,
+        default: str | None,
+        editors: RubricEditors,
+        audit: ActionStore,
+        max_chars: int,
+    ) -> None:
         self.investigator = investigator
         self.memory = memory
         self.default = default
+        self.editors = editors
+        self.audit = audit  # the audit stream's one writer, whether or not actions are set up
+        self.max_chars = max_chars
 
-    async def run(self, team: str, channel: str, text: str) -> Reply:
+    async def run(self, team: str, channel: str, user: str, text: str) -> Reply:
         verb, _, rest = text.strip().partition(" ")
         verb = verb.lower()
         if verb == "status":
             return await self._status(team, channel, rest.strip())
-        if verb == "set":
+        if verb in ("set", "clear"):
+            where = f"channel {team}/{channel}"
+            if not await self.editors.allow(user):
+                await self.audit.audit_event(f"rubric_{verb}_denied", user, rest, where)
+                return _say(NOT_AN_EDITOR)
+            if verb == "clear":
+                await self.memory.set_channel_rubric(team, channel, None)
+                await self.audit.audit_event("rubric_cleared", user, "", where)
+                return _say("Channel rubric cleared; the default applies to new threads.")
             checklist = normalise_checklist(rest)
             if not checklist:
                 return _say(
                     "Give the checklist after `set`, "
                     "e.g. `/rubric set cause stated; evidence cited`."
                 )
-            if len(checklist) > MAX_RUBRIC_CHARS:
+            if len(checklist) > self.max_chars:
                 return _say(
-                    f"That rubric is {len(checklist)} characters; keep it under {MAX_RUBRIC_CHARS}."
+                    f"That rubric is {len(checklist):,} characters; the limit is "
+                    f"{self.max_chars:,} (RUBRIC_MAX_CHARS). Shorten the checklist."
                 )
             await self.memory.set_channel_rubric(team, channel, checklist)
+            await self.audit.audit_event("rubric_set", user, checklist, where)
             return _say(f"This channel's rubric is now:\n{escape(checklist)}")
         if verb == "show":
             current = await self.memory.channel_rubric(team, channel)
@@ -80,9 +134,6 @@ class RubricCommand:
             if self.default:
                 return _say(f"No channel rubric; the default applies:\n{escape(self.default)}")
             return _say("No rubric is set here and there is no default: answers are not graded.")
-        if verb == "clear":
-            await self.memory.set_channel_rubric(team, channel, None)
-            return _say("Channel rubric cleared; the default applies to new threads.")
         return _say(HELP)
 
     async def _status(self, team: str, channel: str, argument: str) -> Reply:
@@ -91,6 +142,11 @@ class RubricCommand:
             if located is None:
                 return _say("That does not look like a Slack message link. " + HELP.splitlines()[2])
             link_channel, thread_ts = located
+            if link_channel != channel:
+                return _say(
+                    "That thread is in another channel: ask in that channel "
+                    "(`/rubric status` with the thread's link)."
+                )
             report = await self.investigator.rubric_status(
                 thread_key(team, link_channel, thread_ts)
             )
@@ -111,7 +167,7 @@ class RubricCommand:
 
 
 def _say(text: str) -> Reply:
-    return Reply(text, [section(text)])
+    return Reply(text, [section(chunk) for chunk in split_sections(text)])
 
 
 def as_kwargs(reply: Reply) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
@@ -15,6 +15,8 @@ from aiohttp import web
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.request.internals import parse_body
+from slack_sdk.signature import SignatureVerifier
 
 from bot.app import Services, build_app, build_services
 from bot.runtime import open_runtime
@@ -23,6 +25,7 @@ from bot.worker import running_worker
 
 log = logging.getLogger(__name__)
 
+EVENTS_PATH = "/slack/events"
 SHUTDOWN_GRACE_S = 10  # for listener work (clicks, commands) after the turns have stopped
 
 
@@ -50,15 +53,44 @@ def health_app(redis: aioredis.Redis, app: web.Application | None = None) -> web
     return web_app
 
 
-async def _reconcile(services: Services, interval_s: float) -> None:
-    """Every RECONCILE_INTERVAL, from start: settle action requests a dead process left
-    behind, expire stale proposals, and update their cards."""
-    while True:
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def refuse_malformed_bodies(signing_secret: str) -> Callable[..., Awaitable[web.StreamResponse]]:
+    """A signed body that is not a JSON object, or a form whose `payload` is not one, is
+    the sender's mistake: 400 (Bolt would fail on it with a 500, which Slack retries).
+    Unsigned, it is refused as Bolt refuses any unsigned request: 401."""
+    verifier = SignatureVerifier(signing_secret)
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.method != "POST" or request.path != EVENTS_PATH:
+            return await handler(request)
+        raw = await request.read()
+        try:
+            parsed: object = parse_body(raw.decode(), request.content_type)
+        except ValueError:  # invalid JSON, or bytes that are not UTF-8
+            parsed = None
+        if isinstance(parsed, dict):
+            return await handler(request)
+        if not verifier.is_valid_request(raw, dict(request.headers)):
+            return web.json_response({"error": "invalid request"}, status=401)
+        log.warning("refused a malformed %s body on %s", request.content_type, request.path)
+        return web.json_response({"error": "malformed request body"}, status=400)
+
+    return middleware
+
+
+async def _reconcile(services: Services, interval_s: float, stop: asyncio.Event) -> None:
+    """Every RECONCILE_INTERVAL, from start until `stop`: settle action requests a dead
+    process left behind, expire stale proposals, and update their cards."""
+    while not stop.is_set():
         try:
             await services.cards.reconcile()
         except Exception:
             log.exception("reconciling action requests failed")
-        await asyncio.sleep(interval_s)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval_s)
 
 
 @asynccontextmanager
@@ -82,9 +114,11 @@ async def running_bot(
         services = build_services(settings, runtime, runtime.redis, in_process=embedded)
         app = build_app(settings, services)
         socket_mode = settings.slack_app_token is not None
-        web_app = health_app(
-            runtime.redis, None if socket_mode else app.web_app(path="/slack/events")
-        )
+        web_app = health_app(runtime.redis, None if socket_mode else app.web_app(path=EVENTS_PATH))
+        if not socket_mode:
+            secret = settings.slack_signing_secret
+            assert secret is not None  # check_for_serve demands it in HTTP mode
+            web_app.middlewares.append(refuse_malformed_bodies(secret.get_secret_value()))
         runner = web.AppRunner(web_app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, host, settings.port)
@@ -96,8 +130,10 @@ async def running_bot(
                 await stack.enter_async_context(
                     running_worker(services.runner, settings.worker_timing())
                 )
+            stopping = asyncio.Event()
             sweeper = asyncio.create_task(
-                _reconcile(services, settings.reconcile_interval_s), name="reconcile actions"
+                _reconcile(services, settings.reconcile_interval_s, stopping),
+                name="reconcile actions",
             )
             handler = None
             connecting = None
@@ -120,11 +156,12 @@ async def running_bot(
             try:
                 yield RunningBot(app, services, f"http://127.0.0.1:{port}")
             finally:
-                for task in (sweeper, connecting):
-                    if task is not None:
-                        task.cancel()
-                        with contextlib.suppress(asyncio.CancelledError, Exception):
-                            await task
+                stopping.set()
+                background = [t for t in (sweeper, connecting) if t is not None]
+                for task in background:
+                    task.cancel()
+                # Bounded: a library that swallows a cancellation must not hold up a stop.
+                await asyncio.wait(background, timeout=5)
                 if handler is not None:
                     with contextlib.suppress(Exception):
                         await handler.close_async()  # type: ignore[no-untyped-call]
@@ -140,8 +177,10 @@ async def run_worker(settings: Settings) -> None:
     async with open_runtime(settings) as runtime:
         services = build_services(settings, runtime, runtime.redis)
         timing = settings.worker_timing()
+        reconciling = asyncio.Event()
         reconciler = asyncio.create_task(
-            _reconcile(services, settings.reconcile_interval_s), name="reconcile actions"
+            _reconcile(services, settings.reconcile_interval_s, reconciling),
+            name="reconcile actions",
         )
         async with running_worker(services.runner, timing):
             log.info(
@@ -152,6 +191,7 @@ async def run_worker(settings: Settings) -> None:
             )
             await stop.wait()
             log.info("shutting down: finishing the running turns (SHUTDOWN_GRACE)")
+            reconciling.set()
             reconciler.cancel()
 
 

@@ -67,6 +67,8 @@ class Settings(BaseSettings):
     rubric_max_iterations: Any = 3  # validated by GraphLimits, which names the setting
     grader_model: str | None = None  # default: LLM_MODEL
     grader_max_steps: int = 3
+    rubric_editors: str = ""  # Slack user IDs; empty: the action approvers; `*`: anyone
+    rubric_max_chars: int = Field(default=4000, ge=1, le=40_000)
     # Kubernetes actions
     kubeconfig: str | None = None
     kube_timeout: float = Field(default=10.0, gt=0)
@@ -228,6 +230,11 @@ class Settings(BaseSettings):
 
     def grader_spec(self) -> ModelSpec:
         return self.model_spec().model_copy(update={"model": self.grader_model or self.llm_model})
+
+    def rubric_editor_ids(self) -> tuple[bool, frozenset[str]]:
+        """RUBRIC_EDITORS as (anyone, user ids); no ids means the action approvers."""
+        ids = frozenset(_split(self.rubric_editors))
+        return "*" in ids, ids - {"*"}
 
     @property
     def rubric(self) -> str | None:

@@ -4,7 +4,7 @@
 - threads the bot is in (replies there continue the conversation without a mention);
 - each channel's recent threads (for `/rubric status` without a permalink);
 - the channel's rubric (`/rubric set`);
-- a run's steps (for the Steps button).
+- a run's steps with the thread they belong to (for the Steps button).
 
 (Turns, their per-thread order and leases are in `bot.turns`; where an approval card was
 posted is stored with its request.)
@@ -20,10 +20,18 @@ import redis.asyncio as aioredis
 from gates.store import as_text
 
 DEDUPE_TTL_S = 3600  # Slack retries for about 5 minutes; keep a margin
+# A channel's rubric is kept while the channel is in use: each answer there renews it.
+RUBRIC_TTL_S = 90 * 24 * 3600
+RECENT_THREADS_KEPT = 50
 
 
 def thread_key(team: str, channel: str, thread_ts: str) -> str:
     return f"{team}:{channel}:{thread_ts}"
+
+
+def in_channel(key: str, team: str, channel: str) -> bool:
+    """Whether a thread key is of a thread in this channel."""
+    return key.startswith(f"{team}:{channel}:")
 
 
 class ThreadMemory:
@@ -43,8 +51,11 @@ class ThreadMemory:
         key = thread_key(team, channel, thread_ts)
         await self.redis.set(f"{self.prefix}:thread:{key}", "1", ex=self.ttl_s)
         index = f"{self.prefix}:channel:{team}:{channel}:threads"
-        await self.redis.zadd(index, {thread_ts: float(thread_ts)})
-        await self.redis.zremrangebyrank(index, 0, -51)  # keep the latest 50
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.zadd(index, {thread_ts: float(thread_ts)})
+            pipe.zremrangebyrank(index, 0, -RECENT_THREADS_KEPT - 1)
+            pipe.expire(index, self.ttl_s)  # a channel gone quiet is forgotten with its threads
+            await pipe.execute()
 
     async def joined(self, team: str, channel: str, thread_ts: str) -> bool:
         key = thread_key(team, channel, thread_ts)
@@ -56,22 +67,28 @@ class ThreadMemory:
 
     # --- channel rubric ---------------------------------------------------------------------
     async def channel_rubric(self, team: str, channel: str) -> str | None:
-        value = await self.redis.get(f"{self.prefix}:rubric:{team}:{channel}")
+        """The channel's rubric; reading it (every answer does) keeps it RUBRIC_TTL_S more."""
+        value = await self.redis.getex(f"{self.prefix}:rubric:{team}:{channel}", ex=RUBRIC_TTL_S)
         return as_text(value) if value is not None else None
 
     async def set_channel_rubric(self, team: str, channel: str, rubric: str | None) -> None:
         key = f"{self.prefix}:rubric:{team}:{channel}"
         if rubric:
-            await self.redis.set(key, rubric)
+            await self.redis.set(key, rubric, ex=RUBRIC_TTL_S)
         else:
             await self.redis.delete(key)
 
     # --- steps and cards ---------------------------------------------------------------------
-    async def save_steps(self, correlation_id: str, events: list[dict[str, Any]]) -> None:
-        await self.redis.set(
-            f"{self.prefix}:steps:{correlation_id}", json.dumps(events, default=str), ex=self.ttl_s
-        )
+    async def save_steps(
+        self, thread: str, correlation_id: str, events: list[dict[str, Any]]
+    ) -> None:
+        saved = json.dumps({"thread": thread, "events": events}, default=str)
+        await self.redis.set(f"{self.prefix}:steps:{correlation_id}", saved, ex=self.ttl_s)
 
-    async def steps(self, correlation_id: str) -> list[dict[str, Any]] | None:
+    async def steps(self, correlation_id: str) -> tuple[str, list[dict[str, Any]]] | None:
+        """(the thread key of the answer, its run's events), while they are kept."""
         raw = await self.redis.get(f"{self.prefix}:steps:{correlation_id}")
-        return json.loads(raw) if raw is not None else None
+        if raw is None:
+            return None
+        saved = json.loads(raw)
+        return saved["thread"], saved["events"]

@@ -31,6 +31,7 @@ redis.call('EXPIRE', KEYS[1], ARGV[1])
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
 redis.call('EXPIRE', KEYS[2], ARGV[1])
 redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3])
+redis.call('EXPIRE', KEYS[3], ARGV[1])
 return 1
 """
 

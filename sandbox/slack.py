@@ -8,6 +8,11 @@ reactions.remove. Every call is recorded. Blocks are checked
 against Slack's documented limits and refused with `invalid_blocks`, as Slack does.
 `rate_limit(method, times, retry_after)` answers the next calls 429 with Retry-After.
 
+Response URLs (`POST /hooks/<id>`), as Slack hands them out with each slash command and
+interaction: JSON with `text` and/or `blocks` and `response_type` (`ephemeral`, the
+default, or `in_channel`); at most 5 uses within 30 minutes. An ephemeral response is
+recorded with the others in `ephemeral` (`via: response_url`), and every one in `responses`.
+
 `SlackDriver` sends correctly signed events, interactivity payloads and slash commands
 to the bot over HTTP, like Slack's servers do. For Socket Mode, `apps.connections.open`
 hands out a WebSocket URL on this server, and `socket_send` delivers an envelope over it
@@ -108,16 +113,33 @@ def block_problems(blocks: list[dict[str, Any]]) -> list[str]:
     return problems
 
 
+HOOK_USES = 5  # Slack: a response_url may be used up to 5 times within 30 minutes
+HOOK_LIFETIME_S = 30 * 60
+
+
+@dataclass
+class ResponseHook:
+    """Where a response_url's posts go: the command's or the click's channel and user."""
+
+    channel: str
+    user: str
+    created_at: float
+    uses: int = 0
+
+
 @dataclass
 class SlackSimulator(SimulatorServer):
     calls: list[SlackCall] = field(default_factory=list)
     usergroups: dict[str, list[str]] = field(default_factory=dict)
+    outside: set[str] = field(default_factory=set)  # channels the bot is not a member of
 
     def __post_init__(self) -> None:
         super().__init__()
         self.messages: dict[tuple[str, str], SlackMessage] = {}  # the bot's own
         self.others: dict[tuple[str, str], SlackMessage] = {}  # people's and other apps'
         self.ephemeral: list[dict[str, Any]] = []
+        self.responses: list[dict[str, Any]] = []
+        self._hooks: dict[str, ResponseHook] = {}
         self._clock = itertools.count(1)
         self._limits: dict[str, tuple[int, int]] = {}
         self._sockets: list[web.WebSocketResponse] = []
@@ -177,11 +199,18 @@ class SlackSimulator(SimulatorServer):
     def new_ts(self) -> str:
         return f"{1_700_000_000 + next(self._clock)}.000100"
 
+    def response_url(self, channel: str, user: str) -> str:
+        """A fresh response_url for a command or click in `channel` by `user`."""
+        hook_id = uuid.uuid4().hex
+        self._hooks[hook_id] = ResponseHook(channel, user, time.time())
+        return f"{self.url}/hooks/{hook_id}"
+
     # --- HTTP -------------------------------------------------------------------------------
     def routes(self, app: web.Application) -> None:
         app.router.add_get("/link", self._socket)
         app.router.add_post("/api/{method}", self._api)
         app.router.add_get("/api/{method}", self._api)  # slack_sdk GETs some read methods
+        app.router.add_post("/hooks/{hook_id}", self._hook)
 
     async def _args(self, request: web.Request) -> dict[str, Any]:
         # slack_sdk sends some methods' arguments as query parameters, even on POST.
@@ -221,6 +250,42 @@ class SlackSimulator(SimulatorServer):
             return web.json_response({"ok": False, "error": "unknown_method"})
         body: dict[str, Any] = handler(args)
         return web.json_response(body)
+
+    async def _hook(self, request: web.Request) -> web.Response:
+        """A post to a response_url; Slack answers `ok`, or an error word with a 4xx."""
+        hook = self._hooks.get(request.match_info["hook_id"])
+        if hook is None:
+            return web.Response(status=404, text="no_service")
+        if time.time() - hook.created_at > HOOK_LIFETIME_S:
+            return web.Response(status=404, text="expired_url")
+        if hook.uses >= HOOK_USES:
+            return web.Response(status=404, text="used_url")
+        if request.content_type != "application/json":
+            return web.Response(status=400, text="invalid_payload")
+        try:
+            body = await request.json()
+        except ValueError:
+            return web.Response(status=400, text="invalid_payload")
+        if not isinstance(body, dict):
+            return web.Response(status=400, text="invalid_payload")
+        error = self._checked(body)
+        if error is not None:
+            return web.Response(status=400, text=str(error["error"]))
+        kind = body.get("response_type", "ephemeral")
+        if kind not in ("ephemeral", "in_channel"):
+            return web.Response(status=400, text="invalid_payload")
+        hook.uses += 1
+        response = {"channel": hook.channel, "user": hook.user, **body}
+        self.responses.append(response)
+        if kind == "ephemeral":
+            self.ephemeral.append({**response, "via": "response_url"})
+        else:
+            ts = self.new_ts()
+            message = SlackMessage(
+                hook.channel, ts, body.get("text", ""), body.get("blocks") or [], None
+            )
+            self.messages[(hook.channel, ts)] = message
+        return web.Response(text="ok")
 
     # --- Socket Mode -------------------------------------------------------------------------
     async def _socket(self, request: web.Request) -> web.WebSocketResponse:
@@ -268,6 +333,8 @@ class SlackSimulator(SimulatorServer):
         return {"ok": True, "team_id": TEAM, "user_id": BOT_USER, "bot_id": "BBOT", "team": "sim"}
 
     def _checked(self, args: dict[str, Any]) -> dict[str, Any] | None:
+        if args.get("channel") in self.outside:
+            return {"ok": False, "error": "not_in_channel"}
         blocks = args.get("blocks") or []
         problems = block_problems(blocks)
         if problems:
@@ -395,9 +462,15 @@ class SlackDriver:
     bot_url: str
     signing_secret: str
     team: str = TEAM
-    # When given, the people's messages this driver sends are stored there too, as Slack
-    # stores them (so conversations.replies and reactions see them).
-    simulator: SlackSimulator | None = None
+    # With the simulator: the people's messages this driver sends are stored there too, as
+    # Slack stores them (conversations.replies and reactions see them), response URLs reach
+    # it, and clicks carry the message as posted.
+    slack: SlackSimulator | None = None
+
+    def _response_url(self, kind: str, channel: str, user: str) -> str:
+        if self.slack is None:
+            return f"https://hooks.slack.invalid/{kind}"
+        return self.slack.response_url(channel, user)
 
     async def post(
         self,
@@ -467,11 +540,8 @@ class SlackDriver:
         return await self.event(event, event_id=event_id, retry=retry)
 
     def _store(self, event: dict[str, Any]) -> None:
-        if (
-            self.simulator is not None
-            and (event["channel"], event["ts"]) not in self.simulator.others
-        ):
-            self.simulator.post_as(
+        if self.slack is not None and (event["channel"], event["ts"]) not in self.slack.others:
+            self.slack.post_as(
                 event["channel"],
                 event["text"],
                 ts=event["ts"],
@@ -498,17 +568,24 @@ class SlackDriver:
     async def click(
         self, action_id: str, value: str, *, user: str, channel: str, message_ts: str
     ) -> tuple[int, str]:
+        message: dict[str, Any] = {"ts": message_ts, "type": "message"}
+        container = {"type": "message", "message_ts": message_ts, "channel_id": channel}
+        posted = self.slack.messages.get((channel, message_ts)) if self.slack else None
+        if posted is not None:  # Slack sends the message as it is, thread included
+            message.update(text=posted.text, blocks=posted.blocks, user=BOT_USER)
+            if posted.thread_ts:
+                message["thread_ts"] = container["thread_ts"] = posted.thread_ts
         payload = {
             "type": "block_actions",
             "team": {"id": self.team},
             "user": {"id": user, "username": user, "team_id": self.team},
             "api_app_id": "A1",
             "token": "legacy",
-            "container": {"type": "message", "message_ts": message_ts, "channel_id": channel},
+            "container": container,
             "trigger_id": uuid.uuid4().hex,
             "channel": {"id": channel},
-            "message": {"ts": message_ts, "type": "message"},
-            "response_url": "https://hooks.slack.invalid/actions",
+            "message": message,
+            "response_url": self._response_url("actions", channel, user),
             "actions": [
                 {
                     "action_id": action_id,
@@ -536,7 +613,7 @@ class SlackDriver:
             "channel": {"id": message.channel, "name": "incidents"},
             "message_ts": message.ts,
             "message": message.as_api(),
-            "response_url": "https://hooks.slack.invalid/shortcuts",
+            "response_url": self._response_url("shortcuts", message.channel, user),
             "token": "legacy",
         }
         body = urlencode({"payload": json.dumps(payload)})
@@ -552,7 +629,7 @@ class SlackDriver:
             "user_id": user,
             "command": command,
             "text": text,
-            "response_url": "https://hooks.slack.invalid/commands",
+            "response_url": self._response_url("commands", channel, user),
             "trigger_id": uuid.uuid4().hex,
             "api_app_id": "A1",
         }

@@ -76,4 +76,4 @@ async def bot(bot_for: BotFactory) -> AsyncIterator[RunningBot]:
 @pytest.fixture
 def driver(bot: RunningBot, slack: SlackSimulator) -> SlackDriver:
     # A team id of its own: thread keys (and so checkpoints) never collide between tests.
-    return SlackDriver(bot.url, SECRET, team=f"T{uuid.uuid4().hex[:8].upper()}", simulator=slack)
+    return SlackDriver(bot.url, SECRET, team=f"T{uuid.uuid4().hex[:8].upper()}", slack=slack)

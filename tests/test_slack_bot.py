@@ -242,3 +242,50 @@ async def test_with_an_app_token_events_arrive_over_socket_mode(
     assert ack["envelope_id"]
     assert answer.blocks[0]["text"]["text"] == "answered over Socket Mode"
     assert slack.calls_to("apps.connections.open")
+
+
+async def _answered(
+    bot: RunningBot, driver: SlackDriver, slack: SlackSimulator, channel: str, root: str
+) -> tuple[str, str]:
+    """A thread answered in `channel`: (its Steps button's value, the answer's ts)."""
+    await driver.mention("why?", ts=root, channel=channel)
+    await _settled(bot)
+    (answer,) = slack.thread(channel, root)
+    return str(answer.blocks[-1]["elements"][0]["value"]), answer.ts
+
+
+async def test_steps_of_an_answer_in_another_channel_are_not_shown(
+    bot: RunningBot, driver: SlackDriver, slack: SlackSimulator, gemini: GeminiSimulator
+) -> None:
+    gemini.script(Reply.text("Private detail: card-gateway creds rotated"), Reply.text("ok"))
+    private_steps, _ = await _answered(bot, driver, slack, "CPRIVATE", ROOT)
+    _, here = await _answered(bot, driver, slack, "C1", ROOT)
+
+    await driver.click("show_steps", private_steps, user="U_CURIOUS", channel="C1", message_ts=here)
+    await _settled(bot)
+    (shown,) = slack.ephemeral
+    assert shown["blocks"] == [
+        {
+            "type": "section",
+            "text": {
+                "type": "mrkdwn",
+                "text": "That answer is in another channel: ask in that channel.",
+            },
+        }
+    ]
+
+
+async def test_steps_are_shown_only_under_the_answer_they_belong_to(
+    bot: RunningBot, driver: SlackDriver, slack: SlackSimulator, gemini: GeminiSimulator
+) -> None:
+    gemini.script(Reply.text("first"), Reply.text("second"))
+    first_steps, _ = await _answered(bot, driver, slack, "C1", ROOT)
+    _, second_answer = await _answered(bot, driver, slack, "C1", "1700000500.000100")
+
+    await driver.click(
+        "show_steps", first_steps, user="U_CURIOUS", channel="C1", message_ts=second_answer
+    )
+    await _settled(bot)
+    (shown,) = slack.ephemeral
+    assert "belong to another answer" in shown["text"] + str(shown["blocks"])
+    assert "trace guard" not in str(shown["blocks"])

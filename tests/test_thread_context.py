@@ -178,7 +178,7 @@ async def test_a_long_thread_is_paged_within_the_bounds(
             bot.url,
             "sandbox-signing-secret",
             team=f"T{uuid.uuid4().hex[:8].upper()}",
-            simulator=slack,
+            slack=slack,
         )
         await driver.mention("why?", ts=slack.new_ts(), thread_ts=root)
         await _settled(bot)
@@ -249,7 +249,7 @@ async def test_an_incomplete_or_failed_answer_gets_its_own_reaction(
             bot.url,
             "sandbox-signing-secret",
             team=f"T{uuid.uuid4().hex[:8].upper()}",
-            simulator=slack,
+            slack=slack,
         )
         asked = slack.new_ts()
         await driver.mention("why?", ts=asked)

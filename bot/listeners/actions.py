@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp
 
+from bot.cards import Click
+
 if TYPE_CHECKING:
     from bot.app import Services
 
@@ -38,8 +40,12 @@ def register(app: AsyncApp, services: Services) -> None:
     async def steps(ack: AsyncAck, body: dict[str, Any]) -> None:
         services.jobs.adopt_current()
         await ack()
-        correlation_id, user, channel, _ = _click(body)
-        await services.cards.show_steps(correlation_id, user, channel)
+        correlation_id, user, channel, message_ts = _click(body)
+        message = body.get("message") or {}
+        root = message.get("thread_ts") or body.get("container", {}).get("thread_ts")
+        team = (body.get("team") or {}).get("id") or body["user"].get("team_id", "")
+        clicked = Click(str(team), channel, root or message_ts)
+        await services.cards.show_steps(correlation_id, user, clicked)
 
     app.action("approve_action")(approve)
     app.action("reject_action")(reject)

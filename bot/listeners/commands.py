@@ -1,26 +1,33 @@
-"""`/rubric`."""
+"""`/rubric`. Replies go to the command's response_url, which works in every channel the
+command can be run in; `chat.postEphemeral` fails where the bot is not a member."""
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
-from slack_bolt.async_app import AsyncAck, AsyncApp
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 
 from bot.rubric_command import as_kwargs
 
 if TYPE_CHECKING:
     from bot.app import Services
 
+log = logging.getLogger(__name__)
+
 
 def register(app: AsyncApp, services: Services) -> None:
-    async def rubric(ack: AsyncAck, command: dict[str, Any]) -> None:
+    async def rubric(ack: AsyncAck, command: dict[str, Any], respond: AsyncRespond) -> None:
         services.jobs.adopt_current()
         await ack()
         reply = await services.rubric_command.run(
-            str(command.get("team_id", "")), command["channel_id"], command.get("text", "")
+            str(command.get("team_id", "")),
+            command["channel_id"],
+            command["user_id"],
+            command.get("text", ""),
         )
-        await services.client.chat_postEphemeral(
-            channel=command["channel_id"], user=command["user_id"], **as_kwargs(reply)
-        )
+        sent = await respond(response_type="ephemeral", **as_kwargs(reply))
+        if sent.status_code != 200:
+            log.warning("Slack refused the /rubric reply: %s %s", sent.status_code, sent.body)
 
     app.command("/rubric")(rubric)
