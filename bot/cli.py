@@ -16,6 +16,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from bot.demo import play
+from bot.preflight import RedisUnusable
 from bot.runtime import open_runtime
 from bot.server import run_worker, serve
 from bot.settings import Settings, SettingsError, load_settings
@@ -112,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _demo(args)
 
     try:
-        settings = load_settings()
+        settings = load_settings(args.command)
         _configure_logging(settings.log_level)
         if args.command == "serve":
             asyncio.run(serve(settings))
@@ -124,6 +125,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = asyncio.run(_investigate(settings, args))
     except (SettingsError, ConfigError) as exc:
         print(f"tracegate: configuration error\n{exc}", file=sys.stderr)
+        return 2
+    except RedisUnusable as exc:
+        print(f"tracegate: {exc}", file=sys.stderr)
         return 2
     except RedisError as exc:
         print(f"tracegate: cannot use Redis at REDIS_URL: {exc}", file=sys.stderr)
