@@ -31,6 +31,7 @@ from bot.blocks import (
 )
 from bot.cards import Cards
 from bot.jobs import Jobs
+from bot.metrics import EVENTS_DEDUPLICATED, TURNS_STARTED, observe_turn
 from bot.thread_context import ThreadReader
 from bot.threads import ThreadMemory, thread_key
 from bot.turns import Turn, TurnStore, turn_id_of
@@ -159,6 +160,7 @@ class Conversations:
             event_id=event_id or "",
         )
         if not await self.turns.record(turn):
+            EVENTS_DEDUPLICATED.inc()
             recorded = await self.turns.get(turn.id)
             if recorded is not None and recorded.state == "done":
                 log.info("redelivery of answered turn %s (event %s) ignored", turn.id, event_id)
@@ -238,6 +240,7 @@ class Conversations:
                 )
             rubric = await self.memory.channel_rubric(turn.team, turn.channel)
             context = await self.reader.unseen(turn, include=turn.about)
+            TURNS_STARTED.inc()
             result = await self.investigator.investigate(
                 turn.thread,
                 turn.text,
@@ -247,6 +250,7 @@ class Conversations:
                 turn_id=turn.id,
                 context=context,
             )
+            observe_turn(result)
             await self.turns.store_result(turn.id, result.model_dump(mode="json"))
             await self.reader.mark_seen(turn)
         await self._deliver(turn, result)

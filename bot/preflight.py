@@ -16,7 +16,10 @@ from redis.exceptions import RedisError, ResponseError
 # The search indexes the checkpointer creates at start-up and queries on every turn.
 CHECKPOINT_INDEXES = (CHECKPOINT_PREFIX, CHECKPOINT_WRITE_PREFIX)
 # A command of each module that is harmless to run: "unknown command" means the module is absent.
-_MODULE_PROBES = (("RedisJSON", ("JSON.TYPE", "tracegate:preflight")), ("RediSearch", ("FT._LIST",)))
+_MODULE_PROBES = (
+    ("RedisJSON", ("JSON.TYPE", "tracegate:preflight")),
+    ("RediSearch", ("FT._LIST",)),
+)
 
 
 class RedisUnusable(Exception):
@@ -37,7 +40,7 @@ async def missing_modules(client: aioredis.Redis) -> list[str]:
     missing = []
     for module, command in _MODULE_PROBES:
         try:
-            await client.execute_command(*command)
+            await client.execute_command(*command)  # type: ignore[no-untyped-call]
         except ResponseError as exc:
             if "unknown command" not in str(exc).lower():
                 raise
@@ -65,6 +68,6 @@ async def missing_indexes(client: aioredis.Redis) -> list[str]:
     """The checkpoint indexes that do not exist (any of them missing: turns cannot run)."""
     existing = {
         name.decode() if isinstance(name, bytes) else str(name)
-        for name in await client.execute_command("FT._LIST")
+        for name in await client.execute_command("FT._LIST")  # type: ignore[no-untyped-call]
     }
     return [name for name in CHECKPOINT_INDEXES if name not in existing]

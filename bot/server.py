@@ -1,4 +1,5 @@
-"""`tracegate serve`: the Bolt app over HTTP (aiohttp) or Socket Mode, plus /healthz."""
+"""`tracegate serve`: the Bolt app over HTTP (aiohttp) or Socket Mode; `tracegate worker`:
+the queue's turns. Both answer the probes and /metrics on PORT (`bot.health`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 
 from bot.app import Services, build_app, build_services
+from bot.health import Readiness, health_app
+from bot.metrics import SLACK_PATH, QueueStats, count_slack_requests
 from bot.runtime import open_runtime
 from bot.settings import Settings
 from bot.worker import running_worker
@@ -33,21 +36,22 @@ class RunningBot:
     url: str
 
 
-def health_app(redis: aioredis.Redis, app: web.Application | None = None) -> web.Application:
-    """`GET /healthz`: 200 when Redis answers, 503 (with the reason) when it does not."""
-    web_app = app or web.Application()
+def _queue_stats(services: Services) -> QueueStats:
+    async def stats() -> tuple[int, float | None]:
+        return await services.runner.queue.count("queued"), await services.turns.oldest_unfinished()
 
-    async def healthz(request: web.Request) -> web.Response:
-        try:
-            async with asyncio.timeout(2):
-                await redis.ping()
-        except Exception as exc:
-            body = {"status": "unhealthy", "redis": f"unreachable: {type(exc).__name__}"}
-            return web.json_response(body, status=503)
-        return web.json_response({"status": "ok", "redis": "ok"})
+    return stats
 
-    web_app.router.add_get("/healthz", healthz)
-    return web_app
+
+async def _listen(web_app: web.Application, host: str, port: int) -> tuple[web.AppRunner, int]:
+    """Serve `web_app` on host:port (0: any free port); the runner, and the port it got."""
+    runner = web.AppRunner(web_app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    server = site._server
+    bound = server.sockets[0].getsockname()[1] if isinstance(server, asyncio.Server) else 0
+    return runner, bound
 
 
 async def _reconcile(services: Services, interval_s: float) -> None:
@@ -82,15 +86,14 @@ async def running_bot(
         services = build_services(settings, runtime, runtime.redis, in_process=embedded)
         app = build_app(settings, services)
         socket_mode = settings.slack_app_token is not None
+        readiness = Readiness(runtime.redis, check_indexes=not embedded)
         web_app = health_app(
-            runtime.redis, None if socket_mode else app.web_app(path="/slack/events")
+            readiness,
+            None if socket_mode else app.web_app(path=SLACK_PATH),
+            _queue_stats(services),
         )
-        runner = web.AppRunner(web_app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, host, settings.port)
-        await site.start()
-        server = site._server
-        port = server.sockets[0].getsockname()[1] if isinstance(server, asyncio.Server) else 0
+        web_app.middlewares.append(count_slack_requests)
+        runner, port = await _listen(web_app, host, settings.port)
         async with AsyncExitStack() as stack:
             if settings.worker_mode == "inline" and not embedded:
                 await stack.enter_async_context(
@@ -98,6 +101,9 @@ async def running_bot(
                 )
             sweeper = asyncio.create_task(
                 _reconcile(services, settings.reconcile_interval_s), name="reconcile actions"
+            )
+            authenticating = asyncio.create_task(
+                readiness.authenticate(services.client), name="slack auth"
             )
             handler = None
             connecting = None
@@ -120,7 +126,7 @@ async def running_bot(
             try:
                 yield RunningBot(app, services, f"http://127.0.0.1:{port}")
             finally:
-                for task in (sweeper, connecting):
+                for task in (sweeper, authenticating, connecting):
                     if task is not None:
                         task.cancel()
                         with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -133,26 +139,38 @@ async def running_bot(
             log.warning("stopped with %d listener jobs unfinished", services.jobs.running)
 
 
-async def run_worker(settings: Settings) -> None:
+async def run_worker(settings: Settings, host: str = "0.0.0.0") -> None:
     """`tracegate worker`: run turns from the queue until SIGINT/SIGTERM."""
     settings.check_for_serve(worker=True)
     stop = _stop_on_signals()
     async with open_runtime(settings) as runtime:
         services = build_services(settings, runtime, runtime.redis)
         timing = settings.worker_timing()
-        reconciler = asyncio.create_task(
-            _reconcile(services, settings.reconcile_interval_s), name="reconcile actions"
+        readiness = Readiness(runtime.redis)
+        runner, port = await _listen(
+            health_app(readiness, queue_stats=_queue_stats(services)), host, settings.port
         )
-        async with running_worker(services.runner, timing):
-            log.info(
-                "tracegate worker running %d turns at a time; a dead worker's turns resume "
-                "within %.0fs",
-                timing.concurrency,
-                timing.recovery_s,
-            )
-            await stop.wait()
-            log.info("shutting down: finishing the running turns (SHUTDOWN_GRACE)")
-            reconciler.cancel()
+        background = [
+            asyncio.create_task(
+                _reconcile(services, settings.reconcile_interval_s), name="reconcile actions"
+            ),
+            asyncio.create_task(readiness.authenticate(services.client), name="slack auth"),
+        ]
+        try:
+            async with running_worker(services.runner, timing):
+                log.info(
+                    "tracegate worker running %d turns at a time (probes and /metrics on port "
+                    "%s); a dead worker's turns resume within %.0fs",
+                    timing.concurrency,
+                    port,
+                    timing.recovery_s,
+                )
+                await stop.wait()
+                log.info("shutting down: finishing the running turns (SHUTDOWN_GRACE)")
+                for task in background:
+                    task.cancel()
+        finally:
+            await runner.cleanup()
 
 
 def _stop_on_signals() -> asyncio.Event:
@@ -171,4 +189,4 @@ async def serve(settings: Settings) -> None:
         log.info("shutting down: no new events; finishing the running turns (SHUTDOWN_GRACE)")
 
 
-__all__ = ["RunningBot", "health_app", "run_worker", "running_bot", "serve"]
+__all__ = ["RunningBot", "run_worker", "running_bot", "serve"]

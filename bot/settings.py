@@ -328,9 +328,7 @@ def load_settings(command: Command | None = None, **overrides: Any) -> Settings:
                 # A default that fails with the other values: nothing left to replace.
                 raise SettingsError("\n".join(problems)) from None
             for name in failed & set(Settings.model_fields):
-                replaced[name] = Settings.model_fields[name].get_default(
-                    call_default_factory=True
-                )
+                replaced[name] = Settings.model_fields[name].get_default(call_default_factory=True)
     for check in (settings.graph_limits, settings.action_policy):
         try:
             check()

@@ -25,6 +25,7 @@ from graph.context import ThreadContext
 from graph.grader import Grader
 from graph.model import make_chat_model
 from graph.nodes.grade import OnEvaluation
+from graph.nodes.tools import failed_tools_notice
 from graph.rubric import Evaluation
 from graph.state import InvestigationState
 from graph.tools.kubernetes import kubernetes_tools
@@ -277,6 +278,8 @@ class Investigator:
                 f"Used the whole tool budget ({self.limits.tool_budget} calls) "
                 "before answering; some evidence may be missing."
             )
+        if failed := failed_tools_notice(turn.events):
+            notices.append(failed)
         return turn.result(
             status,
             turn.final.get("answer") or "",

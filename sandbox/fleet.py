@@ -54,8 +54,8 @@ class TracegateProcess:
 
     def start(self) -> TracegateProcess:
         env = {**os.environ, **self.env}
-        if self.port is not None:
-            env["PORT"] = str(self.port)
+        # A worker without a port of its own still serves its probes: on any free port.
+        env["PORT"] = str(self.port) if self.port is not None else "0"
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "bot.cli", self.command],

@@ -57,6 +57,8 @@ async def test_a_forbidden_call_reaches_the_code_as_the_api_servers_message(
     kube.rules = [r for r in shipped_role_rules() if "deployments/scale" not in r["resources"]]
     snap = await cluster.snapshot("shop", "fresh-svc")
     scale = cluster.plan_scale("shop", "fresh-svc", 3, snap.resource_version)
-    with pytest.raises(ClusterError, match=r'HTTP 403: .*cannot patch resource "deployments/scale"'):
+    with pytest.raises(
+        ClusterError, match=r'HTTP 403: .*cannot patch resource "deployments/scale"'
+    ):
         await scale.send(False)
     assert kube.writes == []

