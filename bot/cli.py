@@ -16,6 +16,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from bot.demo import play
+from bot.logs import configure_logging
 from bot.preflight import RedisUnusable
 from bot.runtime import open_runtime
 from bot.server import run_worker, serve
@@ -23,18 +24,6 @@ from bot.settings import Settings, SettingsError, load_settings
 from gates.cluster import ClusterError
 from graph.config import ConfigError
 from graph.runner import InvestigationResult
-
-
-def _configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    # Request lines would repeat every URL (and any credentials a URL carries); saq logs
-    # every job's start and end, and its worker's repr.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    logging.getLogger("saq").setLevel(logging.WARNING)
 
 
 async def _investigate(settings: Settings, args: argparse.Namespace) -> InvestigationResult:
@@ -114,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         settings = load_settings(args.command)
-        _configure_logging(settings.log_level)
+        configure_logging(settings.log_level, settings.log_format)
         if args.command == "serve":
             asyncio.run(serve(settings))
             return 0

@@ -36,6 +36,7 @@ from bot.thread_context import ThreadReader
 from bot.threads import ThreadMemory, thread_key
 from bot.turns import Turn, TurnStore, turn_id_of
 from bot.worker import TurnQueue, WorkerTiming, enqueue_turn
+from graph.log_context import bind_log_context
 from graph.runner import InvestigationResult, Investigator
 
 log = logging.getLogger(__name__)
@@ -222,6 +223,7 @@ class Conversations:
 
     async def run(self, turn: Turn) -> None:
         """Investigate (or resume), store the answer with the turn, deliver it, finish."""
+        bind_log_context(team=turn.team, channel=turn.channel, thread=turn.thread, turn=turn.id)
         if turn.attempts > self.max_attempts:
             await self._give_up(turn)
             return

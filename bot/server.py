@@ -19,6 +19,7 @@ from slack_bolt.async_app import AsyncApp
 
 from bot.app import Services, build_app, build_services
 from bot.health import Readiness, health_app
+from bot.logs import log_startup
 from bot.metrics import SLACK_PATH, QueueStats, count_slack_requests
 from bot.runtime import open_runtime
 from bot.settings import Settings
@@ -115,13 +116,11 @@ async def running_bot(
                     handler.connect_async(),  # type: ignore[no-untyped-call]
                     name="socket mode",
                 )
-            log.info(
-                "tracegate serving on port %s (%s, WORKER_MODE=%s; a dead worker's turns resume "
-                "within %.0fs)",
-                port,
-                "Socket Mode" if socket_mode else "HTTP",
-                settings.worker_mode,
-                settings.worker_timing().recovery_s,
+            log_startup(
+                settings,
+                f"serving on port {port} ({'Socket Mode' if socket_mode else 'HTTP'}, "
+                f"WORKER_MODE={settings.worker_mode}; a dead worker's turns resume within "
+                f"{settings.worker_timing().recovery_s:.0f}s)",
             )
             try:
                 yield RunningBot(app, services, f"http://127.0.0.1:{port}")
@@ -158,12 +157,11 @@ async def run_worker(settings: Settings, host: str = "0.0.0.0") -> None:
         ]
         try:
             async with running_worker(services.runner, timing):
-                log.info(
-                    "tracegate worker running %d turns at a time (probes and /metrics on port "
-                    "%s); a dead worker's turns resume within %.0fs",
-                    timing.concurrency,
-                    port,
-                    timing.recovery_s,
+                log_startup(
+                    settings,
+                    f"worker running {timing.concurrency} turns at a time (probes and /metrics "
+                    f"on port {port}; a dead worker's turns resume within "
+                    f"{timing.recovery_s:.0f}s)",
                 )
                 await stop.wait()
                 log.info("shutting down: finishing the running turns (SHUTDOWN_GRACE)")
