@@ -59,8 +59,8 @@ def configure_logging(level: str, fmt: Literal["text", "json"]) -> None:
     root.setLevel(level)
     # Request lines would repeat every URL (and any credentials a URL carries); saq logs
     # every job's start and end, and its worker's repr; redisvl says "Index already exists"
-    # once per index at every start.
-    for name in ("httpx", "saq", "redisvl"):
+    # once per index at every start, and the checkpointer what kind of Redis client it has.
+    for name in ("httpx", "saq", "redisvl", "langgraph.checkpoint.redis"):
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
