@@ -1,4 +1,4 @@
-"""The `tracegate` command."""
+"""tracegate: trace-verified incident answers and gated Kubernetes actions, from Slack."""
 
 from __future__ import annotations
 
@@ -79,7 +79,12 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="tracegate", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="tracegate",
+        description=__doc__,
+        epilog="Settings come from the environment (or .env); see README § Settings. "
+        "Exit status 2: a setting, Redis or the Kubernetes config is not usable.",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     ask = commands.add_parser(
         "investigate", help="ask one question from the terminal (same graph as the bot)"
