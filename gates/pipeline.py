@@ -149,6 +149,7 @@ class ActionPipeline:
                 fingerprint=fingerprint(request, snapshot),
             )
         verdict = await self.judge.assess(request, snapshot)
+        GATE_DECISIONS.labels("judge", "allowed" if verdict.safe_to_proceed else "refused").inc()
         if not verdict.safe_to_proceed:
             return await self.store.transition(
                 request.id,

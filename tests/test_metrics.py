@@ -1,5 +1,6 @@
 """/metrics: Prometheus text that parses, and counters that move with what the bot does."""
 
+import asyncio
 from typing import Any
 
 import aiohttp
@@ -8,11 +9,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bot.server import RunningBot
 from gates.pipeline import ActionPipeline
-from graph.runner import Investigator
+from graph.config import GraphLimits, ModelSpec, TempoSpec
+from graph.runner import Investigator, open_investigator
 from sandbox import GeminiSimulator, Reply, TempoSimulator
 from sandbox.scenarios import Scenario
 from sandbox.slack import SlackDriver
 from tests.gates_fixtures import REQUESTER
+from tests.slack_fixtures import SECRET, BotFactory
+from tests.test_rubric_grading import ALL_PASS, GRADER, RUBRIC
 
 ROOT = "1700000000.000100"
 Sample = tuple[str, frozenset[tuple[str, str]]]
@@ -121,6 +125,7 @@ async def test_gate_decisions_and_action_request_states_are_counted(
     gemini.script(Reply.json({"safe_to_proceed": True, "reason": "matches the evidence"}))
     counted: list[tuple[str, dict[str, Any]]] = [
         ("tracegate_gate_decisions_total", {"gate": "policy", "decision": "allowed"}),
+        ("tracegate_gate_decisions_total", {"gate": "judge", "decision": "allowed"}),
         ("tracegate_action_requests_total", {"state": "pending_approval"}),
     ]
     before = [_value(name, **labels) for name, labels in counted]
@@ -134,4 +139,37 @@ async def test_gate_decisions_and_action_request_states_are_counted(
     )
     after = [_value(name, **labels) for name, labels in counted]
     assert request.status == "pending_approval"
+    assert [a - b for a, b in zip(after, before, strict=True)] == [1, 1, 1]
+
+
+async def test_a_graded_answer_counts_its_verdict_and_the_graders_model_calls(
+    model_spec: ModelSpec,
+    tempo_spec: TempoSpec,
+    redis_url: str,
+    gemini: GeminiSimulator,
+    thread_id: str,
+) -> None:
+    grader = model_spec.model_copy(update={"model": f"google_genai:{GRADER}"})
+    gemini.script(Reply.text("payment-api 1.42.0 is the cause."))
+    gemini.script(ALL_PASS, model=GRADER)
+    counted = [
+        ("tracegate_rubric_verdicts_total", {"verdict": "satisfied"}),
+        ("tracegate_model_calls_total", {"model": f"google_genai:{GRADER}", "role": "grader"}),
+    ]
+    before = [_value(name, **labels) for name, labels in counted]
+    async with open_investigator(
+        model_spec, tempo_spec, GraphLimits(), redis_url, grader_model=grader
+    ) as investigator:
+        result = await investigator.investigate(thread_id, "why?", "U1", rubric=RUBRIC)
+    after = [_value(name, **labels) for name, labels in counted]
+    assert result.rubric_status == "satisfied"
     assert [a - b for a, b in zip(after, before, strict=True)] == [1, 1]
+
+
+async def test_the_queue_gauges_show_a_waiting_turn(bot_for: BotFactory) -> None:
+    async with bot_for(worker_mode="queue") as queued:  # no worker runs: the turn waits
+        await SlackDriver(queued.url, SECRET, team="TQUEUE").mention("why?", ts=ROOT)
+        await asyncio.sleep(1.1)
+        after = await _scrape(queued)
+    assert after[("tracegate_queue_depth", frozenset())] == 1
+    assert after[("tracegate_queue_oldest_turn_seconds", frozenset())] >= 1
