@@ -58,6 +58,10 @@ def test_every_environment_name_in_the_manifests_is_a_setting() -> None:
     names = set(_one("ConfigMap", "tracegate")["data"])
     names |= set(yaml.safe_load(SECRET_EXAMPLE.read_text())["stringData"])
     names |= {env["name"] for container in _containers() for env in container.get("env", [])}
+    compose = yaml.safe_load((REPOSITORY / "docker-compose.yml").read_text())
+    names |= {
+        name for service in compose["services"].values() for name in service.get("environment", {})
+    }
     assert names - settings == set()
 
 
@@ -112,3 +116,19 @@ def test_the_lock_file_pins_every_runtime_dependency() -> None:
     for requirement in project["dependencies"]:
         name = requirement.split("[")[0].split(">")[0].split("=")[0].split("<")[0].strip()
         assert name.lower().replace("_", "-") in pinned, name
+
+
+def test_the_image_gets_every_file_its_dockerfile_copies() -> None:
+    """.dockerignore lets in only what the Dockerfile copies (above all, never a .env)."""
+    allowed = {
+        line.removeprefix("!").rstrip("/")
+        for line in (REPOSITORY / ".dockerignore").read_text().splitlines()
+        if line.startswith("!")
+    }
+    copied = {
+        source.removeprefix("./")
+        for line in (REPOSITORY / "Dockerfile").read_text().splitlines()
+        if line.startswith("COPY ") and "--from=" not in line
+        for source in line.split()[1:-1]
+    }
+    assert copied == allowed
