@@ -3,14 +3,15 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint bench clean lock
 
-# Create the virtualenv and install the project with its dev tools; redone when
-# pyproject.toml changes.
-$(VENV)/.installed: pyproject.toml
+# Create the virtualenv: the runtime dependencies exactly as locked (what the image
+# runs), then the project editable with its dev tools; redone when either file changes.
+$(VENV)/.installed: pyproject.toml requirements.lock
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "tracegate needs Python >= 3.11 (set PYTHON=...)")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements.lock
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
 
@@ -29,6 +30,12 @@ lint: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	scripts/with-redis $(BIN)/python -m bench
+
+# Re-resolve the runtime dependencies after changing them in pyproject.toml; every
+# platform's wheels are hashed, so the image installs with --require-hashes.
+lock: $(VENV)/.installed
+	$(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes \
+		--no-header --quiet --index-url https://pypi.org/simple -o requirements.lock
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -1,4 +1,4 @@
-"""The `tracegate` command."""
+"""tracegate: trace-verified incident answers and gated Kubernetes actions, from Slack."""
 
 from __future__ import annotations
 
@@ -16,24 +16,14 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from bot.demo import play
+from bot.logs import configure_logging
+from bot.preflight import RedisUnusable
 from bot.runtime import open_runtime
 from bot.server import run_worker, serve
 from bot.settings import Settings, SettingsError, load_settings
 from gates.cluster import ClusterError
 from graph.config import ConfigError
 from graph.runner import InvestigationResult
-
-
-def _configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    # Request lines would repeat every URL (and any credentials a URL carries); saq logs
-    # every job's start and end, and its worker's repr.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    logging.getLogger("saq").setLevel(logging.WARNING)
 
 
 async def _investigate(settings: Settings, args: argparse.Namespace) -> InvestigationResult:
@@ -89,7 +79,12 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="tracegate", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="tracegate",
+        description=__doc__,
+        epilog="Settings come from the environment (or .env); see README § Settings. "
+        "Exit status 2: a setting, Redis or the Kubernetes config is not usable.",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     ask = commands.add_parser(
         "investigate", help="ask one question from the terminal (same graph as the bot)"
@@ -112,8 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _demo(args)
 
     try:
-        settings = load_settings()
-        _configure_logging(settings.log_level)
+        settings = load_settings(args.command)
+        configure_logging(settings.log_level, settings.log_format)
         if args.command == "serve":
             asyncio.run(serve(settings))
             return 0
@@ -124,6 +119,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = asyncio.run(_investigate(settings, args))
     except (SettingsError, ConfigError) as exc:
         print(f"tracegate: configuration error\n{exc}", file=sys.stderr)
+        return 2
+    except RedisUnusable as exc:
+        print(f"tracegate: {exc}", file=sys.stderr)
         return 2
     except RedisError as exc:
         print(f"tracegate: cannot use Redis at REDIS_URL: {exc}", file=sys.stderr)

@@ -31,10 +31,12 @@ from bot.blocks import (
 )
 from bot.cards import Cards
 from bot.jobs import Jobs
+from bot.metrics import EVENTS_DEDUPLICATED, TURNS_STARTED, observe_turn
 from bot.thread_context import ThreadReader
 from bot.threads import ThreadMemory, thread_key
 from bot.turns import Turn, TurnStore, turn_id_of
 from bot.worker import Fence, TurnQueue, WorkerTiming, enqueue_turn
+from graph.log_context import bind_log_context
 from graph.runner import InvestigationResult, Investigator
 
 log = logging.getLogger(__name__)
@@ -171,6 +173,7 @@ class Conversations:
             event_id=event_id or "",
         )
         if not await self.turns.record(turn):
+            EVENTS_DEDUPLICATED.inc()
             recorded = await self.turns.get(turn.id)
             if recorded is not None and recorded.state == "done":
                 log.info("redelivery of answered turn %s (event %s) ignored", turn.id, event_id)
@@ -237,6 +240,7 @@ class Conversations:
         side effect. Crashes count against MAX_ATTEMPTS while there is no answer yet; once
         there is one, only delivery is left, and Slack being down is not a reason to drop it.
         """
+        bind_log_context(team=turn.team, channel=turn.channel, thread=turn.thread, turn=turn.id)
         answered = turn.result is not None
         if turn.attempts > self.max_attempts * (3 if answered else 1):
             await self._give_up(turn)
@@ -257,6 +261,7 @@ class Conversations:
                 )
             rubric = await self.memory.channel_rubric(turn.team, turn.channel)
             context = await self.reader.unseen(turn, include=turn.about)
+            TURNS_STARTED.inc()
             result = await self.investigator.investigate(
                 turn.thread,
                 turn.text,
@@ -266,6 +271,7 @@ class Conversations:
                 turn_id=turn.id,
                 context=context,
             )
+            observe_turn(result)
             await fence()
             await self.turns.store_result(turn.id, result.model_dump(mode="json"))
             await self.reader.mark_seen(turn)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import redis.asyncio as aioredis
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from bot.preflight import check_redis
 from bot.settings import Settings
 from gates.breaker import CircuitBreaker
 from gates.cluster import KubernetesCluster
@@ -41,6 +42,8 @@ async def open_runtime(
     )
     cluster: KubernetesCluster | None = None
     try:
+        if redis is None:
+            await check_redis(client, settings.redis_url)
         actions = None
         if settings.kubernetes_configured:
             kubeconfig = settings.kubeconfig.split(os.pathsep)[0] if settings.kubeconfig else None

@@ -1,4 +1,5 @@
-"""`tracegate serve`: the Bolt app over HTTP (aiohttp) or Socket Mode, plus /healthz."""
+"""`tracegate serve`: the Bolt app over HTTP (aiohttp) or Socket Mode; `tracegate worker`:
+the queue's turns. Both answer the probes and /metrics on PORT (`bot.health`)."""
 
 from __future__ import annotations
 
@@ -19,13 +20,15 @@ from slack_bolt.request.internals import parse_body
 from slack_sdk.signature import SignatureVerifier
 
 from bot.app import Services, build_app, build_services
+from bot.health import Readiness, health_app
+from bot.logs import log_startup
+from bot.metrics import SLACK_PATH, QueueStats, count_slack_requests
 from bot.runtime import open_runtime
 from bot.settings import Settings
 from bot.worker import running_worker
 
 log = logging.getLogger(__name__)
 
-EVENTS_PATH = "/slack/events"
 SHUTDOWN_GRACE_S = 10  # for listener work (clicks, commands) after the turns have stopped
 
 
@@ -36,21 +39,22 @@ class RunningBot:
     url: str
 
 
-def health_app(redis: aioredis.Redis, app: web.Application | None = None) -> web.Application:
-    """`GET /healthz`: 200 when Redis answers, 503 (with the reason) when it does not."""
-    web_app = app or web.Application()
+def _queue_stats(services: Services) -> QueueStats:
+    async def stats() -> tuple[int, float | None]:
+        return await services.runner.queue.count("queued"), await services.turns.oldest_unfinished()
 
-    async def healthz(request: web.Request) -> web.Response:
-        try:
-            async with asyncio.timeout(2):
-                await redis.ping()
-        except Exception as exc:
-            body = {"status": "unhealthy", "redis": f"unreachable: {type(exc).__name__}"}
-            return web.json_response(body, status=503)
-        return web.json_response({"status": "ok", "redis": "ok"})
+    return stats
 
-    web_app.router.add_get("/healthz", healthz)
-    return web_app
+
+async def _listen(web_app: web.Application, host: str, port: int) -> tuple[web.AppRunner, int]:
+    """Serve `web_app` on host:port (0: any free port); the runner, and the port it got."""
+    runner = web.AppRunner(web_app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    server = site._server
+    bound = server.sockets[0].getsockname()[1] if isinstance(server, asyncio.Server) else 0
+    return runner, bound
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -64,7 +68,7 @@ def refuse_malformed_bodies(signing_secret: str) -> Callable[..., Awaitable[web.
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.method != "POST" or request.path != EVENTS_PATH:
+        if request.method != "POST" or request.path != SLACK_PATH:
             return await handler(request)
         raw = await request.read()
         try:
@@ -114,17 +118,18 @@ async def running_bot(
         services = build_services(settings, runtime, runtime.redis, in_process=embedded)
         app = build_app(settings, services)
         socket_mode = settings.slack_app_token is not None
-        web_app = health_app(runtime.redis, None if socket_mode else app.web_app(path=EVENTS_PATH))
+        readiness = Readiness(runtime.redis, check_indexes=not embedded)
+        web_app = health_app(
+            readiness,
+            None if socket_mode else app.web_app(path=SLACK_PATH),
+            _queue_stats(services),
+        )
+        web_app.middlewares.append(count_slack_requests)
         if not socket_mode:
             secret = settings.slack_signing_secret
             assert secret is not None  # check_for_serve demands it in HTTP mode
             web_app.middlewares.append(refuse_malformed_bodies(secret.get_secret_value()))
-        runner = web.AppRunner(web_app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, host, settings.port)
-        await site.start()
-        server = site._server
-        port = server.sockets[0].getsockname()[1] if isinstance(server, asyncio.Server) else 0
+        runner, port = await _listen(web_app, host, settings.port)
         async with AsyncExitStack() as stack:
             if settings.worker_mode == "inline" and not embedded:
                 await stack.enter_async_context(
@@ -134,6 +139,9 @@ async def running_bot(
             sweeper = asyncio.create_task(
                 _reconcile(services, settings.reconcile_interval_s, stopping),
                 name="reconcile actions",
+            )
+            authenticating = asyncio.create_task(
+                readiness.authenticate(services.client), name="slack auth"
             )
             handler = None
             connecting = None
@@ -145,19 +153,17 @@ async def running_bot(
                     handler.connect_async(),  # type: ignore[no-untyped-call]
                     name="socket mode",
                 )
-            log.info(
-                "tracegate serving on port %s (%s, WORKER_MODE=%s; a dead worker's turns resume "
-                "within %.0fs)",
-                port,
-                "Socket Mode" if socket_mode else "HTTP",
-                settings.worker_mode,
-                settings.worker_timing().recovery_s,
+            log_startup(
+                settings,
+                f"serving on port {port} ({'Socket Mode' if socket_mode else 'HTTP'}, "
+                f"WORKER_MODE={settings.worker_mode}; a dead worker's turns resume within "
+                f"{settings.worker_timing().recovery_s:.0f}s)",
             )
             try:
                 yield RunningBot(app, services, f"http://127.0.0.1:{port}")
             finally:
                 stopping.set()
-                background = [t for t in (sweeper, connecting) if t is not None]
+                background = [t for t in (sweeper, authenticating, connecting) if t is not None]
                 for task in background:
                     task.cancel()
                 # Bounded: a library that swallows a cancellation must not hold up a stop.
@@ -170,29 +176,41 @@ async def running_bot(
             log.warning("stopped with %d listener jobs unfinished", services.jobs.running)
 
 
-async def run_worker(settings: Settings) -> None:
+async def run_worker(settings: Settings, host: str = "0.0.0.0") -> None:
     """`tracegate worker`: run turns from the queue until SIGINT/SIGTERM."""
     settings.check_for_serve(worker=True)
     stop = _stop_on_signals()
     async with open_runtime(settings) as runtime:
         services = build_services(settings, runtime, runtime.redis)
         timing = settings.worker_timing()
-        reconciling = asyncio.Event()
-        reconciler = asyncio.create_task(
-            _reconcile(services, settings.reconcile_interval_s, reconciling),
-            name="reconcile actions",
+        readiness = Readiness(runtime.redis)
+        runner, port = await _listen(
+            health_app(readiness, queue_stats=_queue_stats(services)), host, settings.port
         )
-        async with running_worker(services.runner, timing):
-            log.info(
-                "tracegate worker running %d turns at a time; a dead worker's turns resume "
-                "within %.0fs",
-                timing.concurrency,
-                timing.recovery_s,
-            )
-            await stop.wait()
-            log.info("shutting down: finishing the running turns (SHUTDOWN_GRACE)")
-            reconciling.set()
-            reconciler.cancel()
+        reconciling = asyncio.Event()
+        background = [
+            asyncio.create_task(
+                _reconcile(services, settings.reconcile_interval_s, reconciling),
+                name="reconcile actions",
+            ),
+            asyncio.create_task(readiness.authenticate(services.client), name="slack auth"),
+        ]
+        try:
+            async with running_worker(services.runner, timing):
+                log_startup(
+                    settings,
+                    f"worker running {timing.concurrency} turns at a time (probes and /metrics "
+                    f"on port {port}; a dead worker's turns resume within "
+                    f"{timing.recovery_s:.0f}s)",
+                )
+                await stop.wait()
+                log.info("shutting down: finishing the running turns (SHUTDOWN_GRACE)")
+                reconciling.set()
+                for task in background:
+                    task.cancel()
+                await asyncio.wait(background, timeout=5)
+        finally:
+            await runner.cleanup()
 
 
 def _stop_on_signals() -> asyncio.Event:
@@ -211,4 +229,4 @@ async def serve(settings: Settings) -> None:
         log.info("shutting down: no new events; finishing the running turns (SHUTDOWN_GRACE)")
 
 
-__all__ = ["RunningBot", "health_app", "run_worker", "running_bot", "serve"]
+__all__ = ["RunningBot", "run_worker", "running_bot", "serve"]

@@ -6,7 +6,9 @@ Errors name the variable to fix. The README's settings table mirrors this class.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -17,6 +19,8 @@ from graph.config import GraphLimits, ModelSpec, TempoSpec
 from graph.rubric import DEFAULT_RUBRIC
 
 LEASE_KUBE_CALLS = 6
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+Command = Literal["serve", "worker", "investigate"]
 
 
 class SettingsError(Exception):
@@ -99,6 +103,41 @@ class Settings(BaseSettings):
     worker_concurrency: int = Field(default=32, ge=1, le=1000)
     # Logging
     log_level: str = "INFO"
+    log_format: Literal["text", "json"] = "text"  # json: one object a line, for log shippers
+
+    @field_validator("log_level")
+    @classmethod
+    def _log_level(cls, value: str) -> str:
+        if value.strip().upper() not in LOG_LEVELS:
+            raise ValueError(f"{value!r} is not one of {', '.join(LOG_LEVELS)}")
+        return value.strip().upper()
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, value: str) -> str:
+        # redis-py reads "localhost:6379" as a URL without a scheme and fails deep inside.
+        if urlsplit(value).scheme not in ("redis", "rediss", "unix"):
+            raise ValueError(f"{value!r} is not a URL like redis://host:6379/0")
+        return value
+
+    @field_validator("tempo_url", "gemini_base_url", "grafana_url", "slack_api_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        # "tempo:3200" parses as scheme "tempo": every request would fail, quietly.
+        if value is not None:
+            parts = urlsplit(value)
+            if parts.scheme not in ("http", "https") or not parts.netloc:
+                raise ValueError(f"{value!r} is not an http:// or https:// URL with a host")
+        return value
+
+    @field_validator("kubeconfig")
+    @classmethod
+    def _kubeconfig_exists(cls, value: str | None) -> str | None:
+        if value:
+            first = value.split(os.pathsep)[0]  # the file kubernetes_asyncio reads
+            if not Path(first).is_file():
+                raise ValueError(f"{first} is not a file; point it at a kubeconfig or unset it")
+        return value
 
     @field_validator("approval_ttl", "action_lease", "reconcile_interval", "rollout_watch_timeout")
     @classmethod
@@ -138,6 +177,22 @@ class Settings(BaseSettings):
     def check_for_serve(self, *, worker: bool = False) -> None:
         """Everything `tracegate serve` (or, with `worker`, `tracegate worker`) needs,
         reported together, by name."""
+        problems = self.missing("worker" if worker else "serve")
+        if problems:
+            raise SettingsError("\n".join(problems))
+
+    def missing(self, command: Command) -> list[str]:
+        """What `command` needs and is not set (or not usable), one line each."""
+        problems = []
+        if command != "investigate":
+            problems += self._missing_slack(worker=command == "worker")
+        if not self.google_api_key:
+            problems.append("GOOGLE_API_KEY: not set; the agent needs a Gemini API key")
+        if not self.tempo_url:
+            problems.append("TEMPO_URL: not set; set it to your Tempo's HTTP API")
+        return problems
+
+    def _missing_slack(self, *, worker: bool) -> list[str]:
         problems = []
         bot = self.slack_bot_token.get_secret_value() if self.slack_bot_token else ""
         if not bot:
@@ -154,12 +209,7 @@ class Settings(BaseSettings):
                 "SLACK_SIGNING_SECRET: not set; copy it from the app's Basic Information page "
                 "(or set SLACK_APP_TOKEN for Socket Mode)"
             )
-        if not self.google_api_key:
-            problems.append("GOOGLE_API_KEY: not set; the agent needs a Gemini API key")
-        if not self.tempo_url:
-            problems.append("TEMPO_URL: not set; set it to your Tempo's HTTP API")
-        if problems:
-            raise SettingsError("\n".join(problems))
+        return problems
 
     @property
     def kubernetes_configured(self) -> bool:
@@ -269,12 +319,32 @@ def describe(exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
-def load_settings(**overrides: Any) -> Settings:
-    """Read and validate the settings, including the limits handed to the graph."""
-    try:
-        settings = Settings(**overrides)
-        settings.graph_limits()
-        settings.action_policy()
-    except ValidationError as exc:
-        raise SettingsError(describe(exc)) from None
+def load_settings(command: Command | None = None, **overrides: Any) -> Settings:
+    """Read and validate the settings, including the limits handed to the graph and, with
+    `command`, what that command needs. Every problem is reported at once: a setting that
+    fails is replaced by its default so the checks that depend on it still run."""
+    problems: list[str] = []
+    replaced: dict[str, Any] = {}
+    settings: Settings | None = None
+    while settings is None:
+        try:
+            settings = Settings(**{**overrides, **replaced})
+        except ValidationError as exc:
+            problems.append(describe(exc))
+            failed = {str(e["loc"][0]) for e in exc.errors() if e["loc"]} - set(replaced)
+            if not failed & set(Settings.model_fields):
+                # A default that fails with the other values: nothing left to replace.
+                raise SettingsError("\n".join(problems)) from None
+            for name in failed & set(Settings.model_fields):
+                replaced[name] = Settings.model_fields[name].get_default(call_default_factory=True)
+    for check in (settings.graph_limits, settings.action_policy):
+        try:
+            check()
+        except ValidationError as exc:
+            problems.append(describe(exc))
+    if command is not None:
+        reported = {name.upper() for name in replaced}
+        problems += [p for p in settings.missing(command) if p.split(":")[0] not in reported]
+    if problems:
+        raise SettingsError("\n".join(problems))
     return settings

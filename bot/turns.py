@@ -235,6 +235,11 @@ class TurnStore:
         await self.redis.zrem(self._queue(thread), turn_id)
         await self.redis.zrem(self._unfinished, turn_id)
 
+    async def oldest_unfinished(self) -> float | None:
+        """When the oldest turn not finished yet was recorded (epoch seconds), if any."""
+        oldest = await self.redis.zrange(self._unfinished, 0, 0, withscores=True)
+        return float(oldest[0][1]) if oldest else None
+
     async def forget_unfinished(self, turn_id: str) -> None:
         """Drop an index entry whose turn record has expired."""
         await self.redis.zrem(self._unfinished, turn_id)

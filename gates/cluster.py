@@ -79,12 +79,17 @@ class KubernetesCluster:
     async def connect(cls, kubeconfig: str | None, timeout_s: float) -> KubernetesCluster:
         """From a kubeconfig file, or in-cluster service-account credentials when None."""
         configuration = client.Configuration()
-        if kubeconfig:
-            await config.load_kube_config(
-                config_file=kubeconfig, client_configuration=configuration
-            )
-        else:
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        try:
+            if kubeconfig:
+                await config.load_kube_config(
+                    config_file=kubeconfig, client_configuration=configuration
+                )
+            else:
+                config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        except config.ConfigException as exc:
+            # E.g. "Invalid kube-config file. Expected key current-context": the file is not
+            # a usable kubeconfig; say which one instead of a traceback.
+            raise ClusterError(f"{kubeconfig or 'in-cluster config'}: {exc}") from None
         return cls(client.ApiClient(configuration), timeout_s)
 
     async def close(self) -> None:

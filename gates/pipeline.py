@@ -23,6 +23,7 @@ from gates.breaker import GLOBAL, CircuitBreaker
 from gates.cluster import ClusterError, KubernetesCluster, PlannedWrite, RolloutStatus
 from gates.config import ActionPolicy
 from gates.judge import ActionJudge
+from gates.metrics import GATE_DECISIONS
 from gates.model import (
     ActionRequest,
     ClusterSnapshot,
@@ -98,6 +99,7 @@ class ActionPipeline:
         decisions = []
         for gate in RULE_GATES:
             decision = await gate.check(ctx)
+            GATE_DECISIONS.labels(decision.gate, "allowed" if decision.allowed else "refused").inc()
             decisions.append(decision)
             if not decision.allowed:
                 break
@@ -147,6 +149,7 @@ class ActionPipeline:
                 fingerprint=fingerprint(request, snapshot),
             )
         verdict = await self.judge.assess(request, snapshot)
+        GATE_DECISIONS.labels("judge", "allowed" if verdict.safe_to_proceed else "refused").inc()
         if not verdict.safe_to_proceed:
             return await self.store.transition(
                 request.id,

@@ -19,6 +19,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from gates.metrics import ACTION_REQUESTS
 from gates.model import ActionRequest, Status, Transition, check_transition
 
 AUDIT_MAXLEN = 100_000
@@ -125,6 +126,7 @@ class ActionStore:
         )
         if not created:
             raise ValueError(f"request {request.id} already exists")
+        ACTION_REQUESTS.labels(request.status).inc()
         await self.redis.zadd(
             f"{self.prefix}:actions:thread:{request.thread_key}", {request.id: request.created_at}
         )
@@ -172,6 +174,7 @@ class ActionStore:
                 update={**changes, "status": to, "history": [*current.history, step]}
             )
             if await self._compare_and_set(current, updated, "transition", actor, note):
+                ACTION_REQUESTS.labels(to).inc()
                 return updated.model_copy(update={"version": current.version + 1})
             # Lost the race: read again; the status check above decides what that means.
 

@@ -6,6 +6,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_google_genai import ChatGoogleGenerativeAI
 
 from graph.config import ConfigError, ModelSpec
+from graph.metrics import ROLES, ModelUsage
 
 SUPPORTED_PROVIDERS = ("google_genai",)
 
@@ -31,4 +32,5 @@ def make_chat_model(spec: ModelSpec, setting: str = "LLM_MODEL") -> BaseChatMode
         timeout=spec.timeout_s,
         # The Google SDK counts attempts: 1 means a single request, no retry.
         max_retries=spec.max_retries + 1,
+        callbacks=[ModelUsage(spec.model, ROLES.get(setting, setting.lower()))],
     )

@@ -23,8 +23,10 @@ from graph.checkpoint import open_checkpointer
 from graph.config import GraphLimits, ModelSpec, TempoSpec
 from graph.context import ThreadContext
 from graph.grader import Grader
+from graph.log_context import bind_log_context
 from graph.model import make_chat_model
 from graph.nodes.grade import OnEvaluation
+from graph.nodes.tools import failed_tools_notice
 from graph.rubric import Evaluation
 from graph.state import InvestigationState
 from graph.tools.kubernetes import kubernetes_tools
@@ -134,6 +136,7 @@ class _Turn:
         self.on_progress = on_progress
         self.started = time.monotonic()
         self.correlation_id = uuid.uuid4().hex[:12]
+        bind_log_context(correlation_id=self.correlation_id)
         self.events: list[dict[str, Any]] = []
         self.final: dict[str, Any] = {}
 
@@ -277,6 +280,8 @@ class Investigator:
                 f"Used the whole tool budget ({self.limits.tool_budget} calls) "
                 "before answering; some evidence may be missing."
             )
+        if failed := failed_tools_notice(turn.events):
+            notices.append(failed)
         return turn.result(
             status,
             turn.final.get("answer") or "",

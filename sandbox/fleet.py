@@ -54,8 +54,8 @@ class TracegateProcess:
 
     def start(self) -> TracegateProcess:
         env = {**os.environ, **self.env}
-        if self.port is not None:
-            env["PORT"] = str(self.port)
+        # A worker without a port of its own still serves its probes: on any free port.
+        env["PORT"] = str(self.port) if self.port is not None else "0"
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "bot.cli", self.command],
@@ -67,7 +67,8 @@ class TracegateProcess:
         return self
 
     async def ready(self, timeout_s: float = 30.0) -> None:
-        """Until /healthz answers (serve) or the worker says it runs (worker)."""
+        """Until /livez answers (serve: started, Redis checked; a Slack that cannot be
+        reached leaves it unready but running) or the worker says it runs (worker)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:
@@ -79,7 +80,7 @@ class TracegateProcess:
                 try:
                     async with (
                         aiohttp.ClientSession() as session,
-                        session.get(f"{self.url}/healthz") as response,
+                        session.get(f"{self.url}/livez") as response,
                     ):
                         if response.status == 200:
                             return

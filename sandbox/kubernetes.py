@@ -18,6 +18,10 @@ Enough of apps/v1 for kubectl-style rollbacks and scaling through a real client:
 
 `writes` lists every stored (not dry-run) change, so tests can count executions;
 `requests` lists every request as it arrives, so tests can wait for one.
+
+With `rules` (a Role's `rules`, as data), requests are authorized like the API server's RBAC
+does for a ServiceAccount bound to that Role in every namespace: anything no rule grants is
+403 Forbidden, and `rbac_used` collects each (apiGroup, resource, verb) that was granted.
 """
 
 from __future__ import annotations
@@ -172,6 +176,8 @@ class KubernetesSimulator(SimulatorServer):
     writes: list[KubeWrite] = field(default_factory=list)
     requests: list[tuple[str, str]] = field(default_factory=list)  # (method, path) on arrival
     rollout_delay_s: float = 0.0  # how long a rollout's new pods take to become available
+    rules: list[dict[str, Any]] | None = None  # a Role's rules; None: everything is allowed
+    rbac_used: set[tuple[str, str, str]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -400,9 +406,42 @@ class KubernetesSimulator(SimulatorServer):
         app.router.add_put(base + "/deployments/{name}/scale", self._put_scale)
         app.router.add_get(base + "/replicasets", self._list_replicasets)
 
+    def _authorize(self, request: web.Request) -> web.Response | None:
+        """The RBAC authorizer: None when a rule grants the request, else 403."""
+        if self.rules is None:
+            return None
+        # /apis/<group>/<version>/namespaces/<ns>/<resource>[/<name>[/<subresource>]]
+        parts = request.path.strip("/").split("/")
+        group, namespace, resource = parts[1], parts[4], parts[5]
+        name = parts[6] if len(parts) > 6 else ""
+        if len(parts) > 7:
+            resource = f"{resource}/{parts[7]}"
+        verb = {"GET": "get" if name else "list", "PATCH": "patch", "PUT": "update"}.get(
+            request.method, request.method.lower()
+        )
+        for rule in self.rules:
+            if (
+                group in rule.get("apiGroups", [])
+                and resource in rule.get("resources", [])
+                and verb in rule.get("verbs", [])
+            ):
+                self.rbac_used.add((group, resource, verb))
+                return None
+        kind = resource.split("/")[0]
+        return _status(
+            403,
+            "Forbidden",
+            f'{kind}.{group} "{name}" is forbidden: User "system:serviceaccount:tracegate:'
+            f'tracegate" cannot {verb} resource "{resource}" in API group "{group}" in the '
+            f'namespace "{namespace}"',
+        )
+
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
         self.requests.append((request.method, request.path))
+        forbidden = self._authorize(request)
+        if forbidden is not None:
+            return forbidden
         if request.method in self.faults.hang:
             await self.stopping.wait()
             return _status(503, "ServiceUnavailable", "simulator stopping")

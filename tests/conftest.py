@@ -17,7 +17,12 @@ from sandbox.scenarios import Scenario, bad_deploy
 
 MODEL = "gemini-3.8-flash"
 
-pytest_plugins = ["tests.gates_fixtures", "tests.slack_fixtures", "tests.fleet_fixtures"]
+pytest_plugins = [
+    "tests.gates_fixtures",
+    "tests.slack_fixtures",
+    "tests.fleet_fixtures",
+    "tests.redis_fixtures",
+]
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+import yaml
 
 from gates.breaker import CircuitBreaker
 from gates.cluster import KubernetesCluster
@@ -30,12 +31,22 @@ APPROVER = "U_APPROVER"
 SECOND_APPROVER = "U_SECOND"
 REQUESTER = "U_ONCALL"
 OUTSIDER = "U_OUTSIDER"
+ROLE = REPOSITORY / "deploy" / "kubernetes" / "target-namespace" / "role.yaml"
 SAFE = Reply.json({"safe_to_proceed": True, "reason": "the errors started with revision 42"})
+
+
+def shipped_role_rules() -> list[dict[str, Any]]:
+    """The rules of the Role that deploy/kubernetes grants in each target namespace."""
+    role = yaml.safe_load(ROLE.read_text())
+    assert role["kind"] == "Role"
+    rules: list[dict[str, Any]] = role["rules"]
+    return rules
 
 
 @pytest.fixture
 async def kube() -> AsyncIterator[KubernetesSimulator]:
-    async with KubernetesSimulator() as sim:
+    """The cluster as tracegate's ServiceAccount sees it: only what the shipped Role grants."""
+    async with KubernetesSimulator(rules=shipped_role_rules()) as sim:
         sim.add_deployment(
             "shop",
             "payment-api",

@@ -179,38 +179,6 @@ async def test_the_steps_button_shows_the_run_to_whoever_clicks(
     assert "tool query_tempo_traces started" in text and "trace guard:" in text
 
 
-async def test_healthz_reports_redis(bot: RunningBot) -> None:
-    import aiohttp
-
-    async with aiohttp.ClientSession() as session, session.get(f"{bot.url}/healthz") as response:
-        assert (response.status, await response.json()) == (200, {"status": "ok", "redis": "ok"})
-
-
-async def test_healthz_is_503_when_redis_is_unreachable() -> None:
-    import aiohttp
-    import redis.asyncio as aioredis
-    from aiohttp import web
-
-    from bot.server import health_app
-
-    dead = aioredis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=0.5)
-    runner = web.AppRunner(health_app(dead))
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        async with (
-            aiohttp.ClientSession() as session,
-            session.get(f"http://127.0.0.1:{port}/healthz") as response,
-        ):
-            body = await response.json()
-    finally:
-        await runner.cleanup()
-        await dead.aclose()
-    assert response.status == 503 and body["redis"].startswith("unreachable")
-
-
 async def test_a_missing_signing_secret_stops_start_up_naming_it(bot_for: BotFactory) -> None:
     from bot.settings import SettingsError
 

@@ -8,6 +8,7 @@ import pytest
 from langchain_core.tools import BaseTool
 
 from graph.config import TempoSpec
+from graph.tools.errors import ToolFailed
 from graph.tools.tempo import MAX_SUMMARY, MAX_VALUE, TempoClient, tempo_tools
 from sandbox import SimSpan, SimTrace, TempoSimulator
 from sandbox.scenarios import Scenario
@@ -94,14 +95,14 @@ async def test_long_untrusted_span_text_is_truncated_and_flattened(
     assert "\nand approve" not in result
 
 
-async def test_tempo_down_is_reported_to_the_model_not_raised(
+async def test_tempo_down_fails_the_tool_with_words_for_the_model(
     tempo: TempoSimulator, tempo_spec: TempoSpec
 ) -> None:
     tempo.faults.status = 503
     client, tools = _tools(tempo_spec)
-    result = await tools["query_tempo_traces"].ainvoke({"traceql": PAYMENT_ERRORS})
+    with pytest.raises(ToolFailed, match=r"^Tempo is unavailable \(HTTP 503\)"):
+        await tools["query_tempo_traces"].ainvoke({"traceql": PAYMENT_ERRORS})
     await client.aclose()
-    assert result.startswith("Tempo is unavailable (HTTP 503)")
 
 
 async def test_the_tenant_is_sent_as_x_scope_orgid(scenario: Scenario) -> None:

@@ -11,6 +11,7 @@ from langgraph.config import get_stream_writer
 
 from graph.config import GraphLimits
 from graph.grader import Grader
+from graph.metrics import RUBRIC_VERDICTS
 from graph.nodes.agent import Node
 from graph.rubric import Evaluation, Verdict, decide, revision_feedback
 from graph.state import InvestigationState
@@ -69,6 +70,7 @@ def make_grade(grader: Grader, limits: GraphLimits, on_evaluation: OnEvaluation 
                 "unverified": False,
             }
         write({"type": "rubric_evaluation_end", **evaluation})
+        RUBRIC_VERDICTS.labels(evaluation["result"]).inc()
         if on_evaluation is not None:
             try:
                 pending = on_evaluation(evaluation)

@@ -11,8 +11,10 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.config import get_stream_writer
 
+from graph.metrics import TOOL_CALLS
 from graph.nodes.agent import ConfigNode
 from graph.state import InvestigationState
+from graph.tools.errors import ToolFailed
 from graph.trace_ids import find_trace_ids
 
 MAX_TOOL_RESULT_CHARS = 12_000
@@ -62,6 +64,8 @@ async def run_tool_call(
         )
     try:
         result = await tool.ainvoke(call, config)
+    except ToolFailed as exc:  # the tool's own words, written for the model
+        return ToolMessage(str(exc), tool_call_id=call_id, name=call["name"], status="error")
     except Exception as exc:  # a tool failure is reported to the model, not raised
         return ToolMessage(
             f"{call['name']} failed: {type(exc).__name__}: {exc}",
@@ -87,10 +91,29 @@ def make_tools(tools: Sequence[BaseTool]) -> ConfigNode:
             *(run_tool_call(by_name, c, tool_config) for c in last.tool_calls)
         )
         for call, result in zip(last.tool_calls, results, strict=True):
-            write({"type": "tool_finished", "tool": call["name"], "status": result.status})
+            outcome = "failed" if result.status == "error" else "succeeded"
+            TOOL_CALLS.labels(call["name"], outcome).inc()
+            write(
+                {
+                    "type": "tool_finished",
+                    "tool": call["name"],
+                    "status": result.status,
+                    "outcome": outcome,
+                }
+            )
         return {
             "messages": list(results),
             "tool_calls_used": state.get("tool_calls_used", 0) + len(last.tool_calls),
         }
 
     return run_tools
+
+
+def failed_tools_notice(events: Sequence[dict[str, Any]]) -> str | None:
+    """A notice for the answer when tools failed this turn: its evidence may be missing."""
+    failed = sorted(
+        {e["tool"] for e in events if e["type"] == "tool_finished" and e.get("outcome") == "failed"}
+    )
+    if not failed:
+        return None
+    return f"Failed this turn: {', '.join(failed)}; the answer may lack that evidence."

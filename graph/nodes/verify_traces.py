@@ -9,6 +9,7 @@ from langgraph.config import get_stream_writer
 
 from graph.config import GraphLimits
 from graph.edges import room_for_revision
+from graph.metrics import TRACE_GUARD
 from graph.nodes.agent import Node
 from graph.state import InvestigationState, TraceCheck, TraceVerdict
 from graph.trace_guard import TraceVerifier, finalise_answer, ids_with, revision_feedback
@@ -37,6 +38,8 @@ def make_verify_traces(verifier: TraceVerifier, limits: GraphLimits) -> Node:
         checks.update(await verifier.check(t for t in cited if t not in known))
         newly_found = {t: "found" for t in ids_with(checks, "found") if t not in known}
         missing = ids_with(checks, "missing")
+        for check in checks.values():
+            TRACE_GUARD.labels(check["status"]).inc()
         write(
             {
                 "type": "verification_finished",
@@ -55,6 +58,7 @@ def make_verify_traces(verifier: TraceVerifier, limits: GraphLimits) -> Node:
                 "messages": [HumanMessage(revision_feedback(missing), name="trace_guard")],
             }
         answer, removed = finalise_answer(draft, checks)
+        TRACE_GUARD.labels("removed").inc(removed)
         verdict = {
             "outcome": "removed" if missing else "verified",
             "checks": checks,

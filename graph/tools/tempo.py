@@ -18,6 +18,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, tool
 
 from graph.config import TempoSpec
+from graph.tools.errors import ToolFailed
 from graph.trace_ids import normalise
 
 log = logging.getLogger(__name__)
@@ -370,7 +371,9 @@ def tempo_tools(client: TempoClient) -> list[BaseTool]:
         except TempoQueryError as exc:
             return f"Tempo rejected the query: {exc}. Fix the TraceQL and try again."
         except TempoUnavailable as exc:
-            return f"Tempo is unavailable ({exc}). Say so in the answer; do not invent trace IDs."
+            raise ToolFailed(
+                f"Tempo is unavailable ({exc}). Say so in the answer; do not invent trace IDs."
+            ) from exc
         window = f"{_utc(start * 10**9)} to {_utc(end * 10**9)}"
         if not hits:
             return f"No traces match {traceql} between {window}."
@@ -398,8 +401,12 @@ def tempo_tools(client: TempoClient) -> list[BaseTool]:
             return f"{_clip(trace_id, 80)!r} is not a trace ID (up to 32 hex characters)."
         try:
             spans = await client.fetch(cleaned)
-        except (TempoUnavailable, TempoQueryError) as exc:
+        except TempoQueryError as exc:
             return f"Tempo could not be asked for {cleaned} ({exc}). Do not present it as verified."
+        except TempoUnavailable as exc:
+            raise ToolFailed(
+                f"Tempo could not be asked for {cleaned} ({exc}). Do not present it as verified."
+            ) from exc
         if spans is None:
             return f"Trace {cleaned} does not exist in Tempo. Do not cite it."
         return summarise_trace(cleaned, spans)
