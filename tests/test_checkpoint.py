@@ -4,9 +4,8 @@ import asyncio
 import uuid
 
 import redis.asyncio as aioredis
-from langgraph.checkpoint.redis.aio import AsyncRedisSaver
 
-from graph.checkpoint import setup_saver
+from graph.checkpoint import LatestCheckpointSaver, setup_saver
 from graph.config import GraphLimits, ModelSpec, TempoSpec
 from graph.runner import open_investigator
 from sandbox import GeminiSimulator, Reply
@@ -15,7 +14,7 @@ from sandbox import GeminiSimulator, Reply
 async def test_replicas_setting_up_at_the_same_moment_all_succeed(redis_url: str) -> None:
     prefix = f"race{uuid.uuid4().hex[:8]}"
     savers = [
-        AsyncRedisSaver(
+        LatestCheckpointSaver(
             redis_url,
             checkpoint_prefix=f"{prefix}:checkpoint",
             checkpoint_write_prefix=f"{prefix}:checkpoint_write",

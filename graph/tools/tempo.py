@@ -107,7 +107,7 @@ class TempoClient:
             base_url=spec.url.rstrip("/"),
             headers=headers,
             timeout=spec.timeout_s,
-            limits=httpx.Limits(max_connections=32, max_keepalive_connections=16),
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=64),
         )
 
     async def aclose(self) -> None:
