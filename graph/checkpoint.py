@@ -14,6 +14,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
+from langgraph.checkpoint.redis.aio import AsyncRedisSaver
 from langgraph.checkpoint.redis.ashallow import AsyncShallowRedisSaver
 from langgraph.checkpoint.redis.util import to_storage_safe_str
 from redis.asyncio.retry import Retry
@@ -69,7 +70,7 @@ class LatestCheckpointSaver(AsyncShallowRedisSaver):
         return saved
 
 
-async def setup_saver(saver: AsyncShallowRedisSaver, attempts: int = 3) -> None:
+async def setup_saver(saver: AsyncShallowRedisSaver | AsyncRedisSaver, attempts: int = 3) -> None:
     """Create the search indexes; tolerate a replica that created them a moment earlier.
 
     The saver checks for each index, then creates it: two replicas starting together can
