@@ -573,7 +573,7 @@ def _fleet_env(
         "PROGRESS_INTERVAL": "0",
         "DEFAULT_RUBRIC": "",
         "KUBECONFIG": "",
-        "LOG_LEVEL": "WARNING",
+        "LOG_LEVEL": "INFO",  # the fleet reads "worker running" from the log
         "WORKER_MODE": "queue" if queue else "inline",
     }
 

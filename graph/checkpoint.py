@@ -78,7 +78,9 @@ class LatestCheckpointSaver(AsyncShallowRedisSaver):
         registry = self._registry(saved)
         keys = await self._registered(registry)
         # A write key ends ":{checkpoint_id}:{task_id}:{idx}" (the thread id may hold colons).
-        stale = [k for k in keys if k.rsplit(":", 3)[1] != checkpoint["id"]]
+        # Checkpoint ids grow with time. Only older checkpoints' writes go: with background
+        # saving (durability="async") the next step's writes may land before this put.
+        stale = [k for k in keys if k.rsplit(":", 3)[1] < checkpoint["id"]]
         pipeline = self._redis.pipeline(transaction=False)
         if stale:
             pipeline.delete(*stale)
@@ -88,13 +90,7 @@ class LatestCheckpointSaver(AsyncShallowRedisSaver):
             key = self._make_shallow_redis_checkpoint_key_cached(
                 configurable["thread_id"], configurable["checkpoint_ns"]
             )
-            # The kept writes again too: a run cut short right after writing them may
-            # not have set their expiry.
-            kept = [k for k in keys if k not in stale] + (
-                [registry] if len(stale) < len(keys) else []
-            )
-            for expiring in [key, *kept]:
-                pipeline.expire(expiring, self._ttl_s)
+            pipeline.expire(key, self._ttl_s)
         if stale or self._ttl_s:
             await pipeline.execute()
         return saved
@@ -128,12 +124,19 @@ class LatestCheckpointSaver(AsyncShallowRedisSaver):
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         found = await super().aget_tuple(config)
-        if found is not None and self._ttl_s:  # a thread read is a thread in use
-            configurable = found.config["configurable"]
-            key = self._make_shallow_redis_checkpoint_key_cached(
-                configurable["thread_id"], configurable["checkpoint_ns"]
-            )
-            await self._redis.expire(key, self._ttl_s)
+        if found is None or not self._ttl_s:
+            return found
+        # A thread read is a thread in use. Its pending writes are expired again too: a
+        # run cut short between writing them and setting their expiry left them without.
+        configurable = found.config["configurable"]
+        key = self._make_shallow_redis_checkpoint_key_cached(
+            configurable["thread_id"], configurable["checkpoint_ns"]
+        )
+        registry = self._registry(found.config)
+        pipeline = self._redis.pipeline(transaction=False)
+        for expiring in [key, registry, *await self._registered(registry)]:
+            pipeline.expire(expiring, self._ttl_s)
+        await pipeline.execute()
         return found
 
 

@@ -62,14 +62,18 @@ async def test_pending_writes_expire_and_go_once_a_newer_checkpoint_holds_them(
     """A step where one task finished and another failed keeps the finished task's writes
     (so a resume does not run it again), with an expiry; the next checkpoint drops them."""
     runs = {"steady": 0, "flaky": 0}
+    steady_done = asyncio.Event()
 
     async def steady(state: _Counts) -> _Counts:
         runs["steady"] += 1
+        steady_done.set()
         return {"done": ["steady"]}
 
     async def flaky(state: _Counts) -> _Counts:
         runs["flaky"] += 1
         if runs["flaky"] == 1:
+            await steady_done.wait()  # fail only once the other task has finished
+            await asyncio.sleep(0.05)  # and its writes are on their way
             raise RuntimeError("process died")
         return {"done": ["flaky"]}
 
