@@ -123,9 +123,10 @@ def _settings(
 # --- B1: the Slack ack -------------------------------------------------------------------
 
 
-async def _ack_run(url: str, mentions: int) -> tuple[float, float]:
-    """`mentions` new mentions at once; the p50 and p99 of their acks (ms)."""
-    driver = SlackDriver(url, SIGNING_SECRET, team=f"TB{uuid.uuid4().hex[:6]}")
+async def _ack_run(url: str, slack: SlackSimulator, mentions: int) -> tuple[float, float]:
+    """`mentions` new mentions at once; the p50 and p99 of their acks (ms). The messages
+    are stored in the Slack simulator, so the bot's follow-up calls find them."""
+    driver = SlackDriver(url, SIGNING_SECRET, team=f"TB{uuid.uuid4().hex[:6]}", simulator=slack)
     base = 1_700_000_000 + int(uuid.uuid4().int % 10**6)
 
     async def ack(i: int) -> float:
@@ -169,16 +170,16 @@ async def bench_ack(redis_url: str, mentions: int = 50) -> list[Row]:
         gemini.script(*[lambda r: Reply.text("answer")] * (mentions * REPEATS * 2 + 10))
         runner = await _bare_bolt(slack)
         bare_url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-        await _ack_run(bare_url, 2)  # warm-up
-        results["bare"] = [await _ack_run(bare_url, mentions) for _ in range(REPEATS)]
+        await _ack_run(bare_url, slack, 2)  # warm-up
+        results["bare"] = [await _ack_run(bare_url, slack, mentions) for _ in range(REPEATS)]
         await runner.cleanup()
         for mode in ("queue", "inline"):
             settings = _settings(slack, gemini, tempo, redis_url, worker_mode=mode)
             async with running_bot(settings, host="127.0.0.1") as bot:
-                await _ack_run(bot.url, 2)
+                await _ack_run(bot.url, slack, 2)
                 runs = []
                 for _ in range(REPEATS):
-                    runs.append(await _ack_run(bot.url, mentions))
+                    runs.append(await _ack_run(bot.url, slack, mentions))
                     if mode == "inline":
                         await bot.services.jobs.join(60)
                 results[mode] = runs
