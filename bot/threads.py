@@ -41,10 +41,13 @@ class ThreadMemory:
 
     async def join(self, team: str, channel: str, thread_ts: str) -> None:
         key = thread_key(team, channel, thread_ts)
-        await self.redis.set(f"{self.prefix}:thread:{key}", "1", ex=self.ttl_s)
         index = f"{self.prefix}:channel:{team}:{channel}:threads"
-        await self.redis.zadd(index, {thread_ts: float(thread_ts)})
-        await self.redis.zremrangebyrank(index, 0, -51)  # keep the latest 50
+        # One round trip: this runs before Slack gets its 200.
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.set(f"{self.prefix}:thread:{key}", "1", ex=self.ttl_s)
+            pipe.zadd(index, {thread_ts: float(thread_ts)})
+            pipe.zremrangebyrank(index, 0, -51)  # keep the latest 50
+            await pipe.execute()
 
     async def joined(self, team: str, channel: str, thread_ts: str) -> bool:
         key = thread_key(team, channel, thread_ts)
