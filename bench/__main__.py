@@ -810,6 +810,19 @@ async def main() -> None:
             for r in rows
         ],
         "",
+        "Notes",
+        "",
+        "- B1: each ack is timed at the driver (HTTP round trip on loopback); `serve` records the",
+        "  turn in Redis before answering 200 (durable turns), the bare app does nothing.",
+        "- B3: the bare graph makes the same external calls (model, Tempo search, Tempo fetch",
+        "  of the cited IDs) and nothing else; tracegate adds the action-claim check step, the",
+        "  per-turn fields and the guards' bookkeeping. Bytes: Redis `MEMORY USAGE` of every",
+        "  key naming the thread.",
+        "- B5: the driver, the simulators, Redis, the receiving `serve` and the workers share",
+        '  the cores; "all processes" CPU per answer bounds the throughput.',
+        "- B6 tokens: the Gemini simulator's `promptTokenCount` (request size / 4).",
+        "- CPU profile of an answer: `scripts/with-redis .venv/bin/python -m bench.profile`.",
+        "",
     ]
     text = "\n".join(lines)
     if not only:
