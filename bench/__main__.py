@@ -1,22 +1,37 @@
 """Run every benchmark, each against a baseline measured in the same run; write BENCHMARKS.md.
 
 make bench            (starts Redis Stack unless REDIS_URL is set)
+BENCH_REPEATS=N       runs per figure (default 3); each figure is the median of the runs,
+                      with the smallest and largest run beside it
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import platform
 import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import redis.asyncio as aioredis
-from langgraph.checkpoint.memory import InMemorySaver
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.redis.aio import AsyncRedisSaver
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.server import running_bot
 from bot.settings import Settings
@@ -27,113 +42,459 @@ from gates.judge import ActionJudge
 from gates.pipeline import ActionPipeline
 from gates.store import ActionStore
 from graph.build import build_graph
-from graph.checkpoint import open_checkpointer
+from graph.checkpoint import open_checkpointer, redis_options, setup_saver
 from graph.config import GraphLimits, ModelSpec, TempoSpec
 from graph.grader import Grader
 from graph.model import make_chat_model
 from graph.runner import Investigator
 from graph.tools.tempo import TempoClient, tempo_tools
 from graph.trace_guard import TraceVerifier
-from sandbox import GeminiSimulator, Reply, TempoSimulator
+from graph.trace_ids import find_trace_ids
+from sandbox import GeminiRequest, GeminiSimulator, Reply, TempoSimulator
 from sandbox.fleet import SIGNING_SECRET, Fleet, LoadResult, answer_by_question, drive_load
 from sandbox.kubernetes import KubernetesSimulator, write_kubeconfig
-from sandbox.scenarios import bad_deploy
+from sandbox.plays import follow_up_turn
+from sandbox.scenarios import Scenario, bad_deploy
 from sandbox.slack import SlackDriver, SlackSimulator
 
 OUT = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
-Row = tuple[str, str, str, str]
+REPEATS = max(1, int(os.environ.get("BENCH_REPEATS", "3")))
+KIB = 1024
 
 
-async def _timed(run: Callable[[], Awaitable[object]], repeats: int) -> list[float]:
-    samples = []
-    for _ in range(repeats):
+@dataclass(frozen=True)
+class Row:
+    benchmark: str
+    variant: str
+    figure: str
+    vs_baseline: str
+    target: str = ""
+
+
+def spread(values: Sequence[float], unit: str = "ms", digits: int = 1) -> str:
+    """Median of the runs, the smallest and largest beside it."""
+    med, low, high = statistics.median(values), min(values), max(values)
+    return f"{med:.{digits}f} {unit} ({low:.{digits}f}–{high:.{digits}f})"
+
+
+def ratio(value: float, baseline: float) -> str:
+    return f"{value / baseline:.2f}×" if baseline else "—"
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
+
+
+async def _timed(run: Callable[[], Awaitable[object]]) -> float:
+    started = time.perf_counter()
+    await run()
+    return (time.perf_counter() - started) * 1000
+
+
+def _model(gemini: GeminiSimulator) -> BaseChatModel:
+    return make_chat_model(ModelSpec(api_key="bench", base_url=gemini.url, max_retries=0))
+
+
+def _settings(
+    slack: SlackSimulator,
+    gemini: GeminiSimulator,
+    tempo: TempoSimulator,
+    redis_url: str,
+    **extra: Any,
+) -> Settings:
+    return Settings(
+        _env_file=None,
+        slack_bot_token="xoxb-bench",
+        slack_signing_secret=SIGNING_SECRET,
+        slack_api_url=f"{slack.url}/api/",
+        google_api_key="bench",
+        gemini_base_url=gemini.url,
+        llm_max_retries=0,
+        tempo_url=tempo.url,
+        redis_url=redis_url,
+        redis_prefix=f"bench-{uuid.uuid4().hex[:8]}",
+        port=0,
+        default_rubric="",
+        **extra,
+    )
+
+
+# --- B1: the Slack ack -------------------------------------------------------------------
+
+
+async def _ack_run(url: str, slack: SlackSimulator, mentions: int) -> tuple[float, float]:
+    """`mentions` new mentions at once; the p50 and p99 of their acks (ms). The messages
+    are stored in the Slack simulator, so the bot's follow-up calls find them."""
+    driver = SlackDriver(url, SIGNING_SECRET, team=f"TB{uuid.uuid4().hex[:6]}", simulator=slack)
+    base = 1_700_000_000 + int(uuid.uuid4().int % 10**6)
+
+    async def ack(i: int) -> float:
         started = time.perf_counter()
-        await run()
-        samples.append((time.perf_counter() - started) * 1000)
-    return samples
+        status, _ = await driver.mention("why?", ts=f"{base}.{i:06d}", event_id=f"Ev{base}x{i}")
+        assert status == 200, status
+        return (time.perf_counter() - started) * 1000
+
+    samples = await asyncio.gather(*(ack(i) for i in range(mentions)))
+    return statistics.median(samples), percentile(samples, 0.99)
 
 
-def _ms(samples: list[float]) -> str:
-    return f"{statistics.median(samples):.1f} ms ({sorted(samples)[int(len(samples) * 0.9)]:.1f})"
+async def _bare_bolt(slack: SlackSimulator) -> Any:
+    """A Bolt AsyncApp doing nothing but ack, served the way `serve` serves (aiohttp)."""
+    from aiohttp import web
+
+    app = AsyncApp(
+        client=AsyncWebClient(token="xoxb-bench", base_url=f"{slack.url}/api/"),
+        signing_secret=SIGNING_SECRET,
+    )
+
+    @app.event("app_mention")
+    async def mentioned() -> None:
+        return None
+
+    runner = web.AppRunner(app.web_app(path="/slack/events"), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return runner
 
 
-async def bench_verification() -> list[Row]:
-    """12 cited IDs, Tempo answering in 50 ms: concurrent checks against one at a time."""
+async def bench_ack(redis_url: str, mentions: int = 50) -> list[Row]:
+    """B1: Slack wants a 200 within 3 s; `mentions` new mentions at once."""
+    results: dict[str, list[tuple[float, float]]] = {}
+    async with (
+        SlackSimulator() as slack,
+        TempoSimulator(traces=bad_deploy().traces) as tempo,
+        GeminiSimulator() as gemini,
+    ):
+        gemini.script(*[lambda r: Reply.text("answer")] * (mentions * REPEATS * 2 + 10))
+        runner = await _bare_bolt(slack)
+        bare_url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+        await _ack_run(bare_url, slack, 2)  # warm-up
+        results["bare"] = [await _ack_run(bare_url, slack, mentions) for _ in range(REPEATS)]
+        await runner.cleanup()
+        for mode in ("queue", "inline"):
+            settings = _settings(slack, gemini, tempo, redis_url, worker_mode=mode)
+            async with running_bot(settings, host="127.0.0.1") as bot:
+                await _ack_run(bot.url, slack, 2)
+                runs = []
+                for _ in range(REPEATS):
+                    runs.append(await _ack_run(bot.url, slack, mentions))
+                    if mode == "inline":
+                        await bot.services.jobs.join(60)
+                results[mode] = runs
+    p50 = {k: statistics.median(r[0] for r in v) for k, v in results.items()}
+    p99 = {k: statistics.median(r[1] for r in v) for k, v in results.items()}
+    name = f"B1 ack, {mentions} mentions at once"
+    rows = []
+    for key, variant, target in (
+        ("bare", "bare Bolt AsyncApp (baseline)", ""),
+        ("queue", "serve, WORKER_MODE=queue", "≤ 1.2×"),
+        ("inline", "serve, WORKER_MODE=inline (runs the turns too)", ""),
+    ):
+        runs = results[key]
+        figure = f"p50 {spread([r[0] for r in runs])}, p99 {spread([r[1] for r in runs])}"
+        vs = (
+            "—"
+            if key == "bare"
+            else f"p50 {ratio(p50[key], p50['bare'])}, p99 {ratio(p99[key], p99['bare'])}"
+        )
+        rows.append(Row(name, variant, figure, vs, target))
+    return rows
+
+
+# --- B2: the trace guard -----------------------------------------------------------------
+
+
+async def bench_verification(ids_count: int = 50) -> list[Row]:
+    """B2: a draft citing 50 IDs (12 real, the rest invented), Tempo answering in 50 ms."""
     scenario = bad_deploy()
     ids = [t.trace_id for t in scenario.traces]
+    ids += [f"{n:032x}" for n in range(1, ids_count - len(ids) + 1)]
+    shipped = GraphLimits().trace_verify_concurrency
     async with TempoSimulator(traces=scenario.traces) as tempo:
         tempo.faults.latency_s = 0.05
         client = TempoClient(TempoSpec(url=tempo.url, timeout_s=5))
-        sequential = TraceVerifier(client, concurrency=1)
-        concurrent = TraceVerifier(client, concurrency=8)
-        base = await _timed(lambda: sequential.check(ids), 5)
-        fast = await _timed(lambda: concurrent.check(ids), 5)
+
+        async def sequential() -> None:
+            for trace_id in ids:
+                await client.fetch(trace_id)
+
+        old = TraceVerifier(client, concurrency=8)
+        new = TraceVerifier(client, concurrency=shipped)
+        await new.check(ids)  # warm-up: the pool's connections
+        base = [await _timed(sequential) for _ in range(REPEATS)]
+        eight = [await _timed(lambda: old.check(ids)) for _ in range(REPEATS)]
+        fast = [await _timed(lambda: new.check(ids)) for _ in range(REPEATS)]
         await client.aclose()
-    speedup = statistics.median(base) / statistics.median(fast)
+    name = f"B2 trace guard, {ids_count} IDs, Tempo 50 ms"
+    b = statistics.median(base)
     return [
-        ("verify 12 trace IDs, Tempo 50 ms", "one at a time (baseline)", _ms(base), "1.0x"),
-        (
-            "verify 12 trace IDs, Tempo 50 ms",
-            "8 concurrent (shipped)",
-            _ms(fast),
-            f"{speedup:.1f}x",
+        Row(name, "sequential loop (baseline)", spread(base), "1.00×"),
+        Row(
+            name,
+            "8 at a time (before)",
+            spread(eight),
+            f"{b / statistics.median(eight):.1f}× faster",
+        ),
+        Row(
+            name,
+            f"all at once, TRACE_VERIFY_CONCURRENCY={shipped} (shipped)",
+            spread(fast),
+            f"{b / statistics.median(fast):.1f}× faster",
+            "≥ 16× faster",
         ),
     ]
 
 
-async def bench_turn(redis_url: str) -> list[Row]:
-    """One question → search → answer → trace guard, with the checkpoint in memory vs in Redis."""
+# --- B3 and B6: one turn, long threads ---------------------------------------------------
+
+BareGraph = CompiledStateGraph[MessagesState, None, MessagesState, MessagesState]
+
+
+def bare_graph(
+    model: BaseChatModel,
+    tools: Sequence[BaseTool],
+    client: TempoClient,
+    saver: BaseCheckpointSaver[str],
+) -> BareGraph:
+    """LangGraph with nothing of ours: agent ⇄ tools → verify (the cited IDs fetched from
+    Tempo), messages only, the whole history sent to the model every call."""
+    bound = model.bind_tools(list(tools))
+    by_name = {t.name: t for t in tools}
+
+    async def agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [await bound.ainvoke(state["messages"])]}
+
+    async def run_tools(state: MessagesState) -> dict[str, Any]:
+        last = state["messages"][-1]
+        assert isinstance(last, AIMessage)
+        return {
+            "messages": await asyncio.gather(
+                *(by_name[c["name"]].ainvoke(c) for c in last.tool_calls)
+            )
+        }
+
+    async def verify(state: MessagesState) -> dict[str, Any]:
+        await asyncio.gather(*(client.fetch(t) for t in find_trace_ids(state["messages"][-1].text)))
+        return {}
+
+    def route(state: MessagesState) -> str:
+        last = state["messages"][-1]
+        return "tools" if isinstance(last, AIMessage) and last.tool_calls else "verify"
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", run_tools)
+    builder.add_node("verify", verify)
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", route, ["tools", "verify"])
+    builder.add_edge("tools", "agent")
+    builder.add_edge("verify", END)
+    return builder.compile(checkpointer=saver)
+
+
+async def thread_bytes(redis: aioredis.Redis, thread_id: str) -> int:
+    keys = [k async for k in redis.scan_iter(match=f"*{thread_id}*", count=1000)]
+    return sum([await redis.memory_usage(k) or 0 for k in keys])
+
+
+@dataclass
+class ThreadRun:
+    """A long thread: per turn, the first model request and its time; bytes at marks."""
+
+    first_requests: list[GeminiRequest]
+    turn_ms: list[float]
+    bytes_at: dict[int, int]
+
+
+async def _long_thread(
+    run_turn: Callable[[str, int], Awaitable[None]],
+    gemini: GeminiSimulator,
+    scenario: Scenario,
+    redis: aioredis.Redis,
+    turns: int,
+    marks: Sequence[int],
+) -> ThreadRun:
+    thread_id = f"bench-{uuid.uuid4().hex}"
+    run = ThreadRun([], [], {})
+    for turn in range(1, turns + 1):
+        gemini.script(*follow_up_turn(scenario, turn))
+        before = len(gemini.requests)
+        run.turn_ms.append(await _timed(partial(run_turn, thread_id, turn)))
+        run.first_requests.append(gemini.requests[before])
+        if turn in marks:
+            run.bytes_at[turn] = await thread_bytes(redis, thread_id)
+    return run
+
+
+@dataclass
+class Turns:
+    ours_one: list[float]
+    bare_one: list[float]
+    ours_threads: list[ThreadRun]
+    bare_threads: list[ThreadRun]
+    full_history: ThreadRun
+
+
+async def _turns(redis_url: str, long_turns: int) -> Turns:
     scenario = bad_deploy()
     limits = GraphLimits()
     answer = f"payment-api 1.42.0 is failing; see {scenario.error_trace_ids[0]}."
-    rows: list[Row] = []
+    redis = aioredis.from_url(redis_url)
     async with TempoSimulator(traces=scenario.traces) as tempo, GeminiSimulator() as gemini:
-        model = make_chat_model(
-            ModelSpec(api_key="bench", base_url=gemini.url, max_retries=0, timeout_s=10)
-        )
+        model = _model(gemini)
         client = TempoClient(TempoSpec(url=tempo.url))
         tools = tempo_tools(client)
         verifier = TraceVerifier(client, limits.trace_verify_concurrency)
         grader = Grader(model, tools, limits.grader_max_steps)  # no rubric: never called
+        async with open_checkpointer(redis_url, ttl_minutes=60) as saver:
+            ours = Investigator(build_graph(model, tools, verifier, grader, saver, limits), limits)
+            bare = bare_graph(model, tools, client, saver)
 
-        async def turns(investigator: Investigator) -> list[float]:
-            async def one() -> None:
-                gemini.script(
-                    Reply.call("query_tempo_traces", traceql="{ status = error }"),
-                    Reply.text(answer),
-                )
-                result = await investigator.investigate(f"bench:{uuid.uuid4().hex}", "why?", "b")
+            async def ours_turn(thread_id: str, turn: int) -> None:
+                result = await ours.investigate(thread_id, f"turn {turn}: what now?", "b")
                 assert result.status == "answered", result
 
-            await one()  # warm-up: connections, index set-up
-            return await _timed(one, 30)
+            async def bare_turn(thread_id: str, turn: int) -> None:
+                config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
+                question = HumanMessage(f"turn {turn}: what now?")
+                await bare.ainvoke(MessagesState(messages=[question]), config)
 
-        memory = Investigator(
-            build_graph(model, tools, verifier, grader, InMemorySaver(), limits), limits
-        )
-        base = await turns(memory)
-        async with open_checkpointer(redis_url, ttl_minutes=60) as saver:
-            redis = Investigator(build_graph(model, tools, verifier, grader, saver, limits), limits)
-            measured = await turns(redis)
+            async def one(turn: Callable[[str, int], Awaitable[None]]) -> list[float]:
+                samples = []
+                for _ in range(10):
+                    gemini.script(
+                        Reply.call("query_tempo_traces", traceql="{ status = error }"),
+                        Reply.text(answer),
+                    )
+                    samples.append(await _timed(lambda: turn(f"bench-{uuid.uuid4().hex}", 1)))
+                return samples
+
+            await one(ours_turn)  # warm-up: connections, index set-up
+            await one(bare_turn)
+            ours_one: list[float] = []
+            bare_one: list[float] = []
+            for _ in range(REPEATS):  # interleaved, so both see the same machine load
+                ours_one.append(statistics.median(await one(ours_turn)))
+                bare_one.append(statistics.median(await one(bare_turn)))
+            marks = (1, 3, 10, 30, 50, 100)
+            ours_threads, bare_threads = [], []
+            for _ in range(REPEATS):
+                ours_threads.append(
+                    await _long_thread(ours_turn, gemini, scenario, redis, long_turns, marks)
+                )
+                bare_threads.append(
+                    await _long_thread(bare_turn, gemini, scenario, redis, 30, marks)
+                )
+        # Before: every checkpoint of the thread kept (the non-shallow saver), full history.
+        ttl = {"default_ttl": 60, "refresh_on_read": True}
+        history = AsyncRedisSaver(redis_url, ttl=ttl, connection_args=redis_options())
+        await setup_saver(history)
+        keeping = bare_graph(model, tools, client, history)
+
+        async def keeping_turn(thread_id: str, turn: int) -> None:
+            config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
+            question = HumanMessage(f"turn {turn}: what now?")
+            await keeping.ainvoke(MessagesState(messages=[question]), config)
+
+        full = await _long_thread(keeping_turn, gemini, scenario, redis, 30, (1, 10, 30))
+        await history.__aexit__(None, None, None)
         await client.aclose()
-    overhead = statistics.median(measured) - statistics.median(base)
+    await redis.aclose()
+    return Turns(ours_one, bare_one, ours_threads, bare_threads, full)
+
+
+def turn_rows(t: Turns, long_turns: int) -> list[Row]:
+    name = "B3 one turn (agent → tools → agent → verify), shipped saver"
+    base = statistics.median(t.bare_one)
+    rows = [
+        Row(name, "bare LangGraph graph, same shape (baseline)", spread(t.bare_one), "1.00×"),
+        Row(
+            name,
+            "tracegate Investigator",
+            spread(t.ours_one),
+            ratio(statistics.median(t.ours_one), base),
+            "≤ 1.1×",
+        ),
+    ]
+    late = "B3 turns 26–30 of a thread (search, trace, answer)"
+    ours_late = [statistics.median(r.turn_ms[25:30]) for r in t.ours_threads]
+    bare_late = [statistics.median(r.turn_ms[25:30]) for r in t.bare_threads]
+    rows += [
+        Row(late, "bare graph, whole history (baseline)", spread(bare_late), "1.00×"),
+        Row(
+            late,
+            "tracegate, bounded history",
+            spread(ours_late),
+            ratio(statistics.median(ours_late), statistics.median(bare_late)),
+        ),
+    ]
+    storage = "B3 Redis bytes per thread"
+    full = t.full_history.bytes_at
     rows.append(
-        (
-            "one turn (2 model calls, 1 search, 1 check)",
-            "in-memory checkpoint (baseline)",
-            _ms(base),
+        Row(
+            storage,
+            "before: every checkpoint kept, whole history (1 run)",
+            ", ".join(f"{n} turns {full[n] / KIB:,.0f} KiB" for n in sorted(full)),
             "—",
         )
     )
+    marks = [n for n in (10, 30, 100) if n <= long_turns]
+    figures = [
+        f"{n} turns " + spread([r.bytes_at[n] / KIB for r in t.ours_threads], "KiB", 0)
+        for n in marks
+    ]
+    at30 = statistics.median(r.bytes_at[30] for r in t.ours_threads)
+    at_last = statistics.median(r.bytes_at[marks[-1]] for r in t.ours_threads)
     rows.append(
-        (
-            "one turn (2 model calls, 1 search, 1 check)",
-            "Redis checkpoint (shipped)",
-            _ms(measured),
-            f"+{overhead:.1f} ms",
+        Row(
+            storage,
+            "shipped: latest checkpoint, bounded history",
+            ", ".join(figures),
+            f"30 turns: {at30 / full[30]:.2%} of before; "
+            f"{marks[-1]} turns / 30 turns: {at_last / at30:.2f}×",
+            "100 turns ≤ 3× of 30; 30 turns < 1 MiB",
         )
     )
     return rows
+
+
+def input_rows(t: Turns) -> list[Row]:
+    name = "B6 model input, first call of a turn, 30-turn thread"
+    rows = []
+    for variant, threads, target in (
+        ("bare graph, whole history (baseline)", t.bare_threads, ""),
+        ("tracegate, bounded history", t.ours_threads, "turn 30 ≤ 2× turn 3"),
+    ):
+        parts = []
+        for n in (1, 3, 10, 30):
+            kib = [len(json.dumps(r.first_requests[n - 1].body)) / KIB for r in threads]
+            tokens = [r.first_requests[n - 1].prompt_tokens for r in threads]
+            parts.append(
+                f"turn {n}: {statistics.median(kib):.1f} KiB, "
+                f"{statistics.median(tokens):,.0f} tokens"
+            )
+        growth = statistics.median(
+            len(json.dumps(r.first_requests[29].body)) / len(json.dumps(r.first_requests[2].body))
+            for r in threads
+        )
+        rows.append(
+            Row(name, variant, "; ".join(parts), f"turn 30 / turn 3: {growth:.2f}×", target)
+        )
+    base30 = statistics.median(len(json.dumps(r.first_requests[29].body)) for r in t.bare_threads)
+    ours30 = statistics.median(len(json.dumps(r.first_requests[29].body)) for r in t.ours_threads)
+    rows[-1] = Row(
+        rows[-1].benchmark,
+        rows[-1].variant,
+        rows[-1].figure,
+        f"{rows[-1].vs_baseline}; turn 30 {ratio(ours30, base30)} of baseline",
+        rows[-1].target,
+    )
+    return rows
+
+
+# --- approvals (kept from earlier runs) --------------------------------------------------
 
 
 async def bench_approval(redis_url: str) -> list[Row]:
@@ -146,7 +507,7 @@ async def bench_approval(redis_url: str) -> list[Row]:
             Path(tempfile.gettempdir()) / f"bench-{uuid.uuid4().hex}.json", kube.url
         )
         cluster = await KubernetesCluster.connect(str(kubeconfig), timeout_s=5)
-        model = make_chat_model(ModelSpec(api_key="bench", base_url=gemini.url, max_retries=0))
+        model = _model(gemini)
         for clicks in (1, 50):
             for round_ in range(10):
                 name = f"svc-{clicks}-{round_}"
@@ -177,188 +538,296 @@ async def bench_approval(redis_url: str) -> list[Row]:
         await cluster.close()
         kubeconfig.unlink()
     await redis.aclose()
-    extra = statistics.median(timings[50]) - statistics.median(timings[1])
+    name = "approve a rollback (10 rounds)"
+    base = statistics.median(timings[1])
     return [
-        (
-            "approve a rollback (10 rounds)",
-            f"1 click (baseline), {executions[1]} executions",
-            _ms(timings[1]),
-            "—",
-        ),
-        (
-            "approve a rollback (10 rounds)",
+        Row(name, f"1 click (baseline), {executions[1]} executions", spread(timings[1]), "1.00×"),
+        Row(
+            name,
             f"50 concurrent clicks, {executions[50]} executions",
-            _ms(timings[50]),
-            f"+{extra:.1f} ms",
+            spread(timings[50]),
+            ratio(statistics.median(timings[50]), base),
         ),
     ]
 
 
-async def bench_slack_ack(redis_url: str) -> list[Row]:
-    """Slack wants a 200 within 3 s: the ack while 30 answers are being worked on, against
-    the ack of duplicate deliveries on an idle bot."""
-    scenario = bad_deploy()
-    async with (
-        SlackSimulator() as slack,
-        TempoSimulator(traces=scenario.traces) as tempo,
-        GeminiSimulator() as gemini,
-    ):
-        settings = Settings(
-            _env_file=None,
-            slack_bot_token="xoxb-bench",
-            slack_signing_secret="bench-secret",
-            slack_api_url=f"{slack.url}/api/",
-            google_api_key="bench",
-            gemini_base_url=gemini.url,
-            llm_max_retries=0,
-            tempo_url=tempo.url,
-            redis_url=redis_url,
-            redis_prefix=f"bench-{uuid.uuid4().hex[:8]}",
-            port=0,
-            default_rubric="",
-        )
-        async with running_bot(settings, host="127.0.0.1") as bot:
-            driver = SlackDriver(bot.url, "bench-secret", team=f"TB{uuid.uuid4().hex[:6]}")
-
-            async def ack(ts: str, event_id: str) -> float:
-                started = time.perf_counter()
-                status, _ = await driver.mention("why?", ts=ts, event_id=event_id)
-                assert status == 200
-                return (time.perf_counter() - started) * 1000
-
-            gemini.script(Reply.text("warm-up"))
-            await ack("1700000000.000001", "EvWarm")
-            await bot.services.jobs.join(30)
-            idle = [await ack("1700000000.000001", "EvWarm") for _ in range(30)]  # duplicates
-            slow = Reply(parts=({"text": "answer"},), delay_s=0.3)
-            gemini.script(*[slow] * 30)
-            busy = await asyncio.gather(
-                *(ack(f"1700000100.{i:06d}", f"EvBusy{i}") for i in range(30))
-            )
-            await bot.services.jobs.join(60)
-    extra = statistics.median(busy) - statistics.median(idle)
-    return [
-        (
-            "Slack ack (HTTP 200) of a mention",
-            "duplicate delivery, idle bot (baseline)",
-            _ms(idle),
-            "—",
-        ),
-        (
-            "Slack ack (HTTP 200) of a mention",
-            "30 new mentions at once (shipped)",
-            _ms(list(busy)),
-            f"+{extra:.1f} ms",
-        ),
-    ]
+# --- B4, B5 and fleet load: real processes -----------------------------------------------
 
 
-async def _fleet_load(
-    redis_url: str, tmp: Path, receivers: int, workers: int, redeliver: float
-) -> LoadResult:
+def _fleet_env(
+    slack: SlackSimulator,
+    gemini: GeminiSimulator,
+    tempo: TempoSimulator,
+    redis_url: str,
+    queue: bool,
+) -> dict[str, str]:
+    return {
+        "SLACK_BOT_TOKEN": "xoxb-bench",
+        "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+        "SLACK_API_URL": f"{slack.url}/api/",
+        "GOOGLE_API_KEY": "bench",
+        "GEMINI_BASE_URL": gemini.url,
+        "LLM_MAX_RETRIES": "0",
+        "TEMPO_URL": tempo.url,
+        "REDIS_URL": redis_url,
+        "REDIS_PREFIX": f"bench-{uuid.uuid4().hex[:8]}",
+        "PROGRESS_INTERVAL": "0",
+        "DEFAULT_RUBRIC": "",
+        "KUBECONFIG": "",
+        "LOG_LEVEL": "INFO",  # the fleet reads "worker running" from the log
+        "WORKER_MODE": "queue" if queue else "inline",
+    }
+
+
+def _cpu_s(pids: Sequence[int]) -> float:
+    """User + system CPU seconds the processes have used (Linux /proc)."""
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+async def _redis_cpu_s(redis: aioredis.Redis) -> float:
+    info = await redis.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+@dataclass
+class FleetRun:
+    load: LoadResult
+    wall_s: float
+    worker_cpu_s: float  # the processes running turns
+    total_cpu_s: float  # theirs + the receivers' + Redis's + this process's (simulators)
+
+
+async def _fleet(
+    redis_url: str,
+    tmp: Path,
+    *,
+    receivers: int,
+    workers: int,
+    threads: int,
+    turns_per_thread: int,
+    delay_s: float,
+    redeliver: float = 0.0,
+    spread_s: float = 0.0,
+) -> FleetRun:
     async with (
         SlackSimulator() as slack,
         TempoSimulator(traces=bad_deploy().traces) as tempo,
         GeminiSimulator() as gemini,
     ):
-        gemini.script(*[lambda r: answer_by_question(r, delay_s=0.2)] * 200)
-        env = {
-            "SLACK_BOT_TOKEN": "xoxb-bench",
-            "SLACK_SIGNING_SECRET": SIGNING_SECRET,
-            "SLACK_API_URL": f"{slack.url}/api/",
-            "GOOGLE_API_KEY": "bench",
-            "GEMINI_BASE_URL": gemini.url,
-            "LLM_MAX_RETRIES": "0",
-            "TEMPO_URL": tempo.url,
-            "REDIS_URL": redis_url,
-            "REDIS_PREFIX": f"bench-{uuid.uuid4().hex[:8]}",
-            "PROGRESS_INTERVAL": "0",
-            "DEFAULT_RUBRIC": "",
-            "KUBECONFIG": "",
-            "LOG_LEVEL": "INFO",
-            "WORKER_MODE": "queue" if workers else "inline",
-        }
-        fleet = Fleet(env, tmp)
+        turns = threads * turns_per_thread
+        gemini.script(*[lambda r: answer_by_question(r, delay_s=delay_s)] * (turns * 2 + 10))
+        fleet = Fleet(_fleet_env(slack, gemini, tempo, redis_url, queue=workers > 0), tmp)
         try:
             serving = [fleet.serve() for _ in range(receivers)]
             working = [fleet.worker() for _ in range(workers)]
             await asyncio.gather(*(p.ready(60) for p in serving + working))
-            return await drive_load(
+            runners = working or serving
+            pids = [p.process.pid for p in runners if p.process is not None]
+            others = [p.process.pid for p in serving if p.process is not None and working]
+            redis = aioredis.from_url(redis_url)
+            cpu_before = _cpu_s(pids)
+            rest_before = _cpu_s(others) + await _redis_cpu_s(redis) + time.process_time()
+            started = time.monotonic()
+            load = await drive_load(
                 slack,
                 gemini,
                 [p.url for p in serving],
-                threads=20,
-                turns_per_thread=5,
+                threads=threads,
+                turns_per_thread=turns_per_thread,
                 redeliver=redeliver,
-                spread_s=3.0,
+                spread_s=spread_s,
                 timeout_s=180,
             )
+            wall = time.monotonic() - started
+            worker_cpu = _cpu_s(pids) - cpu_before
+            rest = _cpu_s(others) + await _redis_cpu_s(redis) + time.process_time() - rest_before
+            await redis.aclose()
+            return FleetRun(load, wall, worker_cpu, worker_cpu + rest)
         finally:
             fleet.close()
 
 
-def _load_row(variant: str, result: LoadResult, baseline: LoadResult | None) -> Row:
-    latencies = sorted(result.latencies_s)
-    p50 = statistics.median(latencies) if latencies else float("nan")
-    p99 = latencies[int(len(latencies) * 0.99)] if latencies else float("nan")
-    figures = (
-        f"{result.answered}/{result.turns} answered, {result.duplicates} duplicates, "
-        f"{result.lost} lost, {result.inversions} inversions; mention→answer "
-        f"p50 {p50:.2f} s, p99 {p99:.2f} s"
-    )
-    if baseline is None:
-        return ("100 mentions in 20 threads within 3 s (processes)", variant, figures, "—")
-    base = statistics.median(baseline.latencies_s)
-    return (
-        "100 mentions in 20 threads within 3 s (processes)",
-        variant,
-        figures,
-        f"p50 {p50 / base:.2f}x",
-    )
+def _p(run: FleetRun, q: float) -> float:
+    return percentile(run.load.latencies_s, q) * 1000 if run.load.latencies_s else float("nan")
 
 
-async def bench_fleet(redis_url: str) -> list[Row]:
-    """Durable turns under load: one inline `serve` (baseline) against 2 `serve` + 2
-    `tracegate worker` processes with 20% of the events delivered again to the other
-    receiver. Model replies take 200 ms; each thread's 5 turns must run one at a time."""
+async def bench_processes(redis_url: str) -> list[Row]:
+    rows: list[Row] = []
     with tempfile.TemporaryDirectory() as folder:
         tmp = Path(folder)
-        baseline = await _fleet_load(redis_url, tmp, receivers=1, workers=0, redeliver=0.0)
-        scaled = await _fleet_load(redis_url, tmp, receivers=2, workers=2, redeliver=0.2)
-    return [
-        _load_row("1 inline serve (baseline)", baseline, None),
-        _load_row("2 serve + 2 worker, 20% redelivered", scaled, baseline),
-    ]
+        # B4: 20 threads mentioned at once, a model that answers at once.
+        b4: dict[int, list[FleetRun]] = {1: [], 2: []}
+        for _ in range(REPEATS):
+            for workers in (1, 2):
+                b4[workers].append(
+                    await _fleet(
+                        redis_url,
+                        tmp,
+                        receivers=1,
+                        workers=workers,
+                        threads=20,
+                        turns_per_thread=1,
+                        delay_s=0.0,
+                    )
+                )
+        name = "B4 mention → answer, 20 threads at once, model 0 ms"
+        base50 = statistics.median(_p(r, 0.5) for r in b4[1])
+        base99 = statistics.median(_p(r, 0.99) for r in b4[1])
+        for workers in (1, 2):
+            runs = b4[workers]
+            lost = sum(r.load.lost for r in runs)
+            p50 = statistics.median(_p(r, 0.5) for r in runs)
+            p99 = statistics.median(_p(r, 0.99) for r in runs)
+            rows.append(
+                Row(
+                    name,
+                    f"1 serve + {workers} worker{'s' if workers > 1 else ''}"
+                    + (" (baseline)" if workers == 1 else ""),
+                    f"p50 {spread([_p(r, 0.5) for r in runs], 'ms', 0)}, "
+                    f"p99 {spread([_p(r, 0.99) for r in runs], 'ms', 0)}; {lost} lost",
+                    "—" if workers == 1 else f"p50 {ratio(p50, base50)}, p99 {ratio(p99, base99)}",
+                )
+            )
+        # B5: answered turns a second, model 500 ms, 1/2/4 worker processes.
+        b5: dict[int, list[FleetRun]] = {1: [], 2: [], 4: []}
+        for _ in range(REPEATS):
+            for workers in (1, 2, 4):
+                b5[workers].append(
+                    await _fleet(
+                        redis_url,
+                        tmp,
+                        receivers=1,
+                        workers=workers,
+                        threads=100,
+                        turns_per_thread=2,
+                        delay_s=0.5,
+                    )
+                )
+        name = "B5 throughput, 200 turns in 100 threads, model 500 ms"
+        base = statistics.median(r.load.answered / r.wall_s for r in b5[1])
+        for workers in (1, 2, 4):
+            runs = b5[workers]
+            rates = [r.load.answered / r.wall_s for r in runs]
+            cpu_ms = [r.worker_cpu_s * 1000 / max(1, r.load.answered) for r in runs]
+            all_ms = [r.total_cpu_s * 1000 / max(1, r.load.answered) for r in runs]
+            ceiling = (os.cpu_count() or 1) * 1000 / statistics.median(all_ms)
+            rows.append(
+                Row(
+                    name,
+                    f"{workers} worker process{'es' if workers > 1 else ''}"
+                    + (" (baseline)" if workers == 1 else ""),
+                    f"{spread(rates, 'turns/s')}; CPU per answer: workers "
+                    f"{spread(cpu_ms, 'ms', 0)}, all processes {spread(all_ms, 'ms', 0)} "
+                    f"(so {os.cpu_count()} cores allow ≤ {ceiling:.0f} turns/s)",
+                    ratio(statistics.median(rates), base),
+                    "≥ 1.8× at 2 workers" if workers == 2 else "",
+                )
+            )
+        # Durable turns under load (kept from earlier runs): one inline `serve` against
+        # 2 `serve` + 2 workers with 20% of the events delivered again to the other one.
+        base_run = await _fleet(
+            redis_url,
+            tmp,
+            receivers=1,
+            workers=0,
+            threads=20,
+            turns_per_thread=5,
+            delay_s=0.2,
+            spread_s=3.0,
+        )
+        scaled = await _fleet(
+            redis_url,
+            tmp,
+            receivers=2,
+            workers=2,
+            threads=20,
+            turns_per_thread=5,
+            delay_s=0.2,
+            redeliver=0.2,
+            spread_s=3.0,
+        )
+        name = "fleet: 100 mentions in 20 threads within 3 s, model 200 ms (1 run)"
+        for variant, run in (
+            ("1 inline serve (baseline)", base_run),
+            ("2 serve + 2 worker, 20% redelivered", scaled),
+        ):
+            load = run.load
+            rows.append(
+                Row(
+                    name,
+                    variant,
+                    f"{load.answered}/{load.turns} answered, {load.duplicates} duplicates, "
+                    f"{load.lost} lost, {load.inversions} inversions; "
+                    f"p50 {_p(run, 0.5):.0f} ms, p99 {_p(run, 0.99):.0f} ms",
+                    "—" if run is base_run else f"p50 {ratio(_p(run, 0.5), _p(base_run, 0.5))}",
+                )
+            )
+    return rows
 
 
 async def main() -> None:
     redis_url = os.environ.get("REDIS_URL")
     if not redis_url:
         raise SystemExit("REDIS_URL is not set: run `make bench`, which starts Redis Stack")
-    rows = (
-        await bench_verification()
-        + await bench_turn(redis_url)
-        + await bench_approval(redis_url)
-        + await bench_slack_ack(redis_url)
-        + await bench_fleet(redis_url)
-    )
+    long_turns = int(os.environ.get("BENCH_LONG_TURNS", "100"))
+    only = set(filter(None, os.environ.get("BENCH_ONLY", "").split(",")))
+
+    def wanted(key: str) -> bool:
+        return not only or key in only
+
+    rows: list[Row] = []
+    if wanted("ack"):
+        rows += await bench_ack(redis_url)
+    if wanted("verify"):
+        rows += await bench_verification()
+    if wanted("turns"):
+        turns = await _turns(redis_url, long_turns)
+        rows += turn_rows(turns, long_turns) + input_rows(turns)
+    if wanted("approval"):
+        rows += await bench_approval(redis_url)
+    if wanted("processes"):
+        rows += await bench_processes(redis_url)
     lines = [
         "# Benchmarks",
         "",
         "Written by `make bench` (`python -m bench`); every figure is compared with a baseline",
         "measured in the same run, on the same machine. Simulators and Redis run on loopback.",
+        f"Each figure is the median of {REPEATS} runs, with the smallest and largest run in",
+        "brackets. The machine is shared: compare rows within a run, not across runs.",
         "",
         f"- when: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
         f"- machine: {platform.machine()}, {os.cpu_count()} cores, "
-        f"Python {platform.python_version()}",
+        f"Python {platform.python_version()}, {platform.platform(terse=True)}",
         "",
-        "| benchmark | variant | median (p90) | vs baseline |",
-        "|---|---|---|---|",
-        *[f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows],
+        "| benchmark | variant | median (min–max) | vs baseline | target |",
+        "|---|---|---|---|---|",
+        *[
+            f"| {r.benchmark} | {r.variant} | {r.figure} | {r.vs_baseline} | {r.target} |"
+            for r in rows
+        ],
+        "",
+        "Notes",
+        "",
+        "- B1: each ack is timed at the driver (HTTP round trip on loopback); `serve` records the",
+        "  turn in Redis before answering 200 (durable turns), the bare app does nothing.",
+        "- B3: the bare graph makes the same external calls (model, Tempo search, Tempo fetch",
+        "  of the cited IDs) and nothing else; tracegate adds the action-claim check step, the",
+        "  per-turn fields and the guards' bookkeeping. Bytes: Redis `MEMORY USAGE` of every",
+        "  key naming the thread.",
+        "- B5: the driver, the simulators, Redis, the receiving `serve` and the workers share",
+        '  the cores; "all processes" CPU per answer bounds the throughput.',
+        "- B6 tokens: the Gemini simulator's `promptTokenCount` (request size / 4).",
+        "- CPU profile of an answer: `scripts/with-redis .venv/bin/python -m bench.profile`.",
         "",
     ]
-    OUT.write_text("\n".join(lines))
-    print("\n".join(lines))
+    text = "\n".join(lines)
+    if not only:
+        OUT.write_text(text)
+    print(text)
 
 
 if __name__ == "__main__":

@@ -61,7 +61,8 @@ class Settings(BaseSettings):
     recursion_limit: int = 25
     trace_max_revisions: int = 2
     claim_max_revisions: int = 2
-    trace_verify_concurrency: int = 8
+    trace_verify_concurrency: int = 64
+    context_budget_tokens: int = 2000
     question_max_chars: int = 8000
     # The incident thread as context (0 messages: not read)
     thread_context_messages: int = Field(default=50, ge=0, le=1000)
@@ -273,6 +274,7 @@ class Settings(BaseSettings):
             trace_max_revisions=self.trace_max_revisions,
             claim_max_revisions=self.claim_max_revisions,
             trace_verify_concurrency=self.trace_verify_concurrency,
+            context_budget_tokens=self.context_budget_tokens,
             question_max_chars=self.question_max_chars,
             rubric_max_iterations=self.rubric_max_iterations,
             grader_max_steps=self.grader_max_steps,

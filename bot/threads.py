@@ -49,9 +49,10 @@ class ThreadMemory:
 
     async def join(self, team: str, channel: str, thread_ts: str) -> None:
         key = thread_key(team, channel, thread_ts)
-        await self.redis.set(f"{self.prefix}:thread:{key}", "1", ex=self.ttl_s)
         index = f"{self.prefix}:channel:{team}:{channel}:threads"
-        async with self.redis.pipeline(transaction=True) as pipe:
+        # One round trip: this runs before Slack gets its 200.
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.set(f"{self.prefix}:thread:{key}", "1", ex=self.ttl_s)
             pipe.zadd(index, {thread_ts: float(thread_ts)})
             pipe.zremrangebyrank(index, 0, -RECENT_THREADS_KEPT - 1)
             pipe.expire(index, self.ttl_s)  # a channel gone quiet is forgotten with its threads

@@ -51,7 +51,7 @@ def build_graph(
     action_records: ActionStore | None = None,
 ) -> InvestigationGraph:
     builder = StateGraph(InvestigationState)
-    builder.add_node("agent", make_agent(model, tools))
+    builder.add_node("agent", make_agent(model, tools, limits.context_budget_tokens))
     builder.add_node("tools", make_tools(tools))
     builder.add_node("force_answer", make_force_answer(model, tools))
     builder.add_node("verify_traces", make_verify_traces(verifier, limits))

@@ -37,7 +37,10 @@ class GraphLimits(BaseModel):
     recursion_limit: int = 25  # RECURSION_LIMIT: graph steps per turn
     trace_max_revisions: int = Field(default=2, ge=0)  # TRACE_MAX_REVISIONS
     claim_max_revisions: int = Field(default=2, ge=0)  # CLAIM_MAX_REVISIONS
-    trace_verify_concurrency: int = Field(default=8, ge=1)  # TRACE_VERIFY_CONCURRENCY
+    # TRACE_VERIFY_CONCURRENCY: a draft's IDs are checked at once up to this many
+    trace_verify_concurrency: int = Field(default=64, ge=1)
+    # CONTEXT_BUDGET_TOKENS: earlier turns the model re-reads (estimated tokens)
+    context_budget_tokens: int = Field(default=2000, ge=200)
     question_max_chars: int = Field(default=8000, ge=100)  # QUESTION_MAX_CHARS
     rubric_max_iterations: int = 3  # RUBRIC_MAX_ITERATIONS: grader passes per run
     grader_max_steps: int = Field(default=3, ge=0)  # GRADER_MAX_STEPS: evidence look-ups

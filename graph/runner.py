@@ -8,7 +8,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage, HumanMessage
@@ -128,6 +128,21 @@ def _turn_input(
     }
 
 
+def _changes(update: InvestigationState, current: dict[str, Any]) -> InvestigationState:
+    """Only the fields the thread's state does not already hold: every field written is a
+    document the checkpointer stores, expires and indexes (17 a turn before this). A field
+    the state lacks reads as None or 0 (nodes read them with `.get(field, 0)`)."""
+    return cast(
+        InvestigationState,
+        {
+            key: value
+            for key, value in update.items()
+            if key == "messages"
+            or (current[key] != value if key in current else value not in (None, 0))
+        },
+    )
+
+
 class _Turn:
     """The bookkeeping of one `investigate` call: events, timing, the final state."""
 
@@ -193,17 +208,18 @@ class Investigator:
 
     async def _finish_interrupted_grading(
         self, pending: tuple[str, ...], config: RunnableConfig, turn: _Turn
-    ) -> None:
+    ) -> bool:
         """A run interrupted while grading (e.g. a restart) finishes that pass first, so it
         runs once and its record is not lost. Other interrupted steps are dropped: the new
-        question supersedes them."""
+        question supersedes them. True when a pass ran (the state moved on)."""
         if "grade" not in pending:
-            return
+            return False
         await turn.emit({"type": "resumed", "pending": list(pending)})
         try:
             await self._stream(None, config, turn)
         except GraphRecursionError:
             log.warning("resumed grading hit the recursion limit [%s]", turn.correlation_id)
+        return True
 
     async def investigate(
         self,
@@ -239,13 +255,13 @@ class Investigator:
                 if snapshot.next:
                     await self._stream(None, config, turn)
             else:
-                await self._finish_interrupted_grading(snapshot.next, config, turn)
+                if await self._finish_interrupted_grading(snapshot.next, config, turn):
+                    snapshot = await self.graph.aget_state(config)
                 active = (
                     rubric or snapshot.values.get("rubric") or channel_rubric or self.default_rubric
                 )
-                await self._stream(
-                    _turn_input(question, self.limits, active, turn_id, context), config, turn
-                )
+                fresh = _turn_input(question, self.limits, active, turn_id, context)
+                await self._stream(_changes(fresh, snapshot.values), config, turn)
         except GraphRecursionError:
             steps = self.limits.recursion_limit
             await turn.emit({"type": "stopped", "reason": "recursion_limit", "steps": steps})

@@ -68,6 +68,10 @@ class InvestigationState(TypedDict, total=False):
     rubric_feedback: str | None
     rubric_revision_count: int
     answer: str | None
+    # Earlier turns folded out of the model's context (graph/history.py): one line each,
+    # newest last, bounded; and how many turns were folded in all.
+    history_summary: list[str] | None
+    summarised_turns: int
     # When the thread's alert started (epoch seconds): anchors the default search window.
     incident_start: float | None
     remaining_steps: RemainingSteps

@@ -53,15 +53,15 @@ class Reply:
     def error(cls, status: int = 500, message: str = "simulated failure") -> Reply:
         return cls(status=status, error_message=message)
 
-    def body(self) -> dict[str, Any]:
+    def body(self, prompt_tokens: int = 1) -> dict[str, Any]:
         return {
             "candidates": [
                 {"content": {"role": "model", "parts": list(self.parts)}, "finishReason": "STOP"}
             ],
             "usageMetadata": {
-                "promptTokenCount": 1,
+                "promptTokenCount": prompt_tokens,
                 "candidatesTokenCount": 1,
-                "totalTokenCount": 2,
+                "totalTokenCount": prompt_tokens + 1,
             },
             "modelVersion": "sandbox",
             "responseId": uuid.uuid4().hex,
@@ -90,6 +90,12 @@ class GeminiRequest:
                 elif "functionResponse" in part:
                     chunks.append(json.dumps(part["functionResponse"], ensure_ascii=False))
         return "\n".join(chunks)
+
+    @property
+    def prompt_tokens(self) -> int:
+        """What the simulator reports as the prompt's size: about 4 characters a token over
+        everything the model is sent (instruction, turns, tool declarations)."""
+        return -(-len(json.dumps(self.body, ensure_ascii=False)) // 4)
 
     @property
     def tool_names(self) -> list[str]:
@@ -162,9 +168,10 @@ class GeminiSimulator(SimulatorServer):
             error = {"code": reply.status, "message": reply.error_message, "status": "INTERNAL"}
             return web.json_response({"error": error}, status=reply.status)
         if not recorded.stream:
-            return web.json_response(reply.body())
+            return web.json_response(reply.body(recorded.prompt_tokens))
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
-        await response.write(f"data: {json.dumps(reply.body())}\r\n\r\n".encode())
+        body = reply.body(recorded.prompt_tokens)
+        await response.write(f"data: {json.dumps(body)}\r\n\r\n".encode())
         await response.write_eof()
         return response

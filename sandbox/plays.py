@@ -251,3 +251,19 @@ def replay_judge(request: GeminiRequest) -> Reply:
             else "the errors start with the latest revision",
         }
     )
+
+
+def follow_up_turn(scenario: Scenario, turn: int) -> list[Reply]:
+    """One turn of a long incident thread: a search, a look at one trace, an answer citing
+    it. Turn 1 cites the first error trace; later turns walk the others, and every tenth
+    cites turn 1's again (so a long thread keeps citing an early ID)."""
+    errors = scenario.error_trace_ids
+    cited = errors[0] if turn == 1 or turn % 10 == 0 else errors[turn % len(errors)]
+    return [
+        Reply.call("query_tempo_traces", traceql="{ status = error }", since_minutes_ago=60),
+        Reply.call("get_trace", trace_id=cited),
+        Reply.text(
+            f"Turn {turn}: payment-api 1.42.0 still throws NullPointerException in "
+            f"checkout; trace {cited} shows the failing span. Confidence: high."
+        ),
+    ]

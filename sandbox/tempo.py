@@ -88,10 +88,12 @@ class TempoSimulator(SimulatorServer):
     def requests_for(self, path_prefix: str) -> list[TempoRequest]:
         return [r for r in self.requests if r.path.startswith(path_prefix)]
 
-    async def wait_for_request(self, path_prefix: str = "/", timeout_s: float = 5.0) -> None:
-        """Return once a request under `path_prefix` has arrived."""
+    async def wait_for_request(
+        self, path_prefix: str = "/", timeout_s: float = 5.0, count: int = 1
+    ) -> None:
+        """Return once `count` requests under `path_prefix` have arrived."""
         async with asyncio.timeout(timeout_s), self._arrived:
-            await self._arrived.wait_for(lambda: bool(self.requests_for(path_prefix)))
+            await self._arrived.wait_for(lambda: len(self.requests_for(path_prefix)) >= count)
 
     @web.middleware
     async def _middleware(

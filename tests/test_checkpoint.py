@@ -1,12 +1,16 @@
 """The Redis checkpointer: set-up races between replicas, and expiry of old threads."""
 
 import asyncio
+import operator
 import uuid
+from typing import Annotated, TypedDict
 
+import pytest
 import redis.asyncio as aioredis
-from langgraph.checkpoint.redis.aio import AsyncRedisSaver
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import START, StateGraph
 
-from graph.checkpoint import setup_saver
+from graph.checkpoint import LatestCheckpointSaver, open_checkpointer, setup_saver
 from graph.config import GraphLimits, ModelSpec, TempoSpec
 from graph.runner import open_investigator
 from sandbox import GeminiSimulator, Reply
@@ -15,8 +19,9 @@ from sandbox import GeminiSimulator, Reply
 async def test_replicas_setting_up_at_the_same_moment_all_succeed(redis_url: str) -> None:
     prefix = f"race{uuid.uuid4().hex[:8]}"
     savers = [
-        AsyncRedisSaver(
+        LatestCheckpointSaver(
             redis_url,
+            ttl_minutes=None,
             checkpoint_prefix=f"{prefix}:checkpoint",
             checkpoint_write_prefix=f"{prefix}:checkpoint_write",
         )
@@ -45,3 +50,53 @@ async def test_checkpoint_keys_expire_after_the_configured_ttl(
     await client.aclose()
     assert keys
     assert all(0 < ttl <= 30 * 60 for ttl in ttls)
+
+
+class _Counts(TypedDict, total=False):
+    done: Annotated[list[str], operator.add]
+
+
+async def test_pending_writes_expire_and_go_once_a_newer_checkpoint_holds_them(
+    redis_url: str,
+) -> None:
+    """A step where one task finished and another failed keeps the finished task's writes
+    (so a resume does not run it again), with an expiry; the next checkpoint drops them."""
+    runs = {"steady": 0, "flaky": 0}
+    steady_done = asyncio.Event()
+
+    async def steady(state: _Counts) -> _Counts:
+        runs["steady"] += 1
+        steady_done.set()
+        return {"done": ["steady"]}
+
+    async def flaky(state: _Counts) -> _Counts:
+        runs["flaky"] += 1
+        if runs["flaky"] == 1:
+            await steady_done.wait()  # fail only once the other task has finished
+            await asyncio.sleep(0.05)  # and its writes are on their way
+            raise RuntimeError("process died")
+        return {"done": ["flaky"]}
+
+    builder = StateGraph(_Counts)
+    builder.add_node("steady", steady)
+    builder.add_node("flaky", flaky)
+    builder.add_edge(START, "steady")
+    builder.add_edge(START, "flaky")
+    thread_id = f"writes:{uuid.uuid4().hex}"
+    config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
+    client = aioredis.from_url(redis_url)
+    async with open_checkpointer(redis_url, ttl_minutes=30) as saver:
+        graph = builder.compile(checkpointer=saver)
+        with pytest.raises(RuntimeError):
+            await graph.ainvoke({"done": []}, config)
+        keys = [k async for k in client.scan_iter(match=f"*{thread_id}*")]
+        assert any(k.startswith(b"checkpoint_write:") for k in keys)
+        assert all(0 < ttl <= 30 * 60 for ttl in [await client.ttl(k) for k in keys])
+
+        final = await graph.ainvoke(None, config)
+
+        assert sorted(final["done"]) == ["flaky", "steady"]
+        assert runs == {"steady": 1, "flaky": 2}
+        left = [k async for k in client.scan_iter(match=f"*{thread_id}*")]
+        assert [k for k in left if not k.startswith(b"checkpoint:")] == []
+    await client.aclose()

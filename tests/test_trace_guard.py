@@ -1,7 +1,11 @@
 """The trace guard end to end: real ChatGoogleGenerativeAI and httpx against the simulators."""
 
+import asyncio
+
+from graph.config import GraphLimits, TempoSpec
 from graph.runner import Investigator
-from graph.trace_guard import REMOVED_PLACEHOLDER, UNVERIFIED_MARK
+from graph.tools.tempo import TempoClient
+from graph.trace_guard import REMOVED_PLACEHOLDER, UNVERIFIED_MARK, TraceVerifier
 from sandbox import GeminiSimulator, Reply, TempoSimulator
 from sandbox.scenarios import Scenario
 from tests.conftest import OpenInvestigator
@@ -129,3 +133,21 @@ async def test_a_draft_without_trace_ids_is_posted_unchanged(
         result = await investigator.investigate(thread_id, "why?", "U1")
     assert result.answer == "I found no traces in that window; nothing to cite."
     assert result.trace_revisions == 0
+
+
+async def test_every_id_of_a_draft_is_asked_for_at_once_by_default(
+    tempo: TempoSimulator, tempo_spec: TempoSpec
+) -> None:
+    """A normal answer's IDs cost one Tempo round trip, not one per concurrency slot: all
+    40 requests are in flight before Tempo has answered any."""
+    ids = [f"{n:032x}" for n in range(1, 41)]
+    client = TempoClient(tempo_spec.model_copy(update={"timeout_s": 30}))
+    verifier = TraceVerifier(client, GraphLimits().trace_verify_concurrency)
+    tempo.faults.latency_s = 30
+    checking = asyncio.create_task(verifier.check(ids))
+    try:
+        await tempo.wait_for_request("/api/v2/traces/", timeout_s=10, count=len(ids))
+        assert not checking.done()
+    finally:
+        checking.cancel()
+        await client.aclose()

@@ -11,6 +11,7 @@ from langchain_core.tools import BaseTool
 from langgraph.config import get_stream_writer
 
 from graph.edges import pending_stop_reason
+from graph.history import summary_view
 from graph.messages import close_dangling_tool_calls
 from graph.nodes.agent import Node
 from graph.prompts import FORCE_ANSWER_PROMPT, STOP_REASONS, SYSTEM_PROMPT
@@ -39,7 +40,7 @@ def make_force_answer(model: BaseChatModel, tools: Sequence[BaseTool]) -> Node:
             for call in (last.tool_calls if isinstance(last, AIMessage) else [])
         ]
         instruction = HumanMessage(FORCE_ANSWER_PROMPT.format(reason=STOP_REASONS[reason]))
-        history = close_dangling_tool_calls([*state["messages"], *skipped])
+        history = close_dangling_tool_calls([*summary_view(state), *skipped])
         response = await answer_only.ainvoke([SystemMessage(SYSTEM_PROMPT), *history, instruction])
         # Any tool call the model still attempts is dropped: only its text is kept.
         answer = AIMessage(content=response.text.strip() or NO_ANSWER)

@@ -174,7 +174,9 @@ class TempoClient:
             base_url=spec.url.rstrip("/"),
             headers=headers,
             timeout=spec.timeout_s,
-            limits=httpx.Limits(max_connections=32, max_keepalive_connections=16),
+            # Up to 64 at once (a draft's trace IDs are checked together); few kept idle:
+            # httpcore scans every pooled connection for every queued request.
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=8),
         )
 
     async def aclose(self) -> None:
