@@ -126,7 +126,7 @@ def _settings(
 async def _ack_run(url: str, slack: SlackSimulator, mentions: int) -> tuple[float, float]:
     """`mentions` new mentions at once; the p50 and p99 of their acks (ms). The messages
     are stored in the Slack simulator, so the bot's follow-up calls find them."""
-    driver = SlackDriver(url, SIGNING_SECRET, team=f"TB{uuid.uuid4().hex[:6]}", simulator=slack)
+    driver = SlackDriver(url, SIGNING_SECRET, team=f"TB{uuid.uuid4().hex[:6]}", slack=slack)
     base = 1_700_000_000 + int(uuid.uuid4().int % 10**6)
 
     async def ack(i: int) -> float:

@@ -75,7 +75,7 @@ async def main() -> None:
             progress_interval=0,
         )
         async with running_bot(settings, host="127.0.0.1") as bot:
-            driver = SlackDriver(bot.url, SIGNING_SECRET, team="TPROFILE", simulator=slack)
+            driver = SlackDriver(bot.url, SIGNING_SECRET, team="TPROFILE", slack=slack)
 
             async def wave(base: int, mentions: int) -> None:
                 await asyncio.gather(
