@@ -17,6 +17,9 @@ from gates.config import ActionPolicy
 from gates.store import as_text
 
 GLOBAL = "*"
+# A closed breaker's failure count is forgotten after a month without actions on its
+# target; an open breaker never expires.
+FORGET_CLOSED_S = 30 * 24 * 3600
 
 
 class BreakerState(BaseModel):
@@ -54,22 +57,27 @@ class CircuitBreaker:
         """Count one real execution on `target` and in the global scope."""
         now = time.time()
         for scope in (target, GLOBAL):
-            await self.redis.zadd(
-                f"{self.prefix}:executions:{scope}", {f"{request_id}:{uuid.uuid4().hex[:6]}": now}
-            )
+            window = f"{self.prefix}:executions:{scope}"
+            await self.redis.zadd(window, {f"{request_id}:{uuid.uuid4().hex[:6]}": now})
+            # Nothing older than the window counts: the key may go once its newest entry has.
+            await self.redis.expire(window, self.policy.breaker_window_s)
             key = f"{self.prefix}:state:{scope}"
             if succeeded:
                 await self.redis.hset(key, "failures", 0)
+                await self.redis.expire(key, FORGET_CLOSED_S)
                 continue
             failures = await self.redis.hincrby(key, "failures", 1)
-            if failures >= self.policy.breaker_failure_threshold:
-                await self.redis.hset(
-                    key,
-                    mapping={
-                        "open": "1",
-                        "reason": f"{failures} consecutive failed actions (last: {request_id})",
-                    },
-                )
+            if failures < self.policy.breaker_failure_threshold:
+                await self.redis.expire(key, FORGET_CLOSED_S)
+                continue
+            await self.redis.hset(
+                key,
+                mapping={
+                    "open": "1",
+                    "reason": f"{failures} consecutive failed actions (last: {request_id})",
+                },
+            )
+            await self.redis.persist(key)  # open stays open until an approver resets it
 
     async def reset(self, scope: str) -> None:
         await self.redis.delete(f"{self.prefix}:state:{scope}")

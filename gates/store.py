@@ -127,9 +127,11 @@ class ActionStore:
         if not created:
             raise ValueError(f"request {request.id} already exists")
         ACTION_REQUESTS.labels(request.status).inc()
-        await self.redis.zadd(
-            f"{self.prefix}:actions:thread:{request.thread_key}", {request.id: request.created_at}
-        )
+        index = f"{self.prefix}:actions:thread:{request.thread_key}"
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zadd(index, {request.id: request.created_at})
+            pipe.expire(index, RETENTION_S)  # kept as long as the thread's newest request
+            await pipe.execute()
 
     async def get(self, request_id: str) -> ActionRequest:
         doc = await self.redis.hget(self.key(request_id), "doc")

@@ -30,13 +30,6 @@ CAPPED = [
     "saq:{prefix}:turns:incomplete",
     "saq:job:{prefix}:turns:*",
 ]
-# gates/ families that still lack a TTL; another branch is giving them one. Empty this
-# list once that work is merged: the test then holds gates/ to the same rule.
-GATES_FAMILIES_PENDING = [
-    "{prefix}:actions:thread:*",
-    "{prefix}:breaker:executions:*",
-    "{prefix}:breaker:state:*",
-]
 
 
 async def _keys_without_ttl(
@@ -45,7 +38,7 @@ async def _keys_without_ttl(
     """This bot's keys that neither expire nor match a named exception: its own (under its
     prefix) and, once work has settled, the libraries' (checkpoints and queue jobs name the
     test's team; the checkpointer sets its TTL just after writing, so not mid-turn)."""
-    allowed = [p.format(prefix=prefix) for p in CAPPED + GATES_FAMILIES_PENDING]
+    allowed = [p.format(prefix=prefix) for p in CAPPED]
     found = []
     async for raw in redis.scan_iter(count=1000):
         key = raw.decode()
