@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import GeminiSimulator, TempoSimulator
-from sandbox.fleet import Fleet
+from sandbox.fleet import Fleet, RedisStackServer
 from sandbox.slack import SlackDriver, SlackMessage, SlackSimulator
 from tests.slack_fixtures import SECRET
 
@@ -85,3 +85,12 @@ async def requests_reach(gemini: GeminiSimulator, count: int, timeout_s: float =
 def driver_for(url: str) -> SlackDriver:
     # A team of its own: thread keys (and so checkpoints) never collide between tests.
     return SlackDriver(url, SECRET, team=f"T{uuid.uuid4().hex[:8].upper()}")
+
+
+@pytest.fixture
+async def redis_server() -> AsyncIterator[RedisStackServer]:
+    """A Redis Stack of the test's own (append-only file), to stop and start mid-turn."""
+    server = RedisStackServer()
+    await server.start()
+    yield server
+    await server.close()

@@ -19,11 +19,12 @@ from gates.breaker import CircuitBreaker
 from gates.cluster import KubernetesCluster
 from gates.config import ActionPolicy
 from gates.judge import ActionJudge
+from gates.model import ActionRequest
 from gates.pipeline import ActionPipeline
 from gates.store import DEFAULT_LEASE_S, ActionStore
 from graph.config import ModelSpec
 from graph.model import make_chat_model
-from sandbox import Reply
+from sandbox import GeminiSimulator, Reply
 from sandbox.kubernetes import KubernetesSimulator, write_kubeconfig
 
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -168,3 +169,21 @@ async def kill_mid_approval(
     finally:
         process.kill()  # SIGKILL
         await process.wait()
+
+
+async def propose_scale(
+    pipeline: ActionPipeline, gemini: GeminiSimulator, thread_key: str, **overrides: Any
+) -> ActionRequest:
+    """A scale of shop/payment-api from 4 to 6 that the judge allows (overrides change it)."""
+    args: dict[str, Any] = {
+        "action": "scale",
+        "namespace": "shop",
+        "deployment": "payment-api",
+        "replicas": 6,
+        "thread_key": thread_key,
+        "requester": REQUESTER,
+        "reason": "saturated since 13:58",
+    }
+    args.update(overrides)
+    gemini.script(SAFE)
+    return await pipeline.propose(**args)

@@ -8,7 +8,7 @@ from gates.model import ActionRequest
 from gates.pipeline import ActionPipeline
 from sandbox import GeminiSimulator
 from sandbox.kubernetes import REVISION, KubernetesSimulator
-from tests.gates_fixtures import APPROVER, REQUESTER, SAFE, PipelineFactory
+from tests.gates_fixtures import APPROVER, REQUESTER, PipelineFactory, propose_scale
 
 THREAD = "T1:C1:1700000000.000200"
 
@@ -16,18 +16,7 @@ THREAD = "T1:C1:1700000000.000200"
 async def _pending(
     pipeline: ActionPipeline, gemini: GeminiSimulator, **kwargs: Any
 ) -> ActionRequest:
-    args = {
-        "action": "scale",
-        "namespace": "shop",
-        "deployment": "payment-api",
-        "replicas": 6,
-        "thread_key": THREAD,
-        "requester": REQUESTER,
-        "reason": "saturated since 13:58",
-    }
-    args.update(kwargs)
-    gemini.script(SAFE)
-    request = await pipeline.propose(**args)
+    request = await propose_scale(pipeline, gemini, THREAD, **kwargs)
     assert request.status == "pending_approval", request.refusal
     return request
 

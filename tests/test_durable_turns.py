@@ -145,30 +145,26 @@ async def test_redis_stopped_and_started_mid_turn_and_the_answer_stands(
     slack: SlackSimulator,
     gemini: GeminiSimulator,
     scenario: Scenario,
+    redis_server: RedisStackServer,
 ) -> None:
-    redis = RedisStackServer()
-    await redis.start()
-    try:
-        gemini.script(
-            Reply.call("get_trace", trace_id=scenario.error_trace_ids[0]),
-            Reply(parts=({"text": ANSWER},), delay_s=3.0),
-        )
-        fleet = fleet_for(redis=redis.url)
-        serve = fleet.serve()
-        await serve.ready()
-        root = slack.new_ts()
-        await driver_for(serve.url).mention("checkout 500s, why?", ts=root)
-        await requests_reach(gemini, 2)  # the model is answering slowly
+    gemini.script(
+        Reply.call("get_trace", trace_id=scenario.error_trace_ids[0]),
+        Reply(parts=({"text": ANSWER},), delay_s=3.0),
+    )
+    fleet = fleet_for(redis=redis_server.url)
+    serve = fleet.serve()
+    await serve.ready()
+    root = slack.new_ts()
+    await driver_for(serve.url).mention("checkout 500s, why?", ts=root)
+    await requests_reach(gemini, 2)  # the model is answering slowly
 
-        await redis.stop()
-        await asyncio.sleep(2)
-        await redis.start()
-        thread = await answered(slack, root, ANSWER, fleet, timeout_s=30)
+    await redis_server.stop()
+    await asyncio.sleep(2)
+    await redis_server.start()
+    thread = await answered(slack, root, ANSWER, fleet, timeout_s=30)
 
-        assert_one_answer_replacing_the_placeholder(thread)
-        assert "Something went wrong" not in thread[0].text
-    finally:
-        await redis.close()
+    assert_one_answer_replacing_the_placeholder(thread)
+    assert "Something went wrong" not in thread[0].text
 
 
 async def test_a_turn_that_keeps_killing_its_worker_ends_in_a_plain_message(

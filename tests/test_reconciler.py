@@ -19,9 +19,9 @@ from sandbox.kubernetes import KubernetesSimulator
 from tests.gates_fixtures import (
     APPROVER,
     REQUESTER,
-    SAFE,
     PipelineFactory,
     kill_mid_approval,
+    propose_scale,
     until,
 )
 
@@ -32,18 +32,7 @@ LEASE_S = 0.5
 async def _propose(
     pipeline: ActionPipeline, gemini: GeminiSimulator, **kwargs: Any
 ) -> ActionRequest:
-    args = {
-        "action": "scale",
-        "namespace": "shop",
-        "deployment": "payment-api",
-        "replicas": 6,
-        "thread_key": THREAD,
-        "requester": REQUESTER,
-        "reason": "saturated since 13:58",
-    }
-    args.update(kwargs)
-    gemini.script(SAFE)
-    return await pipeline.propose(**args)
+    return await propose_scale(pipeline, gemini, THREAD, **kwargs)
 
 
 async def _settle(pipeline: ActionPipeline, request_id: str) -> ActionRequest:

@@ -34,14 +34,14 @@ def _texts(thread: list[SlackMessage]) -> list[str]:
     return [m.text for m in thread]
 
 
-async def _restart_without_persistence(redis: RedisStackServer) -> None:
+async def _restart_without_persistence(redis_server: RedisStackServer) -> None:
     """What a Redis without AOF/RDB (or a failover to an empty replica) does: it comes back
     empty."""
-    await redis.stop()
-    shutil.rmtree(redis.dir, ignore_errors=True)
-    redis.dir.mkdir()
+    await redis_server.stop()
+    shutil.rmtree(redis_server.dir, ignore_errors=True)
+    redis_server.dir.mkdir()
     await asyncio.sleep(1)
-    await redis.start()
+    await redis_server.start()
 
 
 async def test_redis_back_empty_mid_turn_still_ends_in_the_answer(
@@ -49,65 +49,57 @@ async def test_redis_back_empty_mid_turn_still_ends_in_the_answer(
     slack: SlackSimulator,
     gemini: GeminiSimulator,
     scenario: Scenario,
+    redis_server: RedisStackServer,
 ) -> None:
     """Redis comes back empty (no persistence, a failover to an empty replica) while the
     model answers: the worker, still holding the turn in memory, takes the vanished lease
     again and delivers the answer."""
-    redis = RedisStackServer()
-    await redis.start()
-    try:
-        gemini.script(
-            Reply.call("get_trace", trace_id=scenario.error_trace_ids[0]),
-            Reply(parts=({"text": ANSWER},), delay_s=6.0),
-            *[Reply.text(ANSWER)] * 3,
-        )
-        fleet = fleet_for(redis=redis.url)
-        serve = fleet.serve()
-        await serve.ready()
-        root = slack.new_ts()
-        await driver_for(serve.url).mention("checkout 500s, why?", ts=root)
-        await requests_reach(gemini, 2)
-        await _restart_without_persistence(redis)
+    gemini.script(
+        Reply.call("get_trace", trace_id=scenario.error_trace_ids[0]),
+        Reply(parts=({"text": ANSWER},), delay_s=6.0),
+        *[Reply.text(ANSWER)] * 3,
+    )
+    fleet = fleet_for(redis=redis_server.url)
+    serve = fleet.serve()
+    await serve.ready()
+    root = slack.new_ts()
+    await driver_for(serve.url).mention("checkout 500s, why?", ts=root)
+    await requests_reach(gemini, 2)
+    await _restart_without_persistence(redis_server)
 
-        deadline = time.monotonic() + 45
+    deadline = time.monotonic() + 45
+    thread = slack.thread("C1", root)
+    while time.monotonic() < deadline and not any(ANSWER in t for t in _texts(thread)):
+        await asyncio.sleep(0.2)
         thread = slack.thread("C1", root)
-        while time.monotonic() < deadline and not any(ANSWER in t for t in _texts(thread)):
-            await asyncio.sleep(0.2)
-            thread = slack.thread("C1", root)
-        assert any(ANSWER in t or "could not answer" in t for t in _texts(thread)), (
-            f"thread still shows {_texts(thread)} 45 s after the model answered\n"
-            + fleet.logs()[-3000:]
-        )
-    finally:
-        await redis.close()
+    assert any(ANSWER in t or "could not answer" in t for t in _texts(thread)), (
+        f"thread still shows {_texts(thread)} 45 s after the model answered\n"
+        + fleet.logs()[-3000:]
+    )
 
 
 async def test_after_redis_comes_back_empty_new_questions_still_get_answers(
     fleet_for: Callable[..., Fleet],
     slack: SlackSimulator,
     gemini: GeminiSimulator,
+    redis_server: RedisStackServer,
 ) -> None:
     """After Redis lost its data while idle, the next incident question is answered."""
-    redis = RedisStackServer()
-    await redis.start()
-    try:
-        gemini.script(*[Reply.text(ANSWER)] * 4)
-        fleet = fleet_for(redis=redis.url)
-        serve = fleet.serve()
-        await serve.ready()
-        driver = driver_for(serve.url)
-        first = slack.new_ts()
-        await driver.mention("checkout 500s, why?", ts=first)
-        await answered(slack, first, ANSWER, fleet, timeout_s=30)
+    gemini.script(*[Reply.text(ANSWER)] * 4)
+    fleet = fleet_for(redis=redis_server.url)
+    serve = fleet.serve()
+    await serve.ready()
+    driver = driver_for(serve.url)
+    first = slack.new_ts()
+    await driver.mention("checkout 500s, why?", ts=first)
+    await answered(slack, first, ANSWER, fleet, timeout_s=30)
 
-        await _restart_without_persistence(redis)
-        await asyncio.sleep(3)
-        second = slack.new_ts()
-        status, _ = await driver.mention("and payments, why?", ts=second)
-        assert status == 200
-        await answered(slack, second, ANSWER, fleet, timeout_s=30)
-    finally:
-        await redis.close()
+    await _restart_without_persistence(redis_server)
+    await asyncio.sleep(3)
+    second = slack.new_ts()
+    status, _ = await driver.mention("and payments, why?", ts=second)
+    assert status == 200
+    await answered(slack, second, ANSWER, fleet, timeout_s=30)
 
 
 STALE = "STALE: the paused worker's answer, written after another worker finished the turn."
@@ -247,27 +239,23 @@ async def test_redis_down_longer_than_the_lease_mid_turn_the_answer_still_comes(
     slack: SlackSimulator,
     gemini: GeminiSimulator,
     scenario: Scenario,
+    redis_server: RedisStackServer,
 ) -> None:
     """Redis (with its AOF) away for 6 s, longer than the lease: the answer still comes,
     once."""
-    redis = RedisStackServer()
-    await redis.start()
-    try:
-        gemini.script(
-            Reply.call("get_trace", trace_id=scenario.error_trace_ids[0]),
-            Reply(parts=({"text": ANSWER},), delay_s=4.0),
-            *[Reply.text(ANSWER)] * 3,
-        )
-        fleet = fleet_for(redis=redis.url)
-        serve = fleet.serve()
-        await serve.ready()
-        root = slack.new_ts()
-        await driver_for(serve.url).mention("checkout 500s, why?", ts=root)
-        await requests_reach(gemini, 2)
-        await redis.stop()
-        await asyncio.sleep(6)
-        await redis.start()
-        thread = await answered(slack, root, ANSWER, fleet, timeout_s=40)
-        assert len(thread) == 1, _texts(thread)
-    finally:
-        await redis.close()
+    gemini.script(
+        Reply.call("get_trace", trace_id=scenario.error_trace_ids[0]),
+        Reply(parts=({"text": ANSWER},), delay_s=4.0),
+        *[Reply.text(ANSWER)] * 3,
+    )
+    fleet = fleet_for(redis=redis_server.url)
+    serve = fleet.serve()
+    await serve.ready()
+    root = slack.new_ts()
+    await driver_for(serve.url).mention("checkout 500s, why?", ts=root)
+    await requests_reach(gemini, 2)
+    await redis_server.stop()
+    await asyncio.sleep(6)
+    await redis_server.start()
+    thread = await answered(slack, root, ANSWER, fleet, timeout_s=40)
+    assert len(thread) == 1, _texts(thread)
