@@ -270,6 +270,7 @@ class Conversations:
                 channel_rubric=rubric,
                 turn_id=turn.id,
                 context=context,
+                fence=fence,
             )
             observe_turn(result)
             await fence()

@@ -32,6 +32,7 @@ from saq.queue.redis import RedisQueue
 from saq.types import Context
 
 from bot.turns import Turn, TurnStore
+from graph.checkpoint import Superseded
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +64,9 @@ class HandBack(Exception):
     """This worker is stopping: the job goes back to the queue (saq retries it)."""
 
 
-class LeaseLost(Exception):
-    """Another worker holds the thread now: this run must change nothing more."""
+class LeaseLost(Superseded):
+    """Another worker holds the thread now: this run must change nothing more (its
+    checkpoint writes included: the graph's saver awaits the same fence)."""
 
 
 def turn_queue(redis: aioredis.Redis, prefix: str) -> RedisQueue:

@@ -8,7 +8,7 @@ storage grow with the square of its length: every checkpoint holds the whole sta
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -46,6 +46,23 @@ def redis_options() -> dict[str, Any]:
     }
 
 
+FENCE = "tracegate_fence"  # configurable key: awaited before every checkpoint write
+Fence = Callable[[], Awaitable[None]]
+
+
+class Superseded(Exception):
+    """Another run holds this thread now: this run must stop without writing."""
+
+
+async def _fenced(config: RunnableConfig) -> None:
+    """A run paused past its thread's lease (a stopped process, a long GC pause) may wake up
+    after another worker took its turn over. The latest checkpoint is one key: a write from
+    the stale run would replace the newer run's state. The run's fence raises first."""
+    fence: Fence | None = config.get("configurable", {}).get(FENCE)
+    if fence is not None:
+        await fence()
+
+
 class LatestCheckpointSaver(AsyncShallowRedisSaver):
     """The shallow saver (latest checkpoint only), which also drops the writes of
     checkpoints it has replaced, and sets expiry in one round trip per step.
@@ -79,6 +96,7 @@ class LatestCheckpointSaver(AsyncShallowRedisSaver):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        await _fenced(config)
         saved = await super().aput(config, checkpoint, metadata, new_versions)
         registry = self._registry(saved)
         keys = await self._registered(registry)
@@ -107,6 +125,7 @@ class LatestCheckpointSaver(AsyncShallowRedisSaver):
         task_id: str,
         task_path: str = "",
     ) -> None:
+        await _fenced(config)
         await super().aput_writes(config, writes, task_id, task_path)
         if not writes or not self._ttl_s:
             return

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from gates.pipeline import ActionPipeline
 from graph.build import InvestigationGraph, build_graph
-from graph.checkpoint import open_checkpointer
+from graph.checkpoint import FENCE, Fence, Superseded, open_checkpointer
 from graph.config import GraphLimits, ModelSpec, TempoSpec
 from graph.context import ThreadContext
 from graph.grader import Grader
@@ -188,9 +188,14 @@ class Investigator:
         self.limits = limits
         self.default_rubric = default_rubric or None
 
-    def _config(self, thread_id: str, user: str = "", ref: str = "") -> RunnableConfig:
+    def _config(
+        self, thread_id: str, user: str = "", ref: str = "", fence: Fence | None = None
+    ) -> RunnableConfig:
+        configurable: dict[str, Any] = {"thread_id": thread_id}
+        if fence is not None:
+            configurable[FENCE] = fence
         return {
-            "configurable": {"thread_id": thread_id},
+            "configurable": configurable,
             "recursion_limit": self.limits.recursion_limit,
             "metadata": {"user": user, "correlation_id": ref},
         }
@@ -232,6 +237,7 @@ class Investigator:
         channel_rubric: str | None = None,
         turn_id: str | None = None,
         context: ThreadContext | None = None,
+        fence: Fence | None = None,
     ) -> InvestigationResult:
         """Run one turn of the thread's investigation; never raises for a failed run.
 
@@ -240,12 +246,14 @@ class Investigator:
         `turn_id` names the turn: if the thread already holds it (a run of this turn was
         interrupted), the turn resumes from its last checkpoint instead of starting again.
         `context` is what the Slack thread holds that the investigation has not seen yet.
+        `fence` is awaited before every checkpoint write and raises `Superseded` once
+        another run holds the thread; that is the one exception this method lets through.
         """
         turn = _Turn(thread_id, on_progress)
         question, notices = clean_question(text, self.limits.question_max_chars)
         if not question:
             return turn.result("rejected", EMPTY_QUESTION)
-        config = self._config(thread_id, user, turn.correlation_id)
+        config = self._config(thread_id, user, turn.correlation_id, fence)
         try:
             snapshot = await self.graph.aget_state(config)
             if turn_id is not None and _holds_turn(snapshot.values, turn_id):
@@ -262,6 +270,8 @@ class Investigator:
                 )
                 fresh = _turn_input(question, self.limits, active, turn_id, context)
                 await self._stream(_changes(fresh, snapshot.values), config, turn)
+        except Superseded:
+            raise  # another run holds the thread: nothing of this one may be reported
         except GraphRecursionError:
             steps = self.limits.recursion_limit
             await turn.emit({"type": "stopped", "reason": "recursion_limit", "steps": steps})
