@@ -11,6 +11,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.error import BoltUnhandledRequestError
 from slack_bolt.response import BoltResponse
 from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
     AsyncServerErrorRetryHandler,
 )
@@ -23,6 +24,7 @@ from bot.listeners import register_listeners
 from bot.rubric_command import RubricCommand, RubricEditors
 from bot.runtime import Runtime
 from bot.settings import Settings
+from bot.slack_posts import NotForPosts
 from bot.thread_context import ContextLimits, ThreadReader
 from bot.threads import ThreadMemory
 from bot.turns import TurnStore
@@ -47,9 +49,13 @@ class Services:
 def slack_client(settings: Settings) -> AsyncWebClient:
     token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else None
     client = AsyncWebClient(token=token, base_url=settings.slack_api_url)
-    # 429s honour Retry-After; 500/503 are retried too.
-    client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=3))
-    client.retry_handlers.append(AsyncServerErrorRetryHandler(max_retry_count=2))
+    # 429s honour Retry-After; dropped connections and 500/503 are retried, except for
+    # chat.postMessage, where a blind retry can post twice (bot/slack_posts.py decides).
+    client.retry_handlers = [
+        AsyncRateLimitErrorRetryHandler(max_retry_count=3),
+        NotForPosts(AsyncConnectionErrorRetryHandler()),
+        NotForPosts(AsyncServerErrorRetryHandler(max_retry_count=2)),
+    ]
     return client
 
 

@@ -12,6 +12,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.blocks import card_blocks, section, steps_blocks
 from bot.jobs import Jobs
 from bot.mrkdwn import escape
+from bot.slack_posts import post_once
 from bot.threads import ThreadMemory, in_channel, thread_key
 from gates.breaker import GLOBAL
 from gates.model import ActionRequest, CardLocation
@@ -94,24 +95,32 @@ class Cards:
         found = await self.actions.store.for_thread(thread)
         return [r.id for r in sorted(found, key=lambda r: r.created_at) if r.created_at >= since]
 
-    async def post(self, channel: str, thread_ts: str, request_ids: list[str]) -> None:
+    async def post(
+        self, channel: str, thread_ts: str, request_ids: list[str], *, since: float
+    ) -> None:
         """One card per proposal of the turn: buttons if pending, a reason if refused. Its
-        location is stored with the request: only clicks on that message count."""
+        location is stored with the request: only clicks on that message count. `since`:
+        a Slack timestamp before the turn's messages (bounds the search for a card whose
+        post was applied but not answered)."""
         if self.actions is None:
             return
         for request in await self.requests(request_ids):
             if request.card is not None:  # posted before a retry of this step
                 await self._show(request)
                 continue
-            posted = await self.client.chat_postMessage(
+            posted = await post_once(
+                self.client,
                 channel=channel,
                 thread_ts=thread_ts,
+                tag=f"card:{request.id}",
+                since=since,
+                look_first=True,  # this step may be a retry after a post whose answer was lost
                 text=escape(
                     f"Proposed action: {request.describe()} ({request.status.replace('_', ' ')})"
                 ),
                 blocks=self._blocks(request),
             )
-            where = CardLocation(channel=channel, ts=str(posted["ts"]))
+            where = CardLocation(channel=channel, ts=posted)
             await self.actions.store.update(
                 request.id, "card_posted", SYSTEM, f"{where.channel} {where.ts}", card=where
             )

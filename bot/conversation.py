@@ -32,6 +32,7 @@ from bot.blocks import (
 from bot.cards import Cards
 from bot.jobs import Jobs
 from bot.metrics import EVENTS_DEDUPLICATED, TURNS_STARTED, observe_turn
+from bot.slack_posts import find_tagged, post_once
 from bot.thread_context import ThreadReader
 from bot.threads import ThreadMemory, thread_key
 from bot.turns import Turn, TurnStore, turn_id_of
@@ -100,6 +101,12 @@ def _outcome(result: InvestigationResult) -> str:
     if result.status == "answered" and result.stop_reason is None:
         return ANSWERED
     return INCOMPLETE
+
+
+def _since(turn: Turn) -> float:
+    """The turn's messages are posted after the message it is about (Slack's clock: a
+    shortcut's turn is stamped with ours)."""
+    return float(turn.about or turn.ts)
 
 
 def _transient(exc: Exception) -> bool:
@@ -222,16 +229,20 @@ class Conversations:
             return
         queued = await self.turns.head(turn.thread) not in (None, turn.id)
         try:
-            posted = await self.client.chat_postMessage(
+            posted = await post_once(
+                self.client,
                 channel=turn.channel,
                 thread_ts=turn.root,
+                tag=f"placeholder:{turn.id}",
+                since=_since(turn),
+                look_first=turn.attempts > 0,  # an earlier run may have posted it
                 text=":hourglass_flowing_sand: "
                 + ("Queued behind the question before yours…" if queued else "Looking into it…"),
             )
         except Exception:
             await self.turns.unclaim_placeholder(turn.id)  # a later run may try again
             raise
-        await self.turns.update(turn.id, placeholder_ts=str(posted["ts"]))
+        await self.turns.update(turn.id, placeholder_ts=posted)
 
     async def run(self, turn: Turn, fence: Fence) -> None:
         """Investigate (or resume), store the answer with the turn, deliver it, finish.
@@ -312,13 +323,20 @@ class Conversations:
             text, blocks = answer_message(result, p.grafana_url, p.datasource, actions)
         await self._step(turn, "answer", lambda: self._show(turn, text, blocks), fence)
         for request_id in request_ids:
-            post_card = functools.partial(self.cards.post, turn.channel, turn.root, [request_id])
+            post_card = functools.partial(
+                self.cards.post, turn.channel, turn.root, [request_id], since=_since(turn)
+            )
             await self._step(turn, f"card:{request_id}", post_card, fence)
 
     async def _show(self, turn: Turn, text: str, blocks: list[dict[str, Any]]) -> None:
         """The answer replaces the placeholder (or, if none could be posted, is posted)."""
         current = await self.turns.get(turn.id)
         placeholder_ts = current.placeholder_ts if current else turn.placeholder_ts
+        if not placeholder_ts:  # posted, but its answer was lost (or its run died)?
+            tag = f"placeholder:{turn.id}"
+            placeholder_ts = await find_tagged(
+                self.client, turn.channel, turn.root, tag, _since(turn)
+            )
         if placeholder_ts:
             try:
                 await self.client.chat_update(
@@ -329,10 +347,17 @@ class Conversations:
                 if exc.response.get("error") not in GONE:
                     raise
                 log.info("the placeholder of %s is gone; posting the answer anew", turn.id)
-        posted = await self.client.chat_postMessage(
-            channel=turn.channel, thread_ts=turn.root, text=text, blocks=blocks
+        posted = await post_once(
+            self.client,
+            channel=turn.channel,
+            thread_ts=turn.root,
+            tag=f"answer:{turn.id}",
+            since=_since(turn),
+            look_first=True,  # this step may be a retry after a post whose answer was lost
+            text=text,
+            blocks=blocks,
         )
-        await self.turns.update(turn.id, placeholder_ts=str(posted["ts"]))
+        await self.turns.update(turn.id, placeholder_ts=posted)
 
     async def _step(
         self, turn: Turn, name: str, action: Callable[[], Awaitable[Any]], fence: Fence

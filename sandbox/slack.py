@@ -60,10 +60,13 @@ class SlackMessage:
     username: str | None = None  # an app's display name (bot messages)
     attachments: list[dict[str, Any]] = field(default_factory=list)
     reactions: dict[str, set[str]] = field(default_factory=dict)  # name -> users
+    metadata: dict[str, Any] | None = None  # {"event_type", "event_payload"}, as posted
 
-    def as_api(self) -> dict[str, Any]:
-        """The message as conversations.replies returns it."""
+    def as_api(self, *, metadata: bool = False) -> dict[str, Any]:
+        """The message as conversations.replies returns it (its metadata only if asked)."""
         shown: dict[str, Any] = {"type": "message", "ts": self.ts, "text": self.text}
+        if metadata and self.metadata:
+            shown["metadata"] = self.metadata
         if self.user:
             shown["user"] = self.user
         if self.bot_id:
@@ -141,7 +144,9 @@ class SlackSimulator(SimulatorServer):
         self.responses: list[dict[str, Any]] = []
         self._hooks: dict[str, ResponseHook] = {}
         self._clock = itertools.count(1)
+        self._latest = 0.0  # the newest message ts seen or made
         self._limits: dict[str, tuple[int, int]] = {}
+        self._dropped: dict[str, int] = {}  # method -> calls to apply, then not answer
         self._sockets: list[web.WebSocketResponse] = []
         self._acks: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._connected = asyncio.Event()
@@ -172,6 +177,8 @@ class SlackSimulator(SimulatorServer):
         blocks: list[dict[str, Any]] | None = None,
     ) -> SlackMessage:
         """A message written by a person (`user`) or another app (`app`, its name)."""
+        if ts:
+            self._seen(ts)
         message = SlackMessage(
             channel,
             ts or self.new_ts(),
@@ -196,8 +203,26 @@ class SlackSimulator(SimulatorServer):
     def rate_limit(self, method: str, times: int = 1, retry_after: int = 1) -> None:
         self._limits[method] = (times, retry_after)
 
+    def drop_after_applying(self, method: str, times: int = 1) -> None:
+        """The next `times` calls of `method` take effect, then the connection is closed
+        without an answer: the client cannot tell whether the call happened."""
+        self._dropped[method] = times
+
     def new_ts(self) -> str:
-        return f"{1_700_000_000 + next(self._clock)}.000100"
+        """Later than every message Slack has seen, as real message timestamps are."""
+        ts = 1_700_000_000 + next(self._clock)
+        if ts <= self._latest:
+            self._clock = itertools.count(int(self._latest) - 1_700_000_000 + 2)
+            ts = 1_700_000_000 + next(self._clock)
+        self._latest = float(ts)
+        return f"{ts}.000100"
+
+    def _seen(self, *stamps: object) -> None:
+        for stamp in stamps:
+            try:
+                self._latest = max(self._latest, float(str(stamp)))
+            except ValueError:
+                continue
 
     def response_url(self, channel: str, user: str) -> str:
         """A fresh response_url for a command or click in `channel` by `user`."""
@@ -230,6 +255,7 @@ class SlackSimulator(SimulatorServer):
         method = request.match_info["method"]
         args = await self._args(request)
         self.calls.append(SlackCall(method, args))
+        self._seen(*(args[k] for k in ("ts", "thread_ts", "timestamp") if args.get(k)))
         times, retry_after = self._limits.get(method, (0, 0))
         if times > 0:
             self._limits[method] = (times - 1, retry_after)
@@ -249,6 +275,10 @@ class SlackSimulator(SimulatorServer):
         if handler is None:
             return web.json_response({"ok": False, "error": "unknown_method"})
         body: dict[str, Any] = handler(args)
+        if self._dropped.get(method, 0) > 0 and body.get("ok"):
+            self._dropped[method] -= 1
+            assert request.transport is not None
+            request.transport.close()  # applied, and the client never hears of it
         return web.json_response(body)
 
     async def _hook(self, request: web.Request) -> web.Response:
@@ -349,6 +379,18 @@ class SlackSimulator(SimulatorServer):
         error = self._checked(args)
         if error:
             return error
+        metadata = args.get("metadata")
+        if isinstance(metadata, str):  # form-encoded: a JSON string
+            try:
+                metadata = json.loads(metadata)
+            except ValueError:
+                return {"ok": False, "error": "invalid_metadata_format"}
+        if metadata is not None and not (
+            isinstance(metadata, dict)
+            and isinstance(metadata.get("event_type"), str)
+            and isinstance(metadata.get("event_payload"), dict)
+        ):
+            return {"ok": False, "error": "invalid_metadata_schema"}
         ts = self.new_ts()
         message = SlackMessage(
             args["channel"],
@@ -356,6 +398,7 @@ class SlackSimulator(SimulatorServer):
             args.get("text", ""),
             args.get("blocks") or [],
             args.get("thread_ts"),
+            metadata=metadata,
         )
         self.messages[(message.channel, ts)] = message
         return {"ok": True, "channel": message.channel, "ts": ts, "message": {"ts": ts}}
@@ -416,13 +459,14 @@ class SlackSimulator(SimulatorServer):
             return oldest < at < latest
 
         selected = [thread[0], *(m for m in thread[1:] if within(m))]
+        everything = str(args.get("include_all_metadata", "")).lower() in ("1", "true")
         limit = max(1, min(int(args.get("limit") or 1000), 1000))
         start = int(args.get("cursor") or 0)
         page = selected[start : start + limit]
         more = start + limit < len(selected)
         return {
             "ok": True,
-            "messages": [m.as_api() for m in page],
+            "messages": [m.as_api(metadata=everything) for m in page],
             "has_more": more,
             "response_metadata": {"next_cursor": str(start + limit) if more else ""},
         }

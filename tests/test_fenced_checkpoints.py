@@ -35,7 +35,7 @@ async def test_a_superseded_run_cannot_overwrite_the_newer_run_s_checkpoint(
     tempo.faults.latency_s = 0
     config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
     async with asyncio.timeout(5):  # the model's tool call is saved in the background
-        while (await investigator.graph.aget_state(config)).next != ("tools",):
+        while (await investigator.graph.aget_state(config)).next != ("tools",):  # noqa: ASYNC110
             await asyncio.sleep(0.02)
     # The lease moves on: the first run's fence now refuses, and another run takes the turn
     # over from the checkpoint and finishes it while the first is still waiting.
