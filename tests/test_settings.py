@@ -7,7 +7,7 @@ import pytest
 from annotated_types import Ge, Gt, Le, Lt
 from pydantic.fields import FieldInfo
 
-from bot.settings import FILLS, Settings, SettingsError, load_settings
+from bot.settings import FILLS, Settings, SettingsError, load_settings, parse_duration
 from bot.worker import WorkerTiming
 from gates.config import ActionPolicy
 from gates.store import DEFAULT_LEASE_S
@@ -217,3 +217,57 @@ def test_every_setting_is_documented_in_the_readme_and_env_example() -> None:
         name = field.upper()
         assert f"| `{name}` |" in readme, f"{name} is missing from the README settings table"
         assert name in example, f"{name} is missing from .env.example"
+
+
+def _in_env_terms(name: str, value: object) -> str:
+    """A default or a bound as the README writes it: `15m`, `false`, `1.5`, `60`."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    rules = Settings.model_fields[name].metadata
+    if any(getattr(rule, "func", None) is parse_duration for rule in rules):  # a duration
+        seconds = int(value)  # type: ignore[call-overload]
+        for unit, size in (("h", 3600), ("m", 60)):
+            if seconds and seconds % size == 0:
+                return f"{seconds // size}{unit}"
+        return f"{seconds}s"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+_SIGNS = {Ge: ("≥", "ge"), Gt: (">", "gt"), Le: ("≤", "le"), Lt: ("<", "lt")}
+
+
+def _allowed(name: str) -> str:
+    """What the code allows for a setting, as the README's `allowed` column writes it."""
+    owners = [Settings.model_fields[name]] + [
+        config.model_fields[field]
+        for config, fills in FILLS.items()
+        for field in config.model_fields
+        if fills.get(field, field) == name
+    ]
+    rules = [rule for owner in owners for rule in owner.metadata if type(rule) in _SIGNS]
+    bounds = {type(rule): getattr(rule, _SIGNS[type(rule)][1]) for rule in rules}
+    if Ge in bounds and Le in bounds:
+        return f"{_in_env_terms(name, bounds[Ge])}–{_in_env_terms(name, bounds[Le])}"
+    return ", ".join(
+        f"{_SIGNS[kind][0]} {_in_env_terms(name, bound)}" for kind, bound in bounds.items()
+    )
+
+
+def _readme_rows() -> dict[str, list[str]]:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    table = readme.split("## Settings", 1)[1].split("\n## ", 1)[0]
+    rows = [line.strip("|").split("|") for line in table.splitlines() if line.startswith("| `")]
+    return {cells[0].strip(" `"): [cell.strip() for cell in cells[1:]] for cells in rows}
+
+
+def test_the_readme_states_each_setting_default_and_bounds_as_the_code_does() -> None:
+    rows = _readme_rows()
+    for name, field in Settings.model_fields.items():
+        default, allowed = rows[name.upper()][:2]
+        assert allowed == _allowed(name), f"{name.upper()}: README says {allowed!r}"
+        value = field.get_default()
+        if value not in (None, "") and name != "default_rubric":
+            shown = f"`{_in_env_terms(name, value)}`"
+            assert default.startswith(shown), f"{name.upper()}: README {default!r}, code {shown}"
