@@ -162,6 +162,19 @@ def test_a_malformed_approval_ttl_is_reported_by_name(monkeypatch: pytest.Monkey
         load_settings(_env_file=None)
 
 
+@pytest.mark.parametrize(
+    "name", ["APPROVAL_TTL", "ACTION_LEASE", "RECONCILE_INTERVAL", "ROLLOUT_WATCH_TIMEOUT"]
+)
+@pytest.mark.parametrize(
+    ("value", "seconds"), [("900", 900), ("900s", 900), ("15m", 900), ("1h", 3600)]
+)
+def test_a_duration_is_written_in_seconds_minutes_or_hours(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, seconds: int
+) -> None:
+    monkeypatch.setenv(name, value)
+    assert getattr(load_settings(_env_file=None), name.lower()) == seconds
+
+
 def test_an_action_lease_shorter_than_an_execution_is_reported_by_name(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
