@@ -1,30 +1,100 @@
 """Every setting, read once from the environment (or `.env`) and handed down as typed objects.
 
-Errors name the variable to fix. The README's settings table mirrors this class.
+The typed configs (`GraphLimits`, `ModelSpec`, `TempoSpec`, `ActionPolicy`, `WorkerTiming`)
+own their defaults and bounds: a field here that fills one takes its default from it
+(`_owned`), and a value it refuses is reported under the variable the user sets (`FILLS`
+maps its fields back). The settings no typed config holds keep their default and bound
+here. Errors name the variable to fix. The README's settings table mirrors this class.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+from pydantic_core import ErrorDetails
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from bot.worker import ABORT_WAIT_S, WorkerTiming
+from bot.worker import WorkerTiming
 from gates.config import ActionPolicy
+from gates.store import DEFAULT_LEASE_S
 from graph.config import GraphLimits, ModelSpec, TempoSpec
 from graph.rubric import DEFAULT_RUBRIC
 
 LEASE_KUBE_CALLS = 6
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 Command = Literal["serve", "worker", "investigate"]
+Config = TypeVar("Config", bound=BaseModel)
 
 
 class SettingsError(Exception):
     """One line per bad setting: `NAME: what is wrong; what to set`."""
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+def parse_duration(value: object) -> int:
+    """Seconds from `900`, `900s`, `15m` or `1h` (bounds are the owner's to check)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    text = str(value).strip().lower()
+    unit = _UNITS.get(text[-1:])
+    number = text[:-1] if unit else text
+    if not number.isdigit():
+        raise ValueError(f"{value!r} is not a duration like 900, 900s, 15m or 1h")
+    return int(number) * (unit or 1)
+
+
+_AS_SECONDS = BeforeValidator(parse_duration)
+Duration = Annotated[int, _AS_SECONDS]  # seconds; reported in the variable's own terms
+
+
+def _owned(config: type[BaseModel], field: str) -> Any:
+    """The default `config` owns for `field`: written there, and only there."""
+    return config.model_fields[field].get_default(call_default_factory=True)
+
+
+def _owned_list(config: type[BaseModel], field: str) -> str:
+    return ",".join(sorted(_owned(config, field)))
+
+
+# The typed configs Settings fills, each with its fields filled by a setting of another
+# name; the others by the setting of the same name (a field no setting has keeps its default).
+FILLS: dict[type[BaseModel], dict[str, str]] = {
+    GraphLimits: {},
+    ModelSpec: {
+        "model": "llm_model",
+        "api_key": "google_api_key",
+        "base_url": "gemini_base_url",
+        "timeout_s": "llm_timeout",
+        "max_retries": "llm_max_retries",
+    },
+    TempoSpec: {"url": "tempo_url", "tenant": "tempo_tenant", "timeout_s": "tempo_timeout"},
+    ActionPolicy: {
+        "breaker_max_per_target": "breaker_max_actions_per_target",
+        "breaker_max_global": "breaker_max_actions_global",
+        "approval_ttl_s": "approval_ttl",
+        "approvers": "action_approvers",
+        "rollout_watch_s": "rollout_watch_timeout",
+    },
+    WorkerTiming: {
+        "recovery_budget_s": "recovery",
+        "shutdown_grace_s": "shutdown_grace",
+        "concurrency": "worker_concurrency",
+    },
+}
 
 
 class Settings(BaseSettings):
@@ -42,66 +112,67 @@ class Settings(BaseSettings):
     grafana_url: str | None = None
     grafana_tempo_datasource: str = "tempo"
 
-    # The model
-    google_api_key: SecretStr | None = None
-    llm_model: str = "google_genai:gemini-3.8-flash"
-    gemini_base_url: str | None = None
-    llm_timeout: float = Field(default=60.0, gt=0)
-    llm_max_retries: int = Field(default=2, ge=0, le=10)
-    # Grafana Tempo
+    # The model (ModelSpec)
+    google_api_key: SecretStr | None = _owned(ModelSpec, "api_key")
+    llm_model: str = _owned(ModelSpec, "model")
+    gemini_base_url: str | None = _owned(ModelSpec, "base_url")
+    llm_timeout: float = _owned(ModelSpec, "timeout_s")
+    llm_max_retries: int = _owned(ModelSpec, "max_retries")
+    # Grafana Tempo (TempoSpec)
     tempo_url: str | None = None
-    tempo_tenant: str | None = None
-    tempo_timeout: float = Field(default=5.0, gt=0)
+    tempo_tenant: str | None = _owned(TempoSpec, "tenant")
+    tempo_timeout: float = _owned(TempoSpec, "timeout_s")
     # Redis (checkpoints)
     redis_url: str = "redis://localhost:6379/0"
     redis_prefix: str = "tracegate"  # key prefix for the bot's own keys (not checkpoints)
     checkpoint_ttl_minutes: float = Field(default=7 * 24 * 60, gt=0)
-    # Limits of one investigation turn (validated by GraphLimits)
-    tool_budget: int = 8
-    recursion_limit: int = 25
-    trace_max_revisions: int = 2
-    claim_max_revisions: int = 2
-    trace_verify_concurrency: int = 64
-    context_budget_tokens: int = 2000
-    question_max_chars: int = 8000
+    # Limits of one investigation turn (GraphLimits)
+    tool_budget: int = _owned(GraphLimits, "tool_budget")
+    recursion_limit: int = _owned(GraphLimits, "recursion_limit")
+    trace_max_revisions: int = _owned(GraphLimits, "trace_max_revisions")
+    claim_max_revisions: int = _owned(GraphLimits, "claim_max_revisions")
+    trace_verify_concurrency: int = _owned(GraphLimits, "trace_verify_concurrency")
+    context_budget_tokens: int = _owned(GraphLimits, "context_budget_tokens")
+    question_max_chars: int = _owned(GraphLimits, "question_max_chars")
     # The incident thread as context (0 messages: not read)
     thread_context_messages: int = Field(default=50, ge=0, le=1000)
     thread_context_chars: int = Field(default=12_000, ge=1000, le=200_000)
     # Rubric grading
     default_rubric: str = DEFAULT_RUBRIC  # empty: no grading unless a channel sets a rubric
-    rubric_max_iterations: Any = 3  # validated by GraphLimits, which names the setting
+    rubric_max_iterations: int = _owned(GraphLimits, "rubric_max_iterations")
     grader_model: str | None = None  # default: LLM_MODEL
-    grader_max_steps: int = 3
+    grader_max_steps: int = _owned(GraphLimits, "grader_max_steps")
     rubric_editors: str = ""  # Slack user IDs; empty: the action approvers; `*`: anyone
     rubric_max_chars: int = Field(default=4000, ge=1, le=40_000)
-    # Kubernetes actions
+    # Kubernetes actions (ActionPolicy)
     kubeconfig: str | None = None
     kube_timeout: float = Field(default=10.0, gt=0)
-    actions_enabled: bool = False
-    allowed_namespaces: str = ""
-    protected_namespaces: str = "kube-system,kube-public,kube-node-lease"
-    protected_deployments: str = ""
-    max_scale_factor: float = Field(default=10.0, gt=1)
-    max_replicas: int = Field(default=50, ge=1)
-    breaker_failure_threshold: int = Field(default=3, ge=1)
-    breaker_window_minutes: int = Field(default=30, ge=1)
-    breaker_max_actions_per_target: int = Field(default=3, ge=1)
-    breaker_max_actions_global: int = Field(default=10, ge=1)
-    approval_ttl: str = "15m"
-    action_approvers: str = ""
+    actions_enabled: bool = _owned(ActionPolicy, "actions_enabled")
+    allowed_namespaces: str = _owned_list(ActionPolicy, "allowed_namespaces")
+    protected_namespaces: str = _owned_list(ActionPolicy, "protected_namespaces")
+    protected_deployments: str = _owned_list(ActionPolicy, "protected_deployments")
+    max_scale_factor: float = _owned(ActionPolicy, "max_scale_factor")
+    max_replicas: int = _owned(ActionPolicy, "max_replicas")
+    breaker_failure_threshold: int = _owned(ActionPolicy, "breaker_failure_threshold")
+    breaker_window_minutes: int = _owned(ActionPolicy, "breaker_window_minutes")
+    breaker_max_actions_per_target: int = _owned(ActionPolicy, "breaker_max_per_target")
+    breaker_max_actions_global: int = _owned(ActionPolicy, "breaker_max_global")
+    approval_ttl: Duration = _owned(ActionPolicy, "approval_ttl_s")
+    action_approvers: str = _owned_list(ActionPolicy, "approvers")
     action_approver_group: str | None = None
-    allow_self_approval: bool = False
-    judge_fail_mode: Literal["closed", "open"] = "closed"
+    allow_self_approval: bool = _owned(ActionPolicy, "allow_self_approval")
+    judge_fail_mode: Literal["closed", "open"] = _owned(ActionPolicy, "judge_fail_mode")
     judge_model: str | None = None  # default: LLM_MODEL
-    action_lease: str = "2m"  # approved/executing longer than this: settled by the reconciler
-    reconcile_interval: str = "30s"
-    rollout_watch_timeout: str = "5m"
-    # Durable turns
+    # approved/executing longer than this: settled by the reconciler (the store's lease)
+    action_lease: Duration = Field(default=int(DEFAULT_LEASE_S), gt=0)
+    reconcile_interval: Duration = Field(default=30, gt=0)
+    rollout_watch_timeout: Duration = _owned(ActionPolicy, "rollout_watch_s")
+    # Durable turns (WorkerTiming)
     worker_mode: Literal["inline", "queue"] = "inline"  # queue: `tracegate worker` runs turns
     max_attempts: int = Field(default=3, ge=1, le=20)  # runs of one turn before giving up
-    shutdown_grace: float = Field(default=20.0, gt=0, le=600)  # seconds, on SIGTERM
-    recovery: float = Field(default=30.0, ge=10, le=600)  # a dead worker's turn resumes within
-    worker_concurrency: int = Field(default=32, ge=1, le=1000)
+    shutdown_grace: float = _owned(WorkerTiming, "shutdown_grace_s")  # seconds, on SIGTERM
+    recovery: float = _owned(WorkerTiming, "recovery_budget_s")  # a dead worker's turn resumes
+    worker_concurrency: int = _owned(WorkerTiming, "concurrency")
     # Logging
     log_level: str = "INFO"
     log_format: Literal["text", "json"] = "text"  # json: one object a line, for log shippers
@@ -140,40 +211,26 @@ class Settings(BaseSettings):
                 raise ValueError(f"{first} is not a file; point it at a kubeconfig or unset it")
         return value
 
-    @field_validator("approval_ttl", "action_lease", "reconcile_interval", "rollout_watch_timeout")
-    @classmethod
-    def _duration(cls, value: str) -> str:
-        parse_duration(value)
-        return value
-
     @field_validator("action_lease")
     @classmethod
-    def _lease_outlasts_an_execution(cls, value: str, info: ValidationInfo) -> str:
+    def _lease_outlasts_an_execution(cls, value: int, info: ValidationInfo) -> int:
         # A live executor makes at most this many API calls between two transitions; a
         # shorter lease would let the reconciler settle a request that is still running.
         floor = LEASE_KUBE_CALLS * info.data.get("kube_timeout", 0)
-        if parse_duration(value) < floor:
+        if value < floor:
             raise ValueError(
-                f"{value} is shorter than {LEASE_KUBE_CALLS} × KUBE_TIMEOUT ({floor:g}s); "
-                "raise ACTION_LEASE or lower KUBE_TIMEOUT"
+                f"{_shown(value, duration=True)} is shorter than {LEASE_KUBE_CALLS} × "
+                f"KUBE_TIMEOUT ({floor:g}s); raise ACTION_LEASE or lower KUBE_TIMEOUT"
             )
         return value
 
     @property
     def action_lease_s(self) -> int:
-        return parse_duration(self.action_lease)
+        return self.action_lease
 
     @property
     def reconcile_interval_s(self) -> int:
-        return parse_duration(self.reconcile_interval)
-
-    @field_validator("protected_deployments")
-    @classmethod
-    def _targets(cls, value: str) -> str:
-        for entry in _split(value):
-            if entry.count("/") != 1 or not all(entry.split("/")):
-                raise ValueError(f"entry {entry!r} is not namespace/name")
-        return value
+        return self.reconcile_interval
 
     def check_for_serve(self, *, worker: bool = False) -> None:
         """Everything `tracegate serve` (or, with `worker`, `tracegate worker`) needs,
@@ -216,72 +273,67 @@ class Settings(BaseSettings):
     def kubernetes_configured(self) -> bool:
         return bool(self.kubeconfig) or "KUBERNETES_SERVICE_HOST" in os.environ
 
-    def judge_spec(self) -> ModelSpec:
-        return self.model_spec().model_copy(update={"model": self.judge_model or self.llm_model})
+    def _typed(self, config: type[Config], **converted: Any) -> Config:
+        """`config` filled from these settings (see FILLS), `converted` where a value is
+        more than a copy; what it refuses is reported by the variables' names."""
+        fills = FILLS.get(config, {})
+        values = {
+            field: getattr(self, fills.get(field, field))
+            for field in config.model_fields
+            if fills.get(field, field) in type(self).model_fields
+        }
+        try:
+            return config(**(values | converted))
+        except ValidationError as exc:
+            raise SettingsError(describe(exc, fills)) from None
+
+    def graph_limits(self) -> GraphLimits:
+        return self._typed(GraphLimits)
 
     def action_policy(self) -> ActionPolicy:
-        return ActionPolicy(
-            actions_enabled=self.actions_enabled,
+        return self._typed(
+            ActionPolicy,
             allowed_namespaces=frozenset(_split(self.allowed_namespaces)),
             protected_namespaces=frozenset(_split(self.protected_namespaces)),
             protected_deployments=frozenset(_split(self.protected_deployments)),
-            max_scale_factor=self.max_scale_factor,
-            max_replicas=self.max_replicas,
-            breaker_failure_threshold=self.breaker_failure_threshold,
-            breaker_window_s=self.breaker_window_minutes * 60,
-            breaker_max_per_target=self.breaker_max_actions_per_target,
-            breaker_max_global=self.breaker_max_actions_global,
-            approval_ttl_s=parse_duration(self.approval_ttl),
             approvers=frozenset(_split(self.action_approvers)),
-            allow_self_approval=self.allow_self_approval,
-            judge_fail_mode=self.judge_fail_mode,
-            rollout_watch_s=parse_duration(self.rollout_watch_timeout),
         )
 
     def model_spec(self) -> ModelSpec:
-        return ModelSpec(
-            model=self.llm_model,
-            api_key=self.google_api_key.get_secret_value() if self.google_api_key else None,
-            base_url=self.gemini_base_url,
-            timeout_s=self.llm_timeout,
-            max_retries=self.llm_max_retries,
-        )
+        key = self.google_api_key
+        return self._typed(ModelSpec, api_key=key.get_secret_value() if key else None)
+
+    def judge_spec(self) -> ModelSpec:
+        return self.model_spec().model_copy(update={"model": self.judge_model or self.llm_model})
+
+    def grader_spec(self) -> ModelSpec:
+        return self.model_spec().model_copy(update={"model": self.grader_model or self.llm_model})
 
     def tempo_spec(self) -> TempoSpec:
         if not self.tempo_url:
             raise SettingsError(
                 "TEMPO_URL: not set; set it to your Tempo's HTTP API, e.g. http://tempo:3200"
             )
-        return TempoSpec(url=self.tempo_url, tenant=self.tempo_tenant, timeout_s=self.tempo_timeout)
+        return self._typed(TempoSpec)
 
     def worker_timing(self) -> WorkerTiming:
-        """Lease, heartbeat and sweep, derived from RECOVERY so a dead worker's turn is
-        taken up within it: heartbeat + two sweeps + saq's abort wait = RECOVERY."""
-        r = self.recovery
-        sweep = max(1, int(r / 10))
-        return WorkerTiming(
-            lease_s=r / 3,
-            heartbeat_s=max(3, int(r - 2 * sweep - ABORT_WAIT_S)),
-            sweep_s=sweep,
-            shutdown_grace_s=self.shutdown_grace,
-            concurrency=self.worker_concurrency,
-        )
+        return self._typed(WorkerTiming)
 
-    def graph_limits(self) -> GraphLimits:
-        return GraphLimits(
-            tool_budget=self.tool_budget,
-            recursion_limit=self.recursion_limit,
-            trace_max_revisions=self.trace_max_revisions,
-            claim_max_revisions=self.claim_max_revisions,
-            trace_verify_concurrency=self.trace_verify_concurrency,
-            context_budget_tokens=self.context_budget_tokens,
-            question_max_chars=self.question_max_chars,
-            rubric_max_iterations=self.rubric_max_iterations,
-            grader_max_steps=self.grader_max_steps,
-        )
-
-    def grader_spec(self) -> ModelSpec:
-        return self.model_spec().model_copy(update={"model": self.grader_model or self.llm_model})
+    def typed_problems(self) -> list[str]:
+        """What the typed configs refuse, one line each (TEMPO_URL is `missing`'s to check)."""
+        problems = []
+        for build in (
+            self.graph_limits,
+            self.action_policy,
+            self.model_spec,
+            self.worker_timing,
+            lambda: self._typed(TempoSpec, url=self.tempo_url or ""),
+        ):
+            try:
+                build()
+            except SettingsError as exc:
+                problems.append(str(exc))
+        return problems
 
     def rubric_editor_ids(self) -> tuple[bool, frozenset[str]]:
         """RUBRIC_EDITORS as (anyone, user ids); no ids means the action approvers."""
@@ -299,26 +351,57 @@ def _split(value: str) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
-_UNITS = {"s": 1, "m": 60, "h": 3600}
+# pydantic's bound errors → how they read for a number and for a duration, and the bound
+_BOUNDS = {
+    "greater_than_equal": ("is below the minimum", "is shorter than the minimum", "ge"),
+    "less_than_equal": ("is above the maximum", "is longer than the maximum", "le"),
+    "greater_than": ("must be more than", "must be longer than", "gt"),
+    "less_than": ("must be less than", "must be shorter than", "lt"),
+}
+# pydantic's parse errors → what the value is not
+_NOT_A = {
+    "int_parsing": "a whole number",
+    "int_from_float": "a whole number",
+    "float_parsing": "a number",
+    "bool_parsing": "true or false",
+}
 
 
-def parse_duration(value: str) -> int:
-    """Seconds from `900`, `900s`, `15m` or `1h`."""
-    text = value.strip().lower()
-    unit = _UNITS.get(text[-1:])
-    number = text[:-1] if unit else text
-    if not number.isdigit() or int(number) == 0:
-        raise ValueError(f"{value!r} is not a duration like 900, 900s, 15m or 1h")
-    return int(number) * (unit or 1)
+def describe(exc: ValidationError, fills: dict[str, str] | None = None) -> str:
+    """One line per error, named by the environment variable: `fills` maps a typed config's
+    fields to the settings that fill them (a Settings error is named by its own field)."""
+    return "\n".join(_problem((fills or {}), error) for error in exc.errors())
 
 
-def describe(exc: ValidationError) -> str:
-    lines = []
-    for error in exc.errors():
-        name = str(error["loc"][0]).upper() if error["loc"] else "settings"
-        message = str(error["msg"]).removeprefix("Value error, ")
-        lines.append(f"{name}: {message} (got {error.get('input')!r})")
-    return "\n".join(lines)
+def _problem(fills: dict[str, str], error: ErrorDetails) -> str:
+    field = str(error["loc"][0]) if error["loc"] else "settings"
+    setting = fills.get(field, field)
+    owner = Settings.model_fields.get(setting)
+    duration = owner is not None and _AS_SECONDS in owner.metadata
+    given = error.get("input")
+    if error["type"] in _BOUNDS:
+        number, longer, key = _BOUNDS[error["type"]]
+        bound = _shown(error.get("ctx", {})[key], duration)
+        phrase = longer if duration else number
+        return f"{setting.upper()}: {_shown(given, duration)} {phrase} {bound}"
+    if error["type"] in _NOT_A:
+        return f"{setting.upper()}: {_shown(given, duration)!r} is not {_NOT_A[error['type']]}"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return f"{setting.upper()}: {message} (got {_shown(given, duration)!r})"
+
+
+def _shown(value: object, duration: bool) -> str:
+    """A value as the user writes it: `15m` for 900 seconds of a duration, `a,b` for a set."""
+    if isinstance(value, frozenset):
+        return ",".join(sorted(map(str, value)))
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if duration:
+        for unit, size in (("h", 3600), ("m", 60)):
+            if value and value % size == 0:
+                return f"{value // size:g}{unit}"
+        return f"{value:g}s"
+    return f"{value:g}" if isinstance(value, float) and not value.is_integer() else str(int(value))
 
 
 def load_settings(command: Command | None = None, **overrides: Any) -> Settings:
@@ -339,11 +422,7 @@ def load_settings(command: Command | None = None, **overrides: Any) -> Settings:
                 raise SettingsError("\n".join(problems)) from None
             for name in failed & set(Settings.model_fields):
                 replaced[name] = Settings.model_fields[name].get_default(call_default_factory=True)
-    for check in (settings.graph_limits, settings.action_policy):
-        try:
-            check()
-        except ValidationError as exc:
-            problems.append(describe(exc))
+    problems += settings.typed_problems()
     if command is not None:
         reported = {name.upper() for name in replaced}
         problems += [p for p in settings.missing(command) if p.split(":")[0] not in reported]

@@ -33,8 +33,8 @@ MAX_MESSAGE_CHARS = 2000
 
 @dataclass(frozen=True)
 class ContextLimits:
-    messages: int = 50  # THREAD_CONTEXT_MESSAGES
-    chars: int = 12_000  # THREAD_CONTEXT_CHARS
+    messages: int  # THREAD_CONTEXT_MESSAGES
+    chars: int  # THREAD_CONTEXT_CHARS
 
 
 class ThreadReader:

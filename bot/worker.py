@@ -23,10 +23,10 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
+from pydantic import BaseModel, ConfigDict, Field
 from saq import Queue, Worker
 from saq.queue.redis import RedisQueue
 from saq.types import Context
@@ -41,13 +41,32 @@ POLL_S = 0.2  # how often a waiting job looks at its thread's queue
 ABORT_WAIT_S = 5  # saq's sweep waits this long for a stuck job's abort before retrying it
 
 
-@dataclass(frozen=True)
-class WorkerTiming:
-    lease_s: float = 10.0  # a dead holder's thread is free again after this
-    heartbeat_s: int = 15  # saq retries a job not touched for this long …
-    sweep_s: int = 5  # … when a worker's sweep (every this often) notices
-    shutdown_grace_s: float = 20.0  # SHUTDOWN_GRACE
-    concurrency: int = 32  # jobs per worker; waiting jobs hold a slot but no CPU
+class WorkerTiming(BaseModel):
+    """How fast a dead worker's turns are taken up, and how a worker stops. Lease,
+    heartbeat and sweep derive from RECOVERY: heartbeat + two sweeps + saq's abort wait
+    stay within it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    recovery_budget_s: float = Field(default=30.0, ge=10, le=600)  # RECOVERY
+    shutdown_grace_s: float = Field(default=20.0, gt=0, le=600)  # SHUTDOWN_GRACE
+    # WORKER_CONCURRENCY: jobs per worker; waiting jobs hold a slot but no CPU
+    concurrency: int = Field(default=32, ge=1, le=1000)
+
+    @property
+    def lease_s(self) -> float:
+        """A dead holder's thread is free again after this."""
+        return self.recovery_budget_s / 3
+
+    @property
+    def sweep_s(self) -> int:
+        """How often a worker's sweep looks for jobs whose heartbeat stopped …"""
+        return max(1, int(self.recovery_budget_s / 10))
+
+    @property
+    def heartbeat_s(self) -> int:
+        """… and retries one not touched for this long."""
+        return max(3, int(self.recovery_budget_s - 2 * self.sweep_s - ABORT_WAIT_S))
 
     @property
     def recovery_s(self) -> float:

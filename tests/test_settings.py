@@ -1,10 +1,23 @@
 """Settings are read from the environment, and bad ones are reported by name."""
 
+import re
 from pathlib import Path
 
 import pytest
+from annotated_types import Ge, Gt, Le, Lt
+from pydantic.fields import FieldInfo
 
-from bot.settings import Settings, SettingsError, load_settings
+from bot.settings import FILLS, Settings, SettingsError, load_settings, parse_duration
+from bot.worker import WorkerTiming
+from gates.config import ActionPolicy
+from gates.store import DEFAULT_LEASE_S
+from graph.config import GraphLimits, ModelSpec, TempoSpec
+
+
+@pytest.fixture(autouse=True)
+def _no_settings_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in Settings.model_fields:
+        monkeypatch.delenv(name.upper(), raising=False)
 
 
 def test_defaults_give_the_documented_limits(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -25,10 +38,77 @@ def test_environment_variables_override_defaults(monkeypatch: pytest.MonkeyPatch
     assert settings.tempo_spec().tenant == "acme"
 
 
-def test_a_recursion_limit_below_3_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RECURSION_LIMIT", "2")
-    with pytest.raises(SettingsError, match=r"^RECURSION_LIMIT: RECURSION_LIMIT is 2; it must be"):
+def test_the_defaults_are_the_ones_the_typed_configs_own() -> None:
+    settings = Settings(_env_file=None, tempo_url="http://tempo:3200")
+    assert settings.graph_limits() == GraphLimits()
+    assert settings.action_policy() == ActionPolicy()
+    assert settings.model_spec() == ModelSpec()
+    assert settings.tempo_spec() == TempoSpec(url="http://tempo:3200")
+    assert settings.worker_timing() == WorkerTiming()
+    assert settings.action_lease_s == DEFAULT_LEASE_S  # the action store's lease
+
+
+OUT_OF_RANGE = [
+    ("TOOL_BUDGET", "0", "0 is below the minimum 1"),
+    ("RECURSION_LIMIT", "2", "2 is below the minimum 3"),
+    ("TRACE_MAX_REVISIONS", "-1", "-1 is below the minimum 0"),
+    ("CLAIM_MAX_REVISIONS", "-1", "-1 is below the minimum 0"),
+    ("TRACE_VERIFY_CONCURRENCY", "0", "0 is below the minimum 1"),
+    ("CONTEXT_BUDGET_TOKENS", "199", "199 is below the minimum 200"),
+    ("QUESTION_MAX_CHARS", "99", "99 is below the minimum 100"),
+    ("RUBRIC_MAX_ITERATIONS", "0", "0 is below the minimum 1"),
+    ("GRADER_MAX_STEPS", "-1", "-1 is below the minimum 0"),
+    ("LLM_TIMEOUT", "0", "0 must be more than 0"),
+    ("LLM_MAX_RETRIES", "11", "11 is above the maximum 10"),
+    ("TEMPO_TIMEOUT", "0", "0 must be more than 0"),
+    ("MAX_SCALE_FACTOR", "1", "1 must be more than 1"),
+    ("MAX_REPLICAS", "0", "0 is below the minimum 1"),
+    ("BREAKER_FAILURE_THRESHOLD", "0", "0 is below the minimum 1"),
+    ("BREAKER_WINDOW_MINUTES", "0", "0 is below the minimum 1"),
+    ("BREAKER_MAX_ACTIONS_PER_TARGET", "0", "0 is below the minimum 1"),
+    ("BREAKER_MAX_ACTIONS_GLOBAL", "0", "0 is below the minimum 1"),
+    ("APPROVAL_TTL", "10s", "10s is shorter than the minimum 30s"),
+    ("ROLLOUT_WATCH_TIMEOUT", "0m", "0s must be longer than 0s"),
+    ("ACTION_LEASE", "0", "0s must be longer than 0s"),
+    ("RECONCILE_INTERVAL", "0h", "0s must be longer than 0s"),
+    ("SHUTDOWN_GRACE", "601", "601 is above the maximum 600"),
+    ("RECOVERY", "9", "9 is below the minimum 10"),
+    ("WORKER_CONCURRENCY", "1001", "1001 is above the maximum 1000"),
+    ("PORT", "65536", "65536 is above the maximum 65535"),
+    ("PROGRESS_INTERVAL", "-0.5", "-0.5 is below the minimum 0"),
+    ("APPROVER_GROUP_CACHE", "-1", "-1 is below the minimum 0"),
+    ("CHECKPOINT_TTL_MINUTES", "0", "0 must be more than 0"),
+    ("THREAD_CONTEXT_MESSAGES", "1001", "1001 is above the maximum 1000"),
+    ("THREAD_CONTEXT_CHARS", "999", "999 is below the minimum 1000"),
+    ("RUBRIC_MAX_CHARS", "40001", "40001 is above the maximum 40000"),
+    ("KUBE_TIMEOUT", "0", "0 must be more than 0"),
+    ("MAX_ATTEMPTS", "21", "21 is above the maximum 20"),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "problem"), OUT_OF_RANGE)
+def test_a_value_out_of_bounds_is_reported_under_its_own_variable(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, problem: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError) as refused:
         load_settings(_env_file=None)
+    assert str(refused.value) == f"{name}: {problem}"  # one line, that variable only
+    assert not re.search(r"[a-z]+_[a-z]|_S\b", str(refused.value))  # no internal field name
+
+
+def _bounded(field: FieldInfo) -> bool:
+    return any(isinstance(rule, Ge | Gt | Le | Lt) for rule in field.metadata)
+
+
+def test_every_bounded_setting_is_in_the_out_of_bounds_test() -> None:
+    bounded = {name for name, field in Settings.model_fields.items() if _bounded(field)}
+    for config, fills in FILLS.items():
+        for field_name, field in config.model_fields.items():
+            setting = fills.get(field_name, field_name)
+            if _bounded(field) and setting in Settings.model_fields:
+                bounded.add(setting)
+    assert {name.lower() for name, _, _ in OUT_OF_RANGE} == bounded
 
 
 def test_a_malformed_number_is_reported_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -82,6 +162,19 @@ def test_a_malformed_approval_ttl_is_reported_by_name(monkeypatch: pytest.Monkey
         load_settings(_env_file=None)
 
 
+@pytest.mark.parametrize(
+    "name", ["APPROVAL_TTL", "ACTION_LEASE", "RECONCILE_INTERVAL", "ROLLOUT_WATCH_TIMEOUT"]
+)
+@pytest.mark.parametrize(
+    ("value", "seconds"), [("900", 900), ("900s", 900), ("15m", 900), ("1h", 3600)]
+)
+def test_a_duration_is_written_in_seconds_minutes_or_hours(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, seconds: int
+) -> None:
+    monkeypatch.setenv(name, value)
+    assert getattr(load_settings(_env_file=None), name.lower()) == seconds
+
+
 def test_an_action_lease_shorter_than_an_execution_is_reported_by_name(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -119,9 +212,13 @@ def test_the_default_rubric_ships_and_can_be_written_on_one_line(
     assert load_settings(_env_file=None).rubric is None
 
 
-def test_a_bad_rubric_max_iterations_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RUBRIC_MAX_ITERATIONS", "0")
-    with pytest.raises(SettingsError, match="RUBRIC_MAX_ITERATIONS: RUBRIC_MAX_ITERATIONS is '0'"):
+def test_a_fractional_rubric_max_iterations_is_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RUBRIC_MAX_ITERATIONS", "1.5")
+    with pytest.raises(
+        SettingsError, match=r"^RUBRIC_MAX_ITERATIONS: '1\.5' is not a whole number$"
+    ):
         load_settings(_env_file=None)
 
 
@@ -133,3 +230,57 @@ def test_every_setting_is_documented_in_the_readme_and_env_example() -> None:
         name = field.upper()
         assert f"| `{name}` |" in readme, f"{name} is missing from the README settings table"
         assert name in example, f"{name} is missing from .env.example"
+
+
+def _in_env_terms(name: str, value: object) -> str:
+    """A default or a bound as the README writes it: `15m`, `false`, `1.5`, `60`."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    rules = Settings.model_fields[name].metadata
+    if any(getattr(rule, "func", None) is parse_duration for rule in rules):  # a duration
+        seconds = int(value)  # type: ignore[call-overload]
+        for unit, size in (("h", 3600), ("m", 60)):
+            if seconds and seconds % size == 0:
+                return f"{seconds // size}{unit}"
+        return f"{seconds}s"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+_SIGNS = {Ge: ("≥", "ge"), Gt: (">", "gt"), Le: ("≤", "le"), Lt: ("<", "lt")}
+
+
+def _allowed(name: str) -> str:
+    """What the code allows for a setting, as the README's `allowed` column writes it."""
+    owners = [Settings.model_fields[name]] + [
+        config.model_fields[field]
+        for config, fills in FILLS.items()
+        for field in config.model_fields
+        if fills.get(field, field) == name
+    ]
+    rules = [rule for owner in owners for rule in owner.metadata if type(rule) in _SIGNS]
+    bounds = {type(rule): getattr(rule, _SIGNS[type(rule)][1]) for rule in rules}
+    if Ge in bounds and Le in bounds:
+        return f"{_in_env_terms(name, bounds[Ge])}–{_in_env_terms(name, bounds[Le])}"
+    return ", ".join(
+        f"{_SIGNS[kind][0]} {_in_env_terms(name, bound)}" for kind, bound in bounds.items()
+    )
+
+
+def _readme_rows() -> dict[str, list[str]]:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    table = readme.split("## Settings", 1)[1].split("\n## ", 1)[0]
+    rows = [line.strip("|").split("|") for line in table.splitlines() if line.startswith("| `")]
+    return {cells[0].strip(" `"): [cell.strip() for cell in cells[1:]] for cells in rows}
+
+
+def test_the_readme_states_each_setting_default_and_bounds_as_the_code_does() -> None:
+    rows = _readme_rows()
+    for name, field in Settings.model_fields.items():
+        default, allowed = rows[name.upper()][:2]
+        assert allowed == _allowed(name), f"{name.upper()}: README says {allowed!r}"
+        value = field.get_default()
+        if value not in (None, "") and name != "default_rubric":
+            shown = f"`{_in_env_terms(name, value)}`"
+            assert default.startswith(shown), f"{name.upper()}: README {default!r}, code {shown}"
