@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp
 
 from bot.cards import Click
-
-if TYPE_CHECKING:
-    from bot.app import Services
+from bot.services import Services
 
 
 def _click(body: dict[str, Any]) -> tuple[str, str, str, str]:
