@@ -19,6 +19,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
+import redis.asyncio as aioredis
+from langchain_core.language_models import BaseChatModel
+
 from gates.breaker import GLOBAL, CircuitBreaker
 from gates.cluster import ClusterError, KubernetesCluster, PlannedWrite, RolloutStatus
 from gates.config import ActionPolicy
@@ -40,7 +43,7 @@ from gates.rules.duplicate import DuplicateGate
 from gates.rules.kill_switch import KillSwitchGate
 from gates.rules.policy import PolicyGate
 from gates.rules.validation import ValidationGate
-from gates.store import ActionStore, RequestNotFound, TransitionConflict
+from gates.store import DEFAULT_LEASE_S, ActionStore, RequestNotFound, TransitionConflict
 
 log = logging.getLogger(__name__)
 
@@ -419,6 +422,28 @@ class ActionPipeline:
         await self.breaker.reset(scope)
         await self.store.audit_event("breaker_reset", user, f"breaker for {scope} reset", scope)
         return True, f"breaker for {scope} reset"
+
+
+def build_pipeline(
+    redis: aioredis.Redis,
+    cluster: KubernetesCluster,
+    policy: ActionPolicy,
+    judge_model: BaseChatModel,
+    *,
+    prefix: str = "tracegate",
+    lease_s: float = DEFAULT_LEASE_S,
+) -> ActionPipeline:
+    """The action pipeline as every process assembles it (`serve`, the worker, tests, bench):
+    requests and the circuit breaker under one Redis prefix (REDIS_PREFIX), approved and
+    executing requests leased for `lease_s` (ACTION_LEASE), the judge failing as
+    JUDGE_FAIL_MODE says."""
+    return ActionPipeline(
+        ActionStore(redis, prefix, lease_s),
+        cluster,
+        CircuitBreaker(redis, policy, prefix),
+        ActionJudge(judge_model, policy.judge_fail_mode),
+        policy,
+    )
 
 
 _ENDINGS: dict[str, Verdict] = {"succeeded": "succeeded", "failed": "failed", "aborted": "aborted"}
