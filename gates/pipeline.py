@@ -63,7 +63,7 @@ READ_BACK_PAUSE_S = 0.5
 
 # succeeded / failed / aborted: how the approved action ended; executing: the cluster could
 # not be read back yet, and the reconciler will settle it.
-Verdict = Literal[
+ApprovalVerdict = Literal[
     "succeeded",
     "failed",
     "aborted",
@@ -78,7 +78,7 @@ Verdict = Literal[
 
 @dataclass(frozen=True)
 class ApprovalResult:
-    verdict: Verdict
+    verdict: ApprovalVerdict
     message: str
     request: ActionRequest | None
 
@@ -193,15 +193,18 @@ class ActionPipeline:
             return "you asked for this action; someone else must approve it (ALLOW_SELF_APPROVAL)"
         return None
 
-    async def expire_if_due(self, request: ActionRequest) -> ActionRequest | None:
+    async def expire_if_due(
+        self, request: ActionRequest, actor: str = SYSTEM
+    ) -> ActionRequest | None:
+        """pending_approval past its expiry (APPROVAL_TTL) → expired, card or no card; None
+        while it is not due. The one place a proposal expires: a click that comes too late
+        and the reconciler both end here. Raises TransitionConflict when someone else moved
+        the request first."""
         if request.status != "pending_approval" or time.time() < request.expires_at:
             return None
-        try:
-            return await self.store.transition(
-                request.id, "expired", SYSTEM, "approval window passed", expect="pending_approval"
-            )
-        except TransitionConflict as exc:
-            return exc.current
+        return await self.store.transition(
+            request.id, "expired", actor, "approval window passed", expect="pending_approval"
+        )
 
     async def approve(
         self,
@@ -223,11 +226,11 @@ class ActionPipeline:
         if denial is not None:
             await self.store.audit(request, "approval_denied", user, denial)
             return ApprovalResult("denied", denial, request)
-        expired = await self.expire_if_due(request)
-        if expired is not None:
-            await self.store.audit(expired, "approval_denied", user, "expired")
-            return ApprovalResult("expired", "this request has expired; ask again", expired)
         try:
+            expired = await self.expire_if_due(request)
+            if expired is not None:
+                await self.store.audit(expired, "approval_denied", user, "expired")
+                return ApprovalResult("expired", "this request has expired; ask again", expired)
             request = await self.store.transition(
                 request_id, "approved", user, "approved", expect="pending_approval"
             )
@@ -446,7 +449,11 @@ def build_pipeline(
     )
 
 
-_ENDINGS: dict[str, Verdict] = {"succeeded": "succeeded", "failed": "failed", "aborted": "aborted"}
+_ENDINGS: dict[str, ApprovalVerdict] = {
+    "succeeded": "succeeded",
+    "failed": "failed",
+    "aborted": "aborted",
+}
 
 
 def _result(request: ActionRequest) -> ApprovalResult:
