@@ -282,15 +282,7 @@ class ActionPipeline:
             error = str(exc) if isinstance(exc, ClusterError) else f"{type(exc).__name__}: {exc}"
         if dry_run:  # nothing is stored either way: the API's answer is the outcome
             detail = planned.would if error is None else f"dry run refused: {error}"
-            done = await self.store.transition(
-                request.id,
-                "failed" if error else "succeeded",
-                SYSTEM,
-                detail,
-                expect="executing",
-                outcome=Outcome(dry_run=True, detail=detail),
-            )
-            return _result(done)
+            return _result(await self._conclude(request, error is None, detail, dry_run=True))
         settled = await self.settle(
             executing,
             done=planned.done if error is None else f"{planned.done} (the API answered: {error})",
@@ -337,18 +329,31 @@ class ActionPipeline:
             await self.store.audit(request, "outcome_unknown", actor, "cannot read the cluster")
             return None
         applied = request.is_applied(now)
-        detail = done if applied else failed
         # Raises TransitionConflict when someone else settled it first (and counted it).
-        settled = await self.store.transition(
-            request.id,
-            "succeeded" if applied else "failed",
-            actor,
-            detail,
-            expect="executing",
-            outcome=Outcome(dry_run=False, detail=detail),
+        settled = await self._conclude(
+            request, applied, done if applied else failed, dry_run=False, actor=actor
         )
         await self.breaker.record(request.target, applied, request.id)
         return settled
+
+    async def _conclude(
+        self,
+        request: ActionRequest,
+        succeeded: bool,
+        detail: str,
+        *,
+        dry_run: bool,
+        actor: str = SYSTEM,
+    ) -> ActionRequest:
+        """executing → succeeded | failed, with `detail` as the outcome."""
+        return await self.store.transition(
+            request.id,
+            "succeeded" if succeeded else "failed",
+            actor,
+            detail,
+            expect="executing",
+            outcome=Outcome(dry_run=dry_run, detail=detail),
+        )
 
     async def _read_back(self, request: ActionRequest) -> ClusterSnapshot | None:
         for attempt in range(READ_BACK_ATTEMPTS):
