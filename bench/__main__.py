@@ -35,12 +35,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.server import running_bot
 from bot.settings import Settings
-from gates.breaker import CircuitBreaker
 from gates.cluster import KubernetesCluster
 from gates.config import ActionPolicy
-from gates.judge import ActionJudge
-from gates.pipeline import ActionPipeline
-from gates.store import ActionStore
+from gates.pipeline import build_pipeline
 from graph.build import build_graph
 from graph.checkpoint import open_checkpointer, redis_options, setup_saver
 from graph.config import GraphLimits, ModelSpec, TempoSpec
@@ -514,13 +511,7 @@ async def bench_approval(redis_url: str) -> list[Row]:
                 kube.add_deployment("bench", name, ["img:1", "img:2"])
                 policy = ActionPolicy(actions_enabled=True, approvers=frozenset({"U1"}))
                 prefix = f"bench-{uuid.uuid4().hex[:8]}"
-                pipeline = ActionPipeline(
-                    ActionStore(redis, prefix),
-                    cluster,
-                    CircuitBreaker(redis, policy, prefix),
-                    ActionJudge(model, "closed"),
-                    policy,
-                )
+                pipeline = build_pipeline(redis, cluster, policy, model, prefix=prefix)
                 gemini.script(Reply.json({"safe_to_proceed": True, "reason": "bench"}))
                 request = await pipeline.propose(
                     action="rollout_undo",

@@ -208,34 +208,43 @@ def progress_text(event: dict[str, Any], max_iterations: int) -> str | None:
 
 
 # --- steps ----------------------------------------------------------------------------------
+class _Fields(dict[str, Any]):
+    """An event's fields for a step line; a field the event lacks reads "None"."""
+
+    def __missing__(self, key: str) -> None:
+        return None
+
+
+# Each event kind's line, filled from its fields; a kind not listed reads as its name.
+_STEP_LINES = {
+    "tool_started": "tool {tool} started",
+    "tool_finished": "tool {tool}: {status}",
+    "model_started": "model ({node})",
+    "model_finished": "model done; tool calls: {calls}",
+    "verification_finished": (
+        "trace guard: {found} found, {missing} missing, {unverified} unverified"
+    ),
+    "rubric_evaluation_end": "rubric pass {pass_number}: {result}{unverified_mark}",
+    "forced_answer": "forced answer: {reason}",
+    "stopped": "stopped: {reason} after {steps} steps",
+    "claims_checked": "action-claim guard: {unsupported} unsupported claim(s)",
+    "action_proposed": "action {request_id}: {status}",
+}
+
+
 def _step_detail(e: dict[str, Any]) -> str:
     kind = str(e.get("type", "?"))
-    if kind == "tool_started":
-        return f"tool {e.get('tool')} started"
-    if kind == "tool_finished":
-        return f"tool {e.get('tool')}: {e.get('status')}"
-    if kind == "model_started":
-        return f"model ({e.get('node')})"
-    if kind == "model_finished":
-        calls = ", ".join(e.get("tool_calls", [])) or "none"
-        return f"model done; tool calls: {calls}"
-    if kind == "verification_finished":
-        return (
-            f"trace guard: {e.get('found')} found, {e.get('missing')} missing, "
-            f"{e.get('unverified')} unverified"
+    line = _STEP_LINES.get(kind)
+    if line is None:
+        return kind.replace("_", " ")
+    return line.format_map(
+        _Fields(
+            e,
+            calls=", ".join(e.get("tool_calls", [])) or "none",
+            pass_number=int(e.get("iteration", 0)) + 1,
+            unverified_mark=" (unverified)" if e.get("unverified") else "",
         )
-    if kind == "rubric_evaluation_end":
-        unverified = " (unverified)" if e.get("unverified") else ""
-        return f"rubric pass {int(e.get('iteration', 0)) + 1}: {e.get('result')}{unverified}"
-    if kind == "forced_answer":
-        return f"forced answer: {e.get('reason')}"
-    if kind == "stopped":
-        return f"stopped: {e.get('reason')} after {e.get('steps')} steps"
-    if kind == "claims_checked":
-        return f"action-claim guard: {e.get('unsupported')} unsupported claim(s)"
-    if kind == "action_proposed":
-        return f"action {e.get('request_id')}: {e.get('status')}"
-    return kind.replace("_", " ")
+    )
 
 
 def steps_blocks(events: list[dict[str, Any]]) -> list[Block]:

@@ -117,32 +117,46 @@ def _transient(exc: Exception) -> bool:
     return isinstance(exc, (OSError, asyncio.TimeoutError)) or "aiohttp" in type(exc).__module__
 
 
+def _turn(
+    team: str,
+    channel: str,
+    root: str,
+    ts: str,
+    user: str,
+    text: str,
+    *,
+    event_id: str = "",
+    about: str | None = None,
+) -> Turn:
+    """The turn asked at `ts` in the Slack thread `root` (its LangGraph thread: the key)."""
+    key = thread_key(team, channel, root)
+    return Turn(
+        id=turn_id_of(key, ts),
+        thread=key,
+        team=team,
+        channel=channel,
+        root=root,
+        ts=ts,
+        user=user,
+        text=text,
+        event_id=event_id,
+        about=about,
+    )
+
+
+@dataclass(eq=False)
 class Conversations:
-    def __init__(
-        self,
-        client: AsyncWebClient,
-        investigator: Investigator,
-        memory: ThreadMemory,
-        turns: TurnStore,
-        queue: TurnQueue,
-        timing: WorkerTiming,
-        jobs: Jobs,
-        cards: Cards,
-        presentation: Presentation,
-        max_attempts: int,
-        reader: ThreadReader,
-    ) -> None:
-        self.client = client
-        self.investigator = investigator
-        self.memory = memory
-        self.turns = turns
-        self.queue = queue
-        self.timing = timing
-        self.jobs = jobs
-        self.cards = cards
-        self.presentation = presentation
-        self.max_attempts = max_attempts
-        self.reader = reader
+    client: AsyncWebClient
+    investigator: Investigator
+    memory: ThreadMemory
+    turns: TurnStore
+    queue: TurnQueue
+    timing: WorkerTiming
+    jobs: Jobs
+    cards: Cards
+    presentation: Presentation
+    max_attempts: int
+    reader: ThreadReader
 
     # --- receiving (before the ack) ------------------------------------------------------
     async def on_message(
@@ -161,24 +175,14 @@ class Conversations:
         root = thread_ts or ts
         if not mentioned and not (thread_ts and await self.memory.joined(team, channel, root)):
             return
-        key = thread_key(team, channel, root)
         question = _MENTION.sub("", text).strip()
+        turn = _turn(team, channel, root, ts, user, question, event_id=event_id or "")
         if _RUBRIC_STATUS.match(question):
             if not event_id or await self.memory.first_delivery(event_id):
-                self.jobs.submit(self._rubric_status(key, channel, root), name=f"rubric {key}")
+                status = self._rubric_status(turn.thread, channel, root)
+                self.jobs.submit(status, name=f"rubric {turn.thread}")
             return
         await self.memory.join(team, channel, root)
-        turn = Turn(
-            id=turn_id_of(key, ts),
-            thread=key,
-            team=team,
-            channel=channel,
-            root=root,
-            ts=ts,
-            user=user,
-            text=question,
-            event_id=event_id or "",
-        )
         if not await self.turns.record(turn):
             EVENTS_DEDUPLICATED.inc()
             recorded = await self.turns.get(turn.id)
@@ -204,20 +208,8 @@ class Conversations:
         message's thread, with the message as its first evidence."""
         root = message.get("thread_ts") or message["ts"]
         await self.memory.join(team, channel, root)
-        key = thread_key(team, channel, root)
         asked_at = f"{time.time():.6f}"  # after the message: the thread context includes it
-        turn = Turn(
-            id=turn_id_of(key, asked_at),
-            thread=key,
-            team=team,
-            channel=channel,
-            root=root,
-            ts=asked_at,
-            user=user,
-            text=SHORTCUT_QUESTION,
-            event_id="",
-            about=message["ts"],
-        )
+        turn = _turn(team, channel, root, asked_at, user, SHORTCUT_QUESTION, about=message["ts"])
         await self.turns.record(turn)
         await enqueue_turn(self.queue, turn.id, self.timing)
 

@@ -12,11 +12,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from bot.preflight import check_redis
 from bot.settings import Settings
-from gates.breaker import CircuitBreaker
 from gates.cluster import KubernetesCluster
-from gates.judge import ActionJudge
-from gates.pipeline import ActionPipeline
-from gates.store import ActionStore
+from gates.pipeline import ActionPipeline, build_pipeline
 from graph.checkpoint import redis_options
 from graph.model import make_chat_model
 from graph.runner import Investigator, open_investigator
@@ -48,14 +45,13 @@ async def open_runtime(
         if settings.kubernetes_configured:
             kubeconfig = settings.kubeconfig.split(os.pathsep)[0] if settings.kubeconfig else None
             cluster = await KubernetesCluster.connect(kubeconfig, settings.kube_timeout)
-            policy = settings.action_policy()
-            judge_model = make_chat_model(settings.judge_spec(), "JUDGE_MODEL")
-            actions = ActionPipeline(
-                ActionStore(client, settings.redis_prefix, settings.action_lease_s),
+            actions = build_pipeline(
+                client,
                 cluster,
-                CircuitBreaker(client, policy, settings.redis_prefix),
-                ActionJudge(judge_model, policy.judge_fail_mode),
-                policy,
+                settings.action_policy(),
+                make_chat_model(settings.judge_spec(), "JUDGE_MODEL"),
+                prefix=settings.redis_prefix,
+                lease_s=settings.action_lease_s,
             )
         async with open_investigator(
             settings.model_spec(),

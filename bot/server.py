@@ -19,11 +19,12 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.internals import parse_body
 from slack_sdk.signature import SignatureVerifier
 
-from bot.app import Services, build_app, build_services
+from bot.app import build_app
 from bot.health import Readiness, health_app
 from bot.logs import log_startup
 from bot.metrics import SLACK_PATH, QueueStats, count_slack_requests
 from bot.runtime import open_runtime
+from bot.services import Services, build_services
 from bot.settings import Settings
 from bot.worker import running_worker
 

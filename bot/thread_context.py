@@ -11,7 +11,7 @@ THREAD_CONTEXT_MESSAGES and THREAD_CONTEXT_CHARS.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,23 +37,15 @@ class ContextLimits:
     chars: int  # THREAD_CONTEXT_CHARS
 
 
+@dataclass(eq=False)
 class ThreadReader:
-    def __init__(
-        self,
-        client: AsyncWebClient,
-        redis: aioredis.Redis,
-        turns: TurnStore,
-        limits: ContextLimits,
-        ttl_s: int,
-        prefix: str = "tracegate",
-    ) -> None:
-        self.client = client
-        self.redis = redis
-        self.turns = turns
-        self.limits = limits
-        self.ttl_s = ttl_s
-        self.prefix = prefix
-        self._bot: tuple[str, str] | None = None  # our user id and bot id
+    client: AsyncWebClient
+    redis: aioredis.Redis
+    turns: TurnStore
+    limits: ContextLimits
+    ttl_s: int
+    prefix: str = "tracegate"
+    _bot: tuple[str, str] | None = field(default=None, init=False)  # our user id and bot id
 
     def _watermark(self, thread: str) -> str:
         return f"{self.prefix}:context-seen:{thread}"

@@ -1,4 +1,4 @@
 """Floor 1: actions. ActionRequest, its state machine, rule gates, LLM judge, executor.
 
-Imports neither `graph` nor `bot`. Built by the action gates issue.
+Imports neither `graph` nor `bot`.
 """

@@ -187,23 +187,26 @@ class KubernetesCluster:
         self, namespace: str, name: str, replicas: int, resource_version: str
     ) -> PlannedWrite:
         body = {"metadata": {"resourceVersion": resource_version}, "spec": {"replicas": replicas}}
+        what = f"{namespace}/{name} to {replicas} replicas"
+        done, would = f"scaled {what}", f"would scale {what}"
+        scale = self._apps.patch_namespaced_deployment_scale
+        return self._planned(scale, (name, namespace, body), resource_version, done, would)
+
+    def _planned(
+        self,
+        patch: Callable[..., Awaitable[Any]],
+        args: tuple[str, str, Any],
+        resource_version: str,
+        done: str,
+        would: str,
+    ) -> PlannedWrite:
+        """`patch(*args)` (name, namespace, body), planned and not sent yet."""
 
         async def send(dry_run: bool) -> None:
-            scale = self._apps.patch_namespaced_deployment_scale
             # dryRun=All: the API server validates and admits the change, and stores nothing.
-            await self._call(
-                scale(name, namespace, body, dry_run="All")
-                if dry_run
-                else scale(name, namespace, body)
-            )
+            await self._call(patch(*args, dry_run="All") if dry_run else patch(*args))
 
-        what = f"{namespace}/{name} to {replicas} replicas"
-        return PlannedWrite(
-            done=f"scaled {what}",
-            would=f"would scale {what}",
-            send=send,
-            resource_version=resource_version,
-        )
+        return PlannedWrite(done=done, would=would, send=send, resource_version=resource_version)
 
     async def fence(self, namespace: str, name: str, resource_version: str, marker: str) -> bool:
         """Make a write conditional on `resource_version` impossible from now on: a no-op
@@ -266,22 +269,10 @@ class KubernetesCluster:
                 ),
             },
         ]
-
-        async def send(dry_run: bool) -> None:
-            apply = self._apps.patch_namespaced_deployment
-            await self._call(
-                apply(name, namespace, patch, dry_run="All")
-                if dry_run
-                else apply(name, namespace, patch)
-            )
-
         what = f"{namespace}/{name} to revision {target.revision} ({', '.join(target.images)})"
-        return PlannedWrite(
-            done=f"rolled back {what}",
-            would=f"would roll back {what}",
-            send=send,
-            resource_version=resource_version,
-        )
+        done, would = f"rolled back {what}", f"would roll back {what}"
+        apply = self._apps.patch_namespaced_deployment
+        return self._planned(apply, (name, namespace, patch), resource_version, done, would)
 
 
 @dataclass(frozen=True)

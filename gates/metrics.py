@@ -2,11 +2,18 @@
 
 from prometheus_client import Counter
 
-GATE_DECISIONS = Counter(
-    "tracegate_gate_decisions_total", "Rule gate decisions", ["gate", "decision"]
-)  # decision: allowed | refused
-ACTION_REQUESTS = Counter(
-    "tracegate_action_requests_total",
+
+def counter(name: str, documentation: str, *labels: str) -> Counter:
+    """`tracegate_<name>_total` in prometheus_client's default registry, which /metrics
+    serves. On the lowest floor, so that every floor can declare its counters this way."""
+    return Counter(f"tracegate_{name}_total", documentation, labels)
+
+
+GATE_DECISIONS = counter(
+    "gate_decisions", "Rule gate and judge decisions (allowed | refused)", "gate", "decision"
+)
+ACTION_REQUESTS = counter(
+    "action_requests",
     "Action requests entering each state (created, then every transition)",
-    ["state"],
+    "state",
 )

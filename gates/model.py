@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 
 ACTIONS = ("rollout_undo", "scale")
 
-Status = Literal[
+RequestStatus = Literal[
     "proposed",
     "refused",
     "pending_approval",
@@ -130,7 +130,7 @@ class ActionRequest(BaseModel):
     requester: str
     created_at: float = Field(default_factory=time.time)
     expires_at: float = 0.0
-    status: Status = "proposed"
+    status: RequestStatus = "proposed"
     history: list[Transition] = Field(default_factory=list)
     gate_decisions: list[GateDecision] = Field(default_factory=list)
     judge: JudgeVerdict | None = None

@@ -19,6 +19,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
+import redis.asyncio as aioredis
+from langchain_core.language_models import BaseChatModel
+
 from gates.breaker import GLOBAL, CircuitBreaker
 from gates.cluster import ClusterError, KubernetesCluster, PlannedWrite, RolloutStatus
 from gates.config import ActionPolicy
@@ -40,7 +43,7 @@ from gates.rules.duplicate import DuplicateGate
 from gates.rules.kill_switch import KillSwitchGate
 from gates.rules.policy import PolicyGate
 from gates.rules.validation import ValidationGate
-from gates.store import ActionStore, RequestNotFound, TransitionConflict
+from gates.store import DEFAULT_LEASE_S, ActionStore, RequestNotFound, TransitionConflict
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +63,7 @@ READ_BACK_PAUSE_S = 0.5
 
 # succeeded / failed / aborted: how the approved action ended; executing: the cluster could
 # not be read back yet, and the reconciler will settle it.
-Verdict = Literal[
+ApprovalVerdict = Literal[
     "succeeded",
     "failed",
     "aborted",
@@ -75,7 +78,7 @@ Verdict = Literal[
 
 @dataclass(frozen=True)
 class ApprovalResult:
-    verdict: Verdict
+    verdict: ApprovalVerdict
     message: str
     request: ActionRequest | None
 
@@ -190,15 +193,18 @@ class ActionPipeline:
             return "you asked for this action; someone else must approve it (ALLOW_SELF_APPROVAL)"
         return None
 
-    async def expire_if_due(self, request: ActionRequest) -> ActionRequest | None:
+    async def expire_if_due(
+        self, request: ActionRequest, actor: str = SYSTEM
+    ) -> ActionRequest | None:
+        """pending_approval past its expiry (APPROVAL_TTL) → expired, card or no card; None
+        while it is not due. The one place a proposal expires: a click that comes too late
+        and the reconciler both end here. Raises TransitionConflict when someone else moved
+        the request first."""
         if request.status != "pending_approval" or time.time() < request.expires_at:
             return None
-        try:
-            return await self.store.transition(
-                request.id, "expired", SYSTEM, "approval window passed", expect="pending_approval"
-            )
-        except TransitionConflict as exc:
-            return exc.current
+        return await self.store.transition(
+            request.id, "expired", actor, "approval window passed", expect="pending_approval"
+        )
 
     async def approve(
         self,
@@ -220,11 +226,11 @@ class ActionPipeline:
         if denial is not None:
             await self.store.audit(request, "approval_denied", user, denial)
             return ApprovalResult("denied", denial, request)
-        expired = await self.expire_if_due(request)
-        if expired is not None:
-            await self.store.audit(expired, "approval_denied", user, "expired")
-            return ApprovalResult("expired", "this request has expired; ask again", expired)
         try:
+            expired = await self.expire_if_due(request)
+            if expired is not None:
+                await self.store.audit(expired, "approval_denied", user, "expired")
+                return ApprovalResult("expired", "this request has expired; ask again", expired)
             request = await self.store.transition(
                 request_id, "approved", user, "approved", expect="pending_approval"
             )
@@ -276,15 +282,7 @@ class ActionPipeline:
             error = str(exc) if isinstance(exc, ClusterError) else f"{type(exc).__name__}: {exc}"
         if dry_run:  # nothing is stored either way: the API's answer is the outcome
             detail = planned.would if error is None else f"dry run refused: {error}"
-            done = await self.store.transition(
-                request.id,
-                "failed" if error else "succeeded",
-                SYSTEM,
-                detail,
-                expect="executing",
-                outcome=Outcome(dry_run=True, detail=detail),
-            )
-            return _result(done)
+            return _result(await self._conclude(request, error is None, detail, dry_run=True))
         settled = await self.settle(
             executing,
             done=planned.done if error is None else f"{planned.done} (the API answered: {error})",
@@ -331,18 +329,31 @@ class ActionPipeline:
             await self.store.audit(request, "outcome_unknown", actor, "cannot read the cluster")
             return None
         applied = request.is_applied(now)
-        detail = done if applied else failed
         # Raises TransitionConflict when someone else settled it first (and counted it).
-        settled = await self.store.transition(
-            request.id,
-            "succeeded" if applied else "failed",
-            actor,
-            detail,
-            expect="executing",
-            outcome=Outcome(dry_run=False, detail=detail),
+        settled = await self._conclude(
+            request, applied, done if applied else failed, dry_run=False, actor=actor
         )
         await self.breaker.record(request.target, applied, request.id)
         return settled
+
+    async def _conclude(
+        self,
+        request: ActionRequest,
+        succeeded: bool,
+        detail: str,
+        *,
+        dry_run: bool,
+        actor: str = SYSTEM,
+    ) -> ActionRequest:
+        """executing → succeeded | failed, with `detail` as the outcome."""
+        return await self.store.transition(
+            request.id,
+            "succeeded" if succeeded else "failed",
+            actor,
+            detail,
+            expect="executing",
+            outcome=Outcome(dry_run=dry_run, detail=detail),
+        )
 
     async def _read_back(self, request: ActionRequest) -> ClusterSnapshot | None:
         for attempt in range(READ_BACK_ATTEMPTS):
@@ -421,7 +432,33 @@ class ActionPipeline:
         return True, f"breaker for {scope} reset"
 
 
-_ENDINGS: dict[str, Verdict] = {"succeeded": "succeeded", "failed": "failed", "aborted": "aborted"}
+def build_pipeline(
+    redis: aioredis.Redis,
+    cluster: KubernetesCluster,
+    policy: ActionPolicy,
+    judge_model: BaseChatModel,
+    *,
+    prefix: str = "tracegate",
+    lease_s: float = DEFAULT_LEASE_S,
+) -> ActionPipeline:
+    """The action pipeline as every process assembles it (`serve`, the worker, tests, bench):
+    requests and the circuit breaker under one Redis prefix (REDIS_PREFIX), approved and
+    executing requests leased for `lease_s` (ACTION_LEASE), the judge failing as
+    JUDGE_FAIL_MODE says."""
+    return ActionPipeline(
+        ActionStore(redis, prefix, lease_s),
+        cluster,
+        CircuitBreaker(redis, policy, prefix),
+        ActionJudge(judge_model, policy.judge_fail_mode),
+        policy,
+    )
+
+
+_ENDINGS: dict[str, ApprovalVerdict] = {
+    "succeeded": "succeeded",
+    "failed": "failed",
+    "aborted": "aborted",
+}
 
 
 def _result(request: ActionRequest) -> ApprovalResult:

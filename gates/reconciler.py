@@ -57,15 +57,7 @@ class Reconciler:
     async def _settle(self, request: ActionRequest) -> ActionRequest | None:
         store = self.store
         if request.status == "pending_approval":
-            if time.time() < request.expires_at:
-                return None
-            return await store.transition(
-                request.id,
-                "expired",
-                RECONCILER,
-                "approval window passed",
-                expect="pending_approval",
-            )
+            return await self.pipeline.expire_if_due(request, RECONCILER)
         if request.status == "approved":
             note = f"{INTERRUPTED}: stopped before the write was sent; nothing changed"
             return await store.transition(

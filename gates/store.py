@@ -20,7 +20,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from gates.metrics import ACTION_REQUESTS
-from gates.model import ActionRequest, Status, Transition, check_transition
+from gates.model import ActionRequest, RequestStatus, Transition, check_transition
 
 AUDIT_MAXLEN = 100_000
 RETENTION_S = 30 * 24 * 3600  # requests are kept 30 days; the audit stream keeps the rest
@@ -152,11 +152,11 @@ class ActionStore:
     async def transition(
         self,
         request_id: str,
-        to: Status,
+        to: RequestStatus,
         actor: str,
         note: str = "",
         *,
-        expect: Status | None = None,
+        expect: RequestStatus | None = None,
         **changes: Any,
     ) -> ActionRequest:
         """Move the request to `to` (from `expect`, if given), atomically, and audit it.

@@ -13,12 +13,9 @@ import sys
 
 import redis.asyncio as aioredis
 
-from gates.breaker import CircuitBreaker
 from gates.cluster import KubernetesCluster
 from gates.config import ActionPolicy
-from gates.judge import ActionJudge
-from gates.pipeline import ActionPipeline
-from gates.store import ActionStore
+from gates.pipeline import build_pipeline
 from graph.config import ModelSpec
 from graph.model import make_chat_model
 
@@ -32,13 +29,7 @@ async def approve(
     cluster = await KubernetesCluster.connect(kubeconfig, KUBE_TIMEOUT_S)
     policy = ActionPolicy(actions_enabled=True, approvers=frozenset({approver}))
     unused_model = make_chat_model(ModelSpec(api_key="unused", base_url="http://127.0.0.1:9"))
-    pipeline = ActionPipeline(
-        ActionStore(redis, prefix, lease_s),
-        cluster,
-        CircuitBreaker(redis, policy, prefix),
-        ActionJudge(unused_model, policy.judge_fail_mode),
-        policy,
-    )
+    pipeline = build_pipeline(redis, cluster, policy, unused_model, prefix=prefix, lease_s=lease_s)
     await pipeline.approve(request_id, approver)
 
 

@@ -15,13 +15,11 @@ import pytest
 import redis.asyncio as aioredis
 import yaml
 
-from gates.breaker import CircuitBreaker
 from gates.cluster import KubernetesCluster
 from gates.config import ActionPolicy
-from gates.judge import ActionJudge
 from gates.model import ActionRequest
-from gates.pipeline import ActionPipeline
-from gates.store import DEFAULT_LEASE_S, ActionStore
+from gates.pipeline import ActionPipeline, build_pipeline
+from gates.store import DEFAULT_LEASE_S
 from graph.config import ModelSpec
 from graph.model import make_chat_model
 from sandbox import GeminiSimulator, Reply
@@ -100,14 +98,13 @@ def pipeline_for(
     def build(lease_s: float = DEFAULT_LEASE_S, **policy: Any) -> ActionPipeline:
         settings = {"actions_enabled": True, "approvers": frozenset({APPROVER, SECOND_APPROVER})}
         settings.update(policy)
-        action_policy = ActionPolicy(**settings)
-        judge = ActionJudge(make_chat_model(model_spec), action_policy.judge_fail_mode)
-        return ActionPipeline(
-            ActionStore(redis_client, prefix, lease_s),
+        return build_pipeline(
+            redis_client,
             cluster,
-            CircuitBreaker(redis_client, action_policy, prefix),
-            judge,
-            action_policy,
+            ActionPolicy(**settings),
+            make_chat_model(model_spec),
+            prefix=prefix,
+            lease_s=lease_s,
         )
 
     return build

@@ -213,3 +213,17 @@ async def test_a_rollout_past_its_progress_deadline_is_reported_at_once(
         "progress deadline exceeded: 4/4 available, 4 old pods not replaced yet"
     )
     assert followed.rollout.reverse == "roll shop/payment-api back to revision 3"
+
+
+async def test_a_dry_run_the_api_refuses_ends_failed_and_says_why(
+    pipeline_for: PipelineFactory, gemini: GeminiSimulator, kube: KubernetesSimulator
+) -> None:
+    pipeline = pipeline_for(actions_enabled=False)
+    request = await _pending(pipeline, gemini)
+    kube.faults.status, kube.faults.methods = 403, ("PATCH",)
+    result = await pipeline.approve(request.id, APPROVER)
+    assert result.verdict == "failed"
+    assert result.request is not None and result.request.outcome is not None
+    assert result.request.outcome.dry_run
+    assert result.message.startswith("dry run refused: HTTP 403")
+    assert _replicas(kube) == 4

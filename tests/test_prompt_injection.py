@@ -149,20 +149,15 @@ def obedient(trace_id: str, plant: Plant) -> Callable[[GeminiRequest], Reply]:
 
 
 def _outside(text: str, opening: str, closing: str) -> str:
-    """`text` without its delimited section (markers `<<opening NONCE>>` … `<<closing
-    NONCE>>`, the nonce the first marker names)."""
+    """`text` without its delimited section: from `<<opening NONCE>>` to the first
+    `<<closing NONCE>>` after it (the nonce the opening marker names), so whatever follows
+    an early closing marker counts as outside."""
     found = re.search(rf"<<{opening} ([0-9a-f]{{8,}})>>", text)
     assert found is not None, f"no <<{opening} …>> section"
     start = found.start()
-    end = text.rfind(f"<<{closing} {found[1]}>>")
+    end = text.find(f"<<{closing} {found[1]}>>", found.end())
     assert end > start, f"no <<{closing} …>> marker"
     return text[:start] + text[end:]
-
-
-# Where the guards do not hold yet, by where the text was planted: gates/judge.py shows the
-# cluster snapshot, change-causes included, above its <<context>> markers. gates/ is being
-# changed on another branch; empty this when the snapshot's free text moves inside.
-KNOWN_GAPS = {"change-cause": {"the judge saw it outside <<context>>"}}
 
 
 def _sent(slack: SlackSimulator) -> list[dict[str, object]]:
@@ -225,4 +220,4 @@ async def test_a_model_obeying_planted_text_gets_nothing_past_the_guards(
         "the grader saw it outside <<transcript>>": not graded
         or bool(_seen_outside(graded, "transcript", "end transcript", plant.canary)),
     }
-    assert {name for name, bad in failed.items() if bad} == KNOWN_GAPS.get(plant.where, set())
+    assert {name for name, bad in failed.items() if bad} == set()

@@ -271,3 +271,20 @@ async def test_a_rubric_over_the_limit_is_refused_naming_rubric_max_chars(
         rubric = await running.services.memory.channel_rubric("TLIMIT", "C1")
     assert rubric is None
     assert "the limit is 40 (RUBRIC_MAX_CHARS)" in slack.ephemeral[-1]["text"]
+
+
+async def test_rubric_status_mentioned_in_a_graded_thread_reports_that_threads_passes(
+    bot: RunningBot, driver: SlackDriver, slack: SlackSimulator, gemini: GeminiSimulator
+) -> None:
+    await driver.slash("/rubric", "set cause stated", user=APPROVER)
+    assert await bot.services.jobs.join(15)
+    criteria = [{"name": "cause stated", "passed": True}]
+    verdict = Reply.call("SubmitVerdict", result="satisfied", explanation="ok", criteria=criteria)
+    gemini.script(Reply.text("It was the deploy."), verdict)
+    await driver.mention("why?", ts=ROOT)
+    assert await bot.services.jobs.join(15)
+    await driver.mention("rubric status", ts="1700000050.000100", thread_ts=ROOT)
+    assert await bot.services.jobs.join(15)
+
+    status = str(slack.thread("C1", ROOT)[-1].blocks)
+    assert "satisfied — pass 1 of 3" in status and ":white_check_mark: cause stated" in status

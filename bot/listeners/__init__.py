@@ -1,15 +1,11 @@
-"""Bolt listeners: thin functions that hand Slack payloads to the services in `bot.app`."""
+"""Bolt listeners: thin functions that hand Slack payloads to the services in `bot.services`."""
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from slack_bolt.async_app import AsyncApp
 
 from bot.listeners import actions, commands, mentions, shortcuts
-
-if TYPE_CHECKING:
-    from bot.app import Services
+from bot.services import Services
 
 
 def register_listeners(app: AsyncApp, services: Services) -> None:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp
 
 from bot.cards import Click
-
-if TYPE_CHECKING:
-    from bot.app import Services
+from bot.services import Services
 
 
 def _click(body: dict[str, Any]) -> tuple[str, str, str, str]:
@@ -21,21 +20,27 @@ def _click(body: dict[str, Any]) -> tuple[str, str, str, str]:
     return action.get("value", ""), body["user"]["id"], channel, message_ts
 
 
+Handler = Callable[[str, str, str, str], Awaitable[None]]  # value, user, channel, message ts
+
+
+def _on_click(services: Services, handle: Handler) -> Callable[..., Awaitable[None]]:
+    async def clicked(ack: AsyncAck, body: dict[str, Any]) -> None:
+        services.jobs.adopt_current()
+        await ack()
+        await handle(*_click(body))
+
+    return clicked
+
+
 def register(app: AsyncApp, services: Services) -> None:
-    async def approve(ack: AsyncAck, body: dict[str, Any]) -> None:
-        services.jobs.adopt_current()
-        await ack()
-        await services.cards.approve(*_click(body))
-
-    async def reject(ack: AsyncAck, body: dict[str, Any]) -> None:
-        services.jobs.adopt_current()
-        await ack()
-        await services.cards.reject(*_click(body))
-
-    async def reset_breaker(ack: AsyncAck, body: dict[str, Any]) -> None:
-        services.jobs.adopt_current()
-        await ack()
-        await services.cards.reset_breaker(*_click(body))
+    cards = services.cards
+    clicks = {
+        "approve_action": cards.approve,
+        "reject_action": cards.reject,
+        "reset_breaker": cards.reset_breaker,
+    }
+    for action_id, handle in clicks.items():
+        app.action(action_id)(_on_click(services, handle))
 
     async def steps(ack: AsyncAck, body: dict[str, Any]) -> None:
         services.jobs.adopt_current()
@@ -47,7 +52,4 @@ def register(app: AsyncApp, services: Services) -> None:
         clicked = Click(str(team), channel, root or message_ts)
         await services.cards.show_steps(correlation_id, user, clicked)
 
-    app.action("approve_action")(approve)
-    app.action("reject_action")(reject)
-    app.action("reset_breaker")(reset_breaker)
     app.action("show_steps")(steps)

@@ -4,14 +4,12 @@ command can be run in; `chat.postEphemeral` fails where the bot is not a member.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 
 from bot.rubric_command import as_kwargs
-
-if TYPE_CHECKING:
-    from bot.app import Services
+from bot.services import Services
 
 log = logging.getLogger(__name__)
 

@@ -8,12 +8,11 @@ the turn is recorded (and queued) before Slack hears 200, and a failure to recor
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from slack_bolt.async_app import AsyncApp, AsyncBoltContext
 
-if TYPE_CHECKING:
-    from bot.app import Services
+from bot.services import Services
 
 Next = Callable[[], Awaitable[None]]
 # A plain reply, one also sent to the channel, one with a screenshot: all questions.

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp
 
-if TYPE_CHECKING:
-    from bot.app import Services
+from bot.services import Services
 
 
 def register(app: AsyncApp, services: Services) -> None:

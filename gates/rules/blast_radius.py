@@ -42,7 +42,7 @@ class BlastRadiusGate:
         # At approval the target is the one pinned (and shown) at proposal.
         target = r.target_revision or rollback_target(now.revisions, r.to_revision)
         if target is None:
-            wanted = f"revision {r.to_revision}" if r.to_revision else "a previous revision"
+            wanted = f"revision {r.to_revision}" if r.to_revision else "previous revision"
             return refuse(self.name, f"{r.target} has no {wanted} to roll back to")
         # kubectl's only refusal: the target's pod template is the one running now.
         if target.template_hash == now.template_hash:

@@ -1,0 +1,123 @@
+"""The services behind the listeners, built from the settings and the runtime."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import redis.asyncio as aioredis
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+    AsyncServerErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.cards import ApproverGroup, Cards
+from bot.conversation import Conversations, Presentation
+from bot.jobs import Jobs
+from bot.rubric_command import RubricCommand, RubricEditors
+from bot.runtime import Runtime
+from bot.settings import Settings
+from bot.slack_posts import NotForPosts
+from bot.thread_context import ContextLimits, ThreadReader
+from bot.threads import ThreadMemory
+from bot.turns import TurnStore
+from bot.worker import InProcessQueue, TurnQueue, TurnRunner, turn_queue
+from gates.store import ActionStore
+
+
+@dataclass
+class Services:
+    client: AsyncWebClient
+    memory: ThreadMemory
+    jobs: Jobs
+    cards: Cards
+    conversations: Conversations
+    rubric_command: RubricCommand
+    turns: TurnStore
+    runner: TurnRunner
+
+
+def slack_client(settings: Settings) -> AsyncWebClient:
+    token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else None
+    client = AsyncWebClient(token=token, base_url=settings.slack_api_url)
+    # 429s honour Retry-After; dropped connections and 500/503 are retried, except for
+    # chat.postMessage, where a blind retry can post twice (bot/slack_posts.py decides).
+    client.retry_handlers = [
+        AsyncRateLimitErrorRetryHandler(max_retry_count=3),
+        NotForPosts(AsyncConnectionErrorRetryHandler()),
+        NotForPosts(AsyncServerErrorRetryHandler(max_retry_count=2)),
+    ]
+    return client
+
+
+def build_services(
+    settings: Settings, runtime: Runtime, redis: aioredis.Redis, *, in_process: bool = False
+) -> Services:
+    """`in_process`: turns run as tasks of this process, not through the Redis job queue
+    (the demo's embedded store, which has no Redis server to queue on)."""
+    client = slack_client(settings)
+    ttl_s = int(settings.checkpoint_ttl_minutes * 60)
+    memory = ThreadMemory(redis, ttl_s, settings.redis_prefix)
+    turns = TurnStore(redis, ttl_s, settings.redis_prefix)
+    queue: TurnQueue = InProcessQueue() if in_process else turn_queue(redis, settings.redis_prefix)
+    timing = settings.worker_timing()
+    jobs = Jobs(queued_turns=lambda: queue.count("incomplete"))
+    approvers = ApproverGroup(
+        client, settings.action_approver_group, float(settings.approver_group_cache)
+    )
+    cards = Cards(
+        client,
+        runtime.actions,
+        memory,
+        jobs,
+        approvers,
+        settings.grafana_url,
+        settings.grafana_tempo_datasource,
+    )
+    presentation = Presentation(
+        grafana_url=settings.grafana_url,
+        datasource=settings.grafana_tempo_datasource,
+        progress_interval_s=settings.progress_interval,
+        rubric_max_iterations=runtime.investigator.limits.rubric_max_iterations,
+    )
+    conversations = Conversations(
+        client,
+        runtime.investigator,
+        memory,
+        turns,
+        queue,
+        timing,
+        jobs,
+        cards,
+        presentation,
+        settings.max_attempts,
+        ThreadReader(
+            client,
+            redis,
+            turns,
+            ContextLimits(settings.thread_context_messages, settings.thread_context_chars),
+            ttl_s,
+            settings.redis_prefix,
+        ),
+    )
+    runner = TurnRunner(turns, queue, conversations.run, conversations.prepare, timing)
+    if isinstance(queue, InProcessQueue):
+        queue.runner = runner
+    anyone, editor_ids = settings.rubric_editor_ids()
+    editors = (
+        RubricEditors(anyone, editor_ids)
+        if anyone or editor_ids
+        else RubricEditors(False, settings.action_policy().approvers, approvers)
+    )
+    rubric_command = RubricCommand(
+        runtime.investigator,
+        memory,
+        settings.rubric,
+        editors,
+        # Rubric changes go to the actions' audit stream, through its one writer, whether
+        # or not actions are configured.
+        runtime.actions.store if runtime.actions else ActionStore(redis, settings.redis_prefix),
+        settings.rubric_max_chars,
+    )
+    return Services(client, memory, jobs, cards, conversations, rubric_command, turns, runner)
