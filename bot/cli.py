@@ -15,7 +15,6 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from bot.demo import play
 from bot.logs import configure_logging
 from bot.preflight import RedisUnusable
 from bot.runtime import open_runtime
@@ -60,21 +59,36 @@ def _print_result(result: InvestigationResult, as_json: bool) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    # Imported here, not at load: only the demo needs the simulators and fakeredis.
+    from bot.demo import SCENES, play
+
+    names = [name for name, *_ in SCENES]
+    if unknown := [s for s in args.scene or [] if s not in names]:
+        print(
+            f"tracegate demo: no scene {', '.join(map(repr, unknown))}; "
+            f"the scenes are {', '.join(names)}",
+            file=sys.stderr,
+        )
+        return 2
     redis_url = os.environ.get("REDIS_URL") or None  # None: the embedded in-memory store
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     api_key = os.environ.get("GOOGLE_API_KEY") or None
     folder = Path(args.out).resolve()
-    asyncio.run(
-        play(
-            redis_url,
-            sys.stdout,
-            folder,
-            api_key=api_key,
-            scenes=args.scene,
-            interactive=args.interactive,
+    try:
+        asyncio.run(
+            play(
+                redis_url,
+                sys.stdout,
+                folder,
+                api_key=api_key,
+                scenes=args.scene,
+                interactive=args.interactive,
+            )
         )
-    )
+    except KeyboardInterrupt:
+        print("tracegate demo: interrupted", file=sys.stderr)
+        return 130  # 128 + SIGINT, as a shell reports a job ended by Ctrl-C
     return 0
 
 

@@ -5,6 +5,7 @@ import io
 import json
 import os
 import re
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -153,6 +154,28 @@ async def test_interactive_questions_and_approvals_at_the_prompt(
     assert "Succeeded (approved by @U_LEAD)" in unwrapped(text)
 
 
+async def test_ctrl_c_at_the_interactive_prompt_exits_130_with_one_line(
+    redis_url: str, tmp_path: Path
+) -> None:
+    process = await _interactive_demo(redis_url, tmp_path)  # stdin kept open: it waits
+    assert process.stdout is not None and process.stderr is not None
+    try:
+        line = b"?"
+        while line and b"Type a question" not in line:
+            line = await process.stdout.readline()
+        assert line, "the demo ended before its prompt"
+        process.send_signal(signal.SIGINT)
+        # A hang fails here, not the suite; the bound is generous, not a speed check.
+        code = await asyncio.wait_for(process.wait(), timeout=60)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+    assert code == 130
+    assert (await process.stderr.read()).decode() == "tracegate demo: interrupted\n"
+
+
 async def test_without_redis_the_demo_runs_on_an_embedded_store_and_says_so(
     tmp_path: Path,
 ) -> None:
@@ -177,3 +200,13 @@ async def test_with_an_api_key_the_demo_uses_the_configured_gemini_models(
     assert "Gemini is real (google_genai:gemini-3.8-flash)" in transcript.splitlines()[0]
     assert {r.model for r in gemini.requests} == {"gemini-3.8-flash"}
     assert "Likely cause (replayed" in transcript
+
+
+async def test_a_run_leaves_only_its_own_block_kit_files(redis_url: str, tmp_path: Path) -> None:
+    await _play(redis_url, "hallucination", tmp_path)
+    (tmp_path / "notes.txt").write_text("not the demo's")
+    await _play(redis_url, "not-a-deploy", tmp_path)
+
+    assert not (tmp_path / "hallucination").exists()
+    assert list((tmp_path / "not-a-deploy").glob("*.json"))
+    assert (tmp_path / "notes.txt").read_text() == "not the demo's"
