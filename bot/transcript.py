@@ -23,6 +23,8 @@ EMOJI = {
     ":mag:": "🔍",
     ":clipboard:": "📋",
     ":grey_question:": "❔",
+    ":ledger:": "📒",
+    ":large_green_circle:": "🟢",
 }
 
 

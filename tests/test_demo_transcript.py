@@ -30,3 +30,9 @@ def test_a_wrapped_list_item_hangs_under_its_text() -> None:
     assert lines[0].startswith("    • Roll-back")
     assert len(lines) > 1 and all(line.startswith("      ") for line in lines[1:])
     assert all(len(line) <= WIDTH for line in lines)
+
+
+def test_the_record_mark_and_rollout_light_show_as_the_emoji_slack_shows() -> None:
+    rendered = render_blocks([context(":ledger: record · :large_green_circle: rolled out")], "")
+
+    assert "📒 record" in rendered and "🟢 rolled out" in rendered
