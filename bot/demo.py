@@ -193,8 +193,18 @@ class Stage:
         self._clock += 1
         return f"{int(time.time())}.{self._clock:06d}"
 
-    async def settle(self) -> None:
-        await self.bot.services.jobs.join(120)
+    async def settle(self, timeout_s: float = 120) -> None:
+        """Wait until every turn asked so far is finished: the job queue alone can look
+        empty for a moment while the queue's sweep retries a job."""
+        services = self.bot.services
+        try:
+            async with asyncio.timeout(timeout_s):
+                await services.jobs.join()
+                while await services.turns.unfinished(time.time()):
+                    await asyncio.sleep(0.05)
+                    await services.jobs.join()
+        except TimeoutError:
+            self.narrator.say(f"(still working after {timeout_s:.0f} s; the demo goes on)")
         self.narrator.show(self.world.slack, self.channel, self.root, self.name)
 
     async def ask(self, text: str, who: str = ONCALL) -> None:
