@@ -125,11 +125,16 @@ def action_states(requests: Sequence[ActionRequest]) -> Block:
     return context("\n".join(lines)[:SECTION_LIMIT])
 
 
+def _sent_back(drafts: int) -> str:
+    return f", {drafts} draft{'s' if drafts != 1 else ''} sent back" if drafts else ""
+
+
 def how_it_was_reached(result: InvestigationResult) -> str:
     parts = [f"{result.tool_calls} tool call{'s' if result.tool_calls != 1 else ''}"]
     parts.append(
         f"traces: {len(result.verified_trace_ids)} verified, "
         f"{len(result.unverified_trace_ids)} unverified, {len(result.removed_trace_ids)} removed"
+        + _sent_back(result.trace_revisions)
     )
     if result.claim_revisions or result.removed_claims:
         parts.append(
@@ -247,9 +252,39 @@ def _step_detail(e: dict[str, Any]) -> str:
     )
 
 
+GUARD_ACTIONS = {"revise": "sent back to the agent", "removed": "removed from the answer"}
+
+
+def _guard_details(events: list[dict[str, Any]]) -> dict[int, str]:
+    """Each trace-guard step by position: its counts, each missing ID by name and what the
+    guard did with it, and the IDs an earlier draft was sent back for that are gone now."""
+    details: dict[int, str] = {}
+    sent_back: list[str] = []
+    for position, e in enumerate(events):
+        if e.get("type") != "verification_finished":
+            continue
+        missing = [str(t) for t in e.get("missing_ids", [])]
+        line = (
+            f"trace guard: {e.get('found')} found, {e.get('missing')} missing, "
+            f"{e.get('unverified')} unverified"
+        )
+        if missing:
+            what = GUARD_ACTIONS.get(str(e.get("outcome")), "missing")
+            line += f"; not in Tempo, {what}: {', '.join(missing)}"
+        if corrected := [t for t in sent_back if t not in missing]:
+            line += f"; corrected after being sent back: {', '.join(corrected)}"
+        details[position] = line
+        sent_back = missing if e.get("outcome") == "revise" else []
+    return details
+
+
 def steps_blocks(events: list[dict[str, Any]]) -> list[Block]:
     """The run's trace, for whoever clicks Steps: each event in order with its status."""
-    lines = [f"`{int(e.get('at_ms', 0)) / 1000:6.1f}s` {escape(_step_detail(e))}" for e in events]
+    guard = _guard_details(events)
+    lines = [
+        f"`{int(e.get('at_ms', 0)) / 1000:6.1f}s` {escape(guard.get(i) or _step_detail(e))}"
+        for i, e in enumerate(events)
+    ]
     chunks = split_sections("\n".join(lines) or "No steps recorded.")
     return [section(chunk) for chunk in chunks][:MAX_BLOCKS]
 

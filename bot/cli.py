@@ -15,36 +15,47 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from bot.demo import play
 from bot.logs import configure_logging
 from bot.preflight import RedisUnusable
 from bot.runtime import open_runtime
 from bot.server import run_worker, serve
 from bot.settings import Settings, SettingsError, load_settings
 from gates.cluster import ClusterError
+from gates.model import ActionRequest
+from graph.action_claims import true_state
 from graph.config import ConfigError
 from graph.runner import InvestigationResult
 
 
-async def _investigate(settings: Settings, args: argparse.Namespace) -> InvestigationResult:
+async def _investigate(
+    settings: Settings, args: argparse.Namespace
+) -> tuple[InvestigationResult, list[ActionRequest]]:
+    """The result, and the actions it proposed as stored (their state, not the model's)."""
+
     async def progress(event: dict[str, Any]) -> None:
         if not args.json and event["type"] in ("tool_started", "verification_finished"):
             details = {k: v for k, v in event.items() if k not in ("type", "at_ms")}
             print(f"… {event['type']} {json.dumps(details)}", file=sys.stderr)
 
     async with open_runtime(settings) as runtime:
-        return await runtime.investigator.investigate(
+        result = await runtime.investigator.investigate(
             args.thread, args.question, args.user, on_progress=progress
         )
+        store = runtime.actions.store if runtime.actions else None
+        if store is None:
+            return result, []
+        return result, [await store.get(i) for i in result.action_request_ids]
 
 
-def _print_result(result: InvestigationResult, as_json: bool) -> None:
+def _print_result(result: InvestigationResult, actions: list[ActionRequest], as_json: bool) -> None:
     if as_json:
         print(result.model_dump_json(indent=2))
         return
     print(result.answer)
     for notice in result.notices:
         print(f"\nnote: {notice}")
+    for request in actions:
+        print(f"\nproposed action {request.id}: {request.describe()} — {true_state(request)}")
     print(
         f"\n[{result.status}] tool calls {result.tool_calls}, traces verified "
         f"{len(result.verified_trace_ids)} / unverified {len(result.unverified_trace_ids)} / "
@@ -60,21 +71,36 @@ def _print_result(result: InvestigationResult, as_json: bool) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    # Imported here, not at load: only the demo needs the simulators and fakeredis.
+    from bot.demo import SCENES, play
+
+    names = [name for name, *_ in SCENES]
+    if unknown := [s for s in args.scene or [] if s not in names]:
+        print(
+            f"tracegate demo: no scene {', '.join(map(repr, unknown))}; "
+            f"the scenes are {', '.join(names)}",
+            file=sys.stderr,
+        )
+        return 2
     redis_url = os.environ.get("REDIS_URL") or None  # None: the embedded in-memory store
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     api_key = os.environ.get("GOOGLE_API_KEY") or None
     folder = Path(args.out).resolve()
-    asyncio.run(
-        play(
-            redis_url,
-            sys.stdout,
-            folder,
-            api_key=api_key,
-            scenes=args.scene,
-            interactive=args.interactive,
+    try:
+        asyncio.run(
+            play(
+                redis_url,
+                sys.stdout,
+                folder,
+                api_key=api_key,
+                scenes=args.scene,
+                interactive=args.interactive,
+            )
         )
-    )
+    except KeyboardInterrupt:
+        print("tracegate demo: interrupted", file=sys.stderr)
+        return 130  # 128 + SIGINT, as a shell reports a job ended by Ctrl-C
     return 0
 
 
@@ -116,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             asyncio.run(run_worker(settings))
             return 0
         args.thread = args.thread or f"cli:{uuid.uuid4().hex}"
-        result = asyncio.run(_investigate(settings, args))
+        result, actions = asyncio.run(_investigate(settings, args))
     except (SettingsError, ConfigError) as exc:
         print(f"tracegate: configuration error\n{exc}", file=sys.stderr)
         return 2
@@ -129,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ClusterError as exc:
         print(f"tracegate: cannot use the Kubernetes API (KUBECONFIG): {exc}", file=sys.stderr)
         return 2
-    _print_result(result, args.json)
+    _print_result(result, actions, args.json)
     return 1 if result.status == "failed" else 0
 
 

@@ -11,7 +11,9 @@ import asyncio
 import json
 import sys
 import tempfile
+import threading
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -98,7 +100,7 @@ def demo_settings(world: World, redis_url: str, api_key: str | None) -> Settings
         "slack_api_url": f"{world.slack.url}/api/",
         "tempo_url": world.tempo.url,
         "redis_url": redis_url,
-        "redis_prefix": f"demo-{int(time.time())}",
+        "redis_prefix": f"demo-{uuid.uuid4().hex[:12]}",  # runs never share keys
         "port": 0,
         "progress_interval": 0,
         "kubeconfig": str(world.kubeconfig),
@@ -137,6 +139,15 @@ class Narrator:
 
     def user(self, who: str, text: str) -> None:
         self.say(f"👤 {who}: {text}")
+
+    def clear(self) -> None:
+        """Remove an earlier run's Block Kit files, so the folder holds only this run's
+        (only files the demo names: `--out` may point at a folder holding other things)."""
+        for old in self.folder.glob("*/[0-9][0-9]-*.json"):
+            old.unlink()
+        for scene in self.folder.glob("*/"):
+            if not any(scene.iterdir()):
+                scene.rmdir()
 
     def _keep(self, scenario: str, kind: str, blocks: list[dict[str, Any]]) -> None:
         if not blocks:
@@ -182,8 +193,18 @@ class Stage:
         self._clock += 1
         return f"{int(time.time())}.{self._clock:06d}"
 
-    async def settle(self) -> None:
-        await self.bot.services.jobs.join(120)
+    async def settle(self, timeout_s: float = 120) -> None:
+        """Wait until every turn asked so far is finished: the job queue alone can look
+        empty for a moment while the queue's sweep retries a job."""
+        services = self.bot.services
+        try:
+            async with asyncio.timeout(timeout_s):
+                await services.jobs.join()
+                while await services.turns.unfinished(time.time()):
+                    await asyncio.sleep(0.05)
+                    await services.jobs.join()
+        except TimeoutError:
+            self.narrator.say(f"(still working after {timeout_s:.0f} s; the demo goes on)")
         self.narrator.show(self.world.slack, self.channel, self.root, self.name)
 
     async def ask(self, text: str, who: str = ONCALL) -> None:
@@ -309,6 +330,7 @@ async def play(
     LangGraph's in-memory checkpointer; nothing outlives the demo.
     """
     narrator = Narrator(out, folder)
+    narrator.clear()
     redis: aioredis.Redis | None = None
     saver: InMemorySaver | None = None
     if redis_url is None:
@@ -347,15 +369,34 @@ async def play(
             return world, narrator
 
 
+def typed_lines() -> asyncio.Queue[str]:
+    """Lines from stdin ("" at its end), read by a daemon thread: a thread of the loop's
+    executor blocked in `readline` would keep Ctrl-C from ending the demo."""
+    loop = asyncio.get_running_loop()
+    lines: asyncio.Queue[str] = asyncio.Queue()
+
+    def read() -> None:
+        line = None
+        while line != "":
+            line = sys.stdin.readline()
+            try:
+                loop.call_soon_threadsafe(lines.put_nowait, line)
+            except RuntimeError:  # the demo has ended; nobody reads on
+                return
+
+    threading.Thread(target=read, name="demo-stdin", daemon=True).start()
+    return lines
+
+
 async def interact(stage: Stage) -> None:
     """Questions typed at the prompt; `approve`, `reject`, `/rubric …`, `quit`."""
     stage.narrator.say(
         "Type a question for @tracegate. `approve` / `reject` act on the newest card, "
         "`/rubric …` runs the command, `quit` ends."
     )
-    loop = asyncio.get_running_loop()
+    lines = typed_lines()
     while True:
-        line = (await loop.run_in_executor(None, sys.stdin.readline)).strip()
+        line = (await lines.get()).strip()
         if not line or line in ("quit", "exit"):
             return
         if line.startswith("/rubric"):

@@ -23,6 +23,8 @@ EMOJI = {
     ":mag:": "🔍",
     ":clipboard:": "📋",
     ":grey_question:": "❔",
+    ":ledger:": "📒",
+    ":large_green_circle:": "🟢",
 }
 
 
@@ -36,11 +38,29 @@ def plain(mrkdwn: str) -> str:
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
-def _indent(text: str, prefix: str = "    ", width: int = 100) -> str:
+# What a wrapped line hangs under: a list bullet or number, or a Steps line's time.
+_LIST_ITEM = re.compile(r"(?:[•◦▪*-]|\d+[.)]|`\s*[\d.]+s`) ")
+WIDTH = 100
+
+
+def _indent(text: str, prefix: str = "    ") -> str:
+    """Each line wrapped to WIDTH under `prefix`; a wrapped line continues under its text
+    (under a list item's text, past its bullet), never at a hyphen, without the prefix's
+    own bullet."""
+    margin = " " * len(prefix)
     lines: list[str] = []
     for line in text.splitlines() or [""]:
-        wrapped = textwrap.wrap(line, width - len(prefix)) or [""]
-        lines.extend(prefix + w for w in wrapped)
+        item = _LIST_ITEM.match(line)
+        hanging = margin + " " * (item.end() if item else 0)
+        wrapped = textwrap.wrap(
+            line,
+            WIDTH,
+            initial_indent=prefix,
+            subsequent_indent=hanging,
+            break_on_hyphens=False,
+            break_long_words=False,
+        )
+        lines.extend(wrapped or [""])
     return "\n".join(lines)
 
 

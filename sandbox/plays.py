@@ -53,6 +53,36 @@ def needs(gap_criterion: str, gap: str, why: str) -> Reply:
     )
 
 
+def verdict(safe: bool, reason: str) -> Reply:
+    """The action judge's structured verdict."""
+    return Reply.json({"safe_to_proceed": safe, "reason": reason})
+
+
+def look_into(service: str, trace_id: str) -> list[Reply]:
+    """The agent's usual first moves: search the service's errors, open one trace, read the
+    Deployment's rollout history."""
+    return [
+        Reply.call(
+            "query_tempo_traces",
+            traceql=f'{{ resource.service.name = "{service}" && status = error }}',
+            since_minutes_ago=30,
+        ),
+        Reply.call("get_trace", trace_id=trace_id),
+        Reply.call("get_rollout_history", namespace="shop", deployment=service),
+    ]
+
+
+def propose_rollback(deployment: str, reason: str) -> Reply:
+    """The agent proposes rolling a `shop` Deployment back to its previous revision."""
+    return Reply.call(
+        "propose_action",
+        action="rollout_undo",
+        namespace="shop",
+        deployment=deployment,
+        reason=reason,
+    )
+
+
 @dataclass
 class Play:
     """One scripted incident: what each model says, in order."""
@@ -74,24 +104,15 @@ def bad_deploy_play(scenario: Scenario) -> Play:
     )
     return Play(
         agent=[
-            Reply.call(
-                "query_tempo_traces",
-                traceql='{ resource.service.name = "payment-api" && status = error }',
-                since_minutes_ago=30,
-            ),
-            Reply.call("get_trace", trace_id=failing),
-            Reply.call("get_rollout_history", namespace="shop", deployment="payment-api"),
+            *look_into("payment-api", failing),
             Reply.text(first_answer),
             Reply.text(
                 first_answer
                 + "\n*Not checked:* database health and the card gateway's own status page."
             ),
-            Reply.call(
-                "propose_action",
-                action="rollout_undo",
-                namespace="shop",
-                deployment="payment-api",
-                reason=f"Errors began with revision 42 (1.42.0); see {failing}. "
+            propose_rollback(
+                "payment-api",
+                f"Errors began with revision 42 (1.42.0); see {failing}. "
                 "Revision 41 (1.41.3) was healthy.",
             ),
             Reply.text(
@@ -110,12 +131,10 @@ def bad_deploy_play(scenario: Scenario) -> Play:
             satisfied("The proposal has a reason, evidence and a way back."),
         ],
         judge=[
-            Reply.json(
-                {
-                    "safe_to_proceed": True,
-                    "reason": "Errors start exactly with revision 42 and the traces show a code "
-                    "defect in payment-api; rolling back to 41 is proportionate.",
-                }
+            verdict(
+                True,
+                "Errors start exactly with revision 42 and the traces show a code defect in "
+                "payment-api; rolling back to 41 is proportionate.",
             )
         ],
     )
@@ -125,19 +144,9 @@ def db_overload_play(scenario: Scenario) -> Play:
     failing = scenario.error_trace_ids[0]
     return Play(
         agent=[
-            Reply.call(
-                "query_tempo_traces",
-                traceql='{ resource.service.name = "orders-api" && status = error }',
-                since_minutes_ago=30,
-            ),
-            Reply.call("get_trace", trace_id=failing),
-            Reply.call("get_rollout_history", namespace="shop", deployment="orders-api"),
-            Reply.call(
-                "propose_action",
-                action="rollout_undo",
-                namespace="shop",
-                deployment="orders-api",
-                reason="orders-api returns 503s; roll back its latest revision to be safe.",
+            *look_into("orders-api", failing),
+            propose_rollback(
+                "orders-api", "orders-api returns 503s; roll back its latest revision to be safe."
             ),
             Reply.text(
                 "*Likely cause (high confidence):* Postgres is out of connections — pgbouncer "
@@ -151,12 +160,10 @@ def db_overload_play(scenario: Scenario) -> Play:
         ],
         grader=[satisfied()],
         judge=[
-            Reply.json(
-                {
-                    "safe_to_proceed": False,
-                    "reason": "The traces show Postgres connection-pool exhaustion and the last "
-                    "orders-api deploy is two days old: a rollback would not help.",
-                }
+            verdict(
+                False,
+                "The traces show Postgres connection-pool exhaustion and the last orders-api "
+                "deploy is two days old: a rollback would not help.",
             )
         ],
     )
@@ -222,13 +229,7 @@ def replay_agent(request: GeminiRequest) -> Reply:
             return Reply.call("get_rollout_history", namespace="shop", deployment=service)
         wants_action = any(w in question.lower() for w in ("roll back", "rollback", "fix"))
         if wants_action and "propose_action" not in called:
-            return Reply.call(
-                "propose_action",
-                action="rollout_undo",
-                namespace="shop",
-                deployment=service,
-                reason="errors started with the latest revision",
-            )
+            return propose_rollback(service, "errors started with the latest revision")
     cited = f" See {ids[0]}." if ids else ""
     return Reply.text(
         f"*Likely cause (replayed, medium confidence):* the newest `{service}` revision; "
@@ -242,15 +243,9 @@ def replay_grader(request: GeminiRequest) -> Reply:
 
 
 def replay_judge(request: GeminiRequest) -> Reply:
-    database = "connection pool exhausted" in request.text()
-    return Reply.json(
-        {
-            "safe_to_proceed": not database,
-            "reason": "the database, not the deploy, is failing"
-            if database
-            else "the errors start with the latest revision",
-        }
-    )
+    if "connection pool exhausted" in request.text():
+        return verdict(False, "the database, not the deploy, is failing")
+    return verdict(True, "the errors start with the latest revision")
 
 
 def follow_up_turn(scenario: Scenario, turn: int) -> list[Reply]:

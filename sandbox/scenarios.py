@@ -61,45 +61,68 @@ def _pod(pods: tuple[SimResource, ...], hex_id: str) -> SimResource:
     return pods[int(hex_id, 16) % len(pods)]
 
 
+def _span(
+    span_id: str,
+    resource: SimResource,
+    name: str,
+    start_ns: int,
+    duration_ms: int,
+    *,
+    error: str | None,
+    attributes: dict[str, str | int | float | bool],
+    parent_id: str | None = None,
+) -> SimSpan:
+    """A span that failed with `error`, or (None) succeeded."""
+    return SimSpan(
+        span_id,
+        resource,
+        name,
+        start_ns,
+        duration_ms * 1_000_000,
+        parent_id=parent_id,
+        status="ok" if error is None else "error",
+        status_message=error or "",
+        attributes=attributes,
+    )
+
+
 def _checkout_trace(rng: random.Random, trace_id: str, start_ns: int, *, failing: bool) -> SimTrace:
     root_id, pay_id, db_id = _hex(rng, 16), _hex(rng, 16), _hex(rng, 16)
     payment_pod = _pod(PAYMENT_PODS_NEW, trace_id) if failing else PAYMENT_POD_OLD
     pay_ms = rng.randint(700, 1300) if failing else rng.randint(40, 120)
     db_ms = rng.randint(3, 9)
     spans = [
-        SimSpan(
+        _span(
             root_id,
             _pod(CHECKOUT_PODS, trace_id),
             "POST /checkout",
             start_ns,
-            (pay_ms + 25) * 1_000_000,
-            status="error" if failing else "ok",
-            status_message="upstream payment-api returned 503" if failing else "",
+            pay_ms + 25,
+            error="upstream payment-api returned 503" if failing else None,
             attributes={"http.method": "POST", "http.status_code": 502 if failing else 200},
         ),
-        SimSpan(
+        _span(
             pay_id,
             payment_pod,
             "POST /v1/charge",
             start_ns + 10_000_000,
-            pay_ms * 1_000_000,
+            pay_ms,
             parent_id=root_id,
-            status="error" if failing else "ok",
-            status_message=(
+            error=(
                 "NullPointerException in ChargeHandler.applyDiscount (payment-api:1.42.0)"
                 if failing
-                else ""
+                else None
             ),
             attributes={"http.status_code": 503 if failing else 200},
         ),
-        SimSpan(
+        _span(
             db_id,
             POSTGRES,
             "SELECT payments",
             start_ns + 12_000_000,
-            db_ms * 1_000_000,
+            db_ms,
             parent_id=pay_id,
-            status="ok",
+            error=None,
             attributes={"db.system": "postgresql"},
         ),
     ]
@@ -132,29 +155,27 @@ def _orders_trace(rng: random.Random, start_ns: int, *, failing: bool) -> SimTra
     root_id, db_id = _hex(rng, 16), _hex(rng, 16)
     db_ms = rng.randint(2400, 5200) if failing else rng.randint(4, 12)
     spans = (
-        SimSpan(
+        _span(
             root_id,
             _pod(ORDERS_PODS, root_id),
             "POST /orders",
             start_ns,
-            (db_ms + 30) * 1_000_000,
-            status="error" if failing else "ok",
-            status_message="database unavailable" if failing else "",
+            db_ms + 30,
+            error="database unavailable" if failing else None,
             attributes={"http.method": "POST", "http.status_code": 503 if failing else 201},
         ),
-        SimSpan(
+        _span(
             db_id,
             POSTGRES,
             "INSERT orders",
             start_ns + 15_000_000,
-            db_ms * 1_000_000,
+            db_ms,
             parent_id=root_id,
-            status="error" if failing else "ok",
-            status_message=(
+            error=(
                 "pgbouncer: no more connections allowed (max_client_conn 400); "
                 "connection pool exhausted"
                 if failing
-                else ""
+                else None
             ),
             attributes={
                 "db.system": "postgresql",

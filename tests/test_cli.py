@@ -2,14 +2,18 @@
 
 import asyncio
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from sandbox import GeminiSimulator, Reply, TempoSimulator
 from sandbox.kubernetes import KubernetesSimulator
+from sandbox.plays import propose_rollback
 from sandbox.scenarios import Scenario
-from tests.gates_fixtures import write_kubeconfig
+from tests.gates_fixtures import SAFE, write_kubeconfig
 
 
 async def _tracegate(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
@@ -40,6 +44,19 @@ def _sandbox_env(gemini: GeminiSimulator, tempo: TempoSimulator, redis_url: str)
     }
 
 
+@pytest.fixture
+def cluster_env(
+    gemini: GeminiSimulator,
+    tempo: TempoSimulator,
+    kube: KubernetesSimulator,
+    redis_url: str,
+    tmp_path: Path,
+) -> dict[str, str]:
+    """The sandbox settings with a kubeconfig for the simulated cluster."""
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", kube.url)
+    return {**_sandbox_env(gemini, tempo, redis_url), "KUBECONFIG": str(kubeconfig)}
+
+
 async def test_investigate_answers_from_the_environment_configuration(
     gemini: GeminiSimulator, tempo: TempoSimulator, scenario: Scenario, redis_url: str
 ) -> None:
@@ -62,21 +79,13 @@ async def test_investigate_without_tempo_url_exits_2_naming_it(redis_url: str) -
 
 
 async def test_with_a_kubeconfig_the_agent_can_read_rollout_history(
-    gemini: GeminiSimulator,
-    tempo: TempoSimulator,
-    kube: KubernetesSimulator,
-    redis_url: str,
-    tmp_path: Path,
+    gemini: GeminiSimulator, cluster_env: dict[str, str]
 ) -> None:
     gemini.script(
         Reply.call("get_rollout_history", namespace="shop", deployment="payment-api"),
         Reply.text("payment-api moved to 1.42.0 an hour ago."),
     )
-    env = {
-        **_sandbox_env(gemini, tempo, redis_url),
-        "KUBECONFIG": str(write_kubeconfig(tmp_path / "kubeconfig", kube.url)),
-    }
-    code, out, err = await _tracegate("investigate", "what changed?", env=env)
+    code, out, err = await _tracegate("investigate", "what changed?", env=cluster_env)
 
     assert code == 0, err
     assert "current revision 3 (registry/payment-api:1.42.0)" in gemini.requests[1].text()
@@ -95,3 +104,21 @@ async def test_serve_reports_every_missing_setting_at_once(redis_url: str) -> No
     assert code == 2
     for name in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "GOOGLE_API_KEY", "TEMPO_URL"):
         assert f"{name}: not set" in err
+
+
+async def test_investigate_prints_each_proposed_action_and_its_stored_state(
+    gemini: GeminiSimulator, cluster_env: dict[str, str]
+) -> None:
+    gemini.script(
+        propose_rollback("payment-api", "5xx started with revision 3 (1.42.0)"),
+        SAFE,  # the judge
+        Reply.text("I proposed rolling payment-api back."),
+    )
+    code, out, err = await _tracegate("investigate", "roll payment-api back?", env=cluster_env)
+
+    assert code == 0, err
+    assert re.search(
+        r"proposed action \S+: roll back shop/payment-api to revision 2 — "
+        r"pending approval: nobody has approved it yet",
+        out,
+    ), out

@@ -5,6 +5,7 @@ import io
 import json
 import os
 import re
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -44,7 +45,7 @@ async def test_bad_deploy_is_answered_approved_and_rolled_back(
     assert cited and cited <= stored  # real IDs only
     assert "[Approve]  [Reject]" in transcript
     assert "Succeeded (approved by @U_LEAD): rolled back shop/payment-api to revision 41" in (
-        transcript.replace("\n    · ", " ")
+        unwrapped(transcript)
     )
     deployment = world.kube.deployments[("shop", "payment-api")]  # type: ignore[attr-defined]
     assert deployment["spec"]["template"]["spec"]["containers"][0]["image"].endswith("1.41.3")
@@ -57,22 +58,59 @@ async def test_not_a_deploy_is_refused_by_the_judge_and_the_thread_says_why(
     transcript, world = await _play(redis_url, "not-a-deploy", tmp_path)
 
     assert "Refused by judge: The traces show Postgres connection-pool exhaustion" in (
-        transcript.replace("\n    · ", " ")
+        unwrapped(transcript)
     )
     assert "The rollback I proposed was refused by the reviewer" in transcript
     assert world.kube.writes == []  # type: ignore[attr-defined]
 
 
+def unwrapped(transcript: str) -> str:
+    """The transcript with its wrapped lines joined again (continuations are indented
+    past the line's bullet: six spaces or more)."""
+    return re.sub(r"\n {6,}", " ", transcript)
+
+
 async def test_an_invented_trace_is_sent_back_and_never_posted(
     redis_url: str, tmp_path: Path
 ) -> None:
-    transcript, world = await _play(redis_url, "hallucination", tmp_path)
+    _, world = await _play(redis_url, "hallucination", tmp_path)
 
-    assert INVENTED_TRACE not in transcript
-    assert "trace guard: 0 found, 1 missing" in transcript
-    assert "trace guard: 1 found, 0 missing" in transcript
+    posted = [f"{m.text}{m.blocks}" for m in world.slack.messages.values()]  # type: ignore[attr-defined]
+    assert posted and all(INVENTED_TRACE not in message for message in posted)
     feedback = world.gemini.requests[1].text()  # type: ignore[attr-defined]
     assert f"do not exist in Tempo: {INVENTED_TRACE}" in feedback
+
+
+async def test_the_steps_view_names_the_invented_trace_and_what_the_guard_did(
+    redis_url: str, tmp_path: Path
+) -> None:
+    transcript, _ = await _play(redis_url, "hallucination", tmp_path)
+    steps = unwrapped(transcript).split("clicks [Steps]")[1]
+
+    assert (
+        "trace guard: 0 found, 1 missing, 0 unverified; not in Tempo, sent back to the agent: "
+        f"{INVENTED_TRACE}" in steps
+    )
+    assert (
+        "trace guard: 1 found, 0 missing, 0 unverified; corrected after being sent back: "
+        f"{INVENTED_TRACE}" in steps
+    )
+
+
+async def test_the_answer_footer_counts_the_draft_the_trace_guard_sent_back(
+    redis_url: str, tmp_path: Path
+) -> None:
+    transcript, _ = await _play(redis_url, "hallucination", tmp_path)
+    answer = unwrapped(transcript).split("clicks [Steps]")[0]
+
+    assert "traces: 1 verified, 0 unverified, 0 removed, 1 draft sent back" in answer
+
+
+async def test_the_footer_counts_the_draft_the_grader_sent_back(
+    redis_url: str, tmp_path: Path
+) -> None:
+    transcript, _ = await _play(redis_url, "bad-deploy", tmp_path)
+    assert "rubric: satisfied after 1 revision" in unwrapped(transcript)
 
 
 async def test_the_block_kit_of_every_message_is_written_and_valid(
@@ -85,28 +123,57 @@ async def test_the_block_kit_of_every_message_is_written_and_valid(
         assert block_problems(json.loads(path.read_text())["blocks"]) == []
 
 
-async def test_interactive_questions_and_approvals_at_the_prompt(redis_url: str) -> None:
-    process = await asyncio.create_subprocess_exec(
+async def _interactive_demo(redis_url: str, folder: Path) -> asyncio.subprocess.Process:
+    """`tracegate demo --interactive` as a process, its three streams piped."""
+    return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "bot.cli",
         "demo",
         "--interactive",
         "--out",
-        tempfile.mkdtemp(),
+        str(folder),
         env={"PATH": os.environ["PATH"], "REDIS_URL": redis_url},
         cwd=tempfile.gettempdir(),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
+
+
+async def test_interactive_questions_and_approvals_at_the_prompt(
+    redis_url: str, tmp_path: Path
+) -> None:
+    process = await _interactive_demo(redis_url, tmp_path)
     out, err = await process.communicate(b"checkout fails, please fix it\napprove\nquit\n")
 
     text = out.decode()
     assert process.returncode == 0, err.decode()
     assert "👤 U_ONCALL: @tracegate checkout fails, please fix it" in text
     assert "👤 U_LEAD: clicks [Approve]" in text
-    assert "Succeeded (approved by @U_LEAD)" in text.replace("\n    · ", " ")
+    assert "Succeeded (approved by @U_LEAD)" in unwrapped(text)
+
+
+async def test_ctrl_c_at_the_interactive_prompt_exits_130_with_one_line(
+    redis_url: str, tmp_path: Path
+) -> None:
+    process = await _interactive_demo(redis_url, tmp_path)  # stdin kept open: it waits
+    assert process.stdout is not None and process.stderr is not None
+    try:
+        line = b"?"
+        while line and b"Type a question" not in line:
+            line = await process.stdout.readline()
+        assert line, "the demo ended before its prompt"
+        process.send_signal(signal.SIGINT)
+        # A hang fails here, not the suite; the bound is generous, not a speed check.
+        code = await asyncio.wait_for(process.wait(), timeout=60)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+    assert code == 130
+    assert (await process.stderr.read()).decode() == "tracegate demo: interrupted\n"
 
 
 async def test_without_redis_the_demo_runs_on_an_embedded_store_and_says_so(
@@ -133,3 +200,13 @@ async def test_with_an_api_key_the_demo_uses_the_configured_gemini_models(
     assert "Gemini is real (google_genai:gemini-3.8-flash)" in transcript.splitlines()[0]
     assert {r.model for r in gemini.requests} == {"gemini-3.8-flash"}
     assert "Likely cause (replayed" in transcript
+
+
+async def test_a_run_leaves_only_its_own_block_kit_files(redis_url: str, tmp_path: Path) -> None:
+    await _play(redis_url, "hallucination", tmp_path)
+    (tmp_path / "notes.txt").write_text("not the demo's")
+    await _play(redis_url, "not-a-deploy", tmp_path)
+
+    assert not (tmp_path / "hallucination").exists()
+    assert list((tmp_path / "not-a-deploy").glob("*.json"))
+    assert (tmp_path / "notes.txt").read_text() == "not the demo's"

@@ -23,6 +23,19 @@ def _draft(state: InvestigationState) -> str:
     return ""
 
 
+def _finished(verdict: TraceVerdict) -> dict[str, Any]:
+    """The guard's judgement as a Steps event: the missing IDs by name, and what it did."""
+    checks = verdict["checks"]
+    return {
+        "type": "verification_finished",
+        "found": len(ids_with(checks, "found")),
+        "missing": len(ids_with(checks, "missing")),
+        "unverified": len(ids_with(checks, "unverified")),
+        "missing_ids": ids_with(checks, "missing"),
+        "outcome": verdict["outcome"],  # revise: sent back to the agent; removed: cut out
+    }
+
+
 def make_verify_traces(verifier: TraceVerifier, limits: GraphLimits) -> Node:
     async def verify_traces(state: InvestigationState) -> dict[str, Any]:
         write = get_stream_writer()
@@ -40,17 +53,10 @@ def make_verify_traces(verifier: TraceVerifier, limits: GraphLimits) -> Node:
         missing = ids_with(checks, "missing")
         for check in checks.values():
             TRACE_GUARD.labels(check["status"]).inc()
-        write(
-            {
-                "type": "verification_finished",
-                "found": len(ids_with(checks, "found")),
-                "missing": len(missing),
-                "unverified": len(ids_with(checks, "unverified")),
-            }
-        )
         revisions = state.get("trace_revision_count", 0)
         if missing and room_for_revision(state, revisions, limits.trace_max_revisions):
             verdict: TraceVerdict = {"outcome": "revise", "checks": checks, "removed": 0}
+            write(_finished(verdict))
             return {
                 "trace_verdict": verdict,
                 "trace_revision_count": revisions + 1,
@@ -64,6 +70,7 @@ def make_verify_traces(verifier: TraceVerifier, limits: GraphLimits) -> Node:
             "checks": checks,
             "removed": removed,
         }
+        write(_finished(verdict))
         return {"trace_verdict": verdict, "known_traces": newly_found, "verified_draft": answer}
 
     return verify_traces
