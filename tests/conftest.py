@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from gates.pipeline import ActionPipeline
 from graph.config import GraphLimits, ModelSpec, TempoSpec
 from graph.runner import Investigator, open_investigator
 from sandbox import GeminiSimulator, TempoSimulator
@@ -94,3 +95,14 @@ def investigator_for(
 async def investigator(investigator_for: OpenInvestigator) -> AsyncIterator[Investigator]:
     async with investigator_for() as opened:
         yield opened
+
+
+@pytest.fixture
+async def agent(
+    model_spec: ModelSpec, tempo_spec: TempoSpec, redis_url: str, pipeline: ActionPipeline
+) -> AsyncIterator[Investigator]:
+    """An investigator that may propose actions through the action pipeline."""
+    async with open_investigator(
+        model_spec, tempo_spec, GraphLimits(), redis_url, actions=pipeline
+    ) as investigator:
+        yield investigator

@@ -8,11 +8,13 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from sandbox import GeminiSimulator, TempoSimulator
-from sandbox.fleet import Fleet, RedisStackServer
+from sandbox import GeminiSimulator, Reply, TempoSimulator
+from sandbox.fleet import Fleet, RedisStackServer, TracegateProcess
+from sandbox.scenarios import Scenario
 from sandbox.slack import SlackDriver, SlackMessage, SlackSimulator
 from tests.slack_fixtures import SECRET
 
@@ -85,6 +87,39 @@ async def requests_reach(gemini: GeminiSimulator, count: int, timeout_s: float =
 def driver_for(url: str) -> SlackDriver:
     # A team of its own: thread keys (and so checkpoints) never collide between tests.
     return SlackDriver(url, SECRET, team=f"T{uuid.uuid4().hex[:8].upper()}")
+
+
+async def serving(fleet: Fleet) -> TracegateProcess:
+    """A `tracegate serve` of the fleet, started and ready for Slack's events."""
+    serve = fleet.serve()
+    await serve.ready()
+    return serve
+
+
+async def ask(
+    slack: SlackSimulator,
+    serve: TracegateProcess,
+    question: str = "checkout 500s, why?",
+    **event: Any,
+) -> str:
+    """Mention the bot through `serve` in a new thread, which Slack sees acknowledged; the
+    thread's root ts."""
+    root = slack.new_ts()
+    status, _ = await driver_for(serve.url).mention(question, ts=root, **event)
+    assert status == 200
+    return root
+
+
+def script_slow_answer_after_a_tool(
+    gemini: GeminiSimulator, scenario: Scenario, delay_s: float, spare_answers: int = 0
+) -> None:
+    """The model reads a trace, then answers `delay_s` later (a fault strikes meanwhile);
+    `spare_answers` more answers for runs that start over after the fault."""
+    gemini.script(
+        Reply.call("get_trace", trace_id=scenario.error_trace_ids[0]),
+        Reply(parts=({"text": ANSWER},), delay_s=delay_s),
+        *[Reply.text(ANSWER)] * spare_answers,
+    )
 
 
 @pytest.fixture

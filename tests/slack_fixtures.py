@@ -73,6 +73,11 @@ async def bot(bot_for: BotFactory) -> AsyncIterator[RunningBot]:
         yield running
 
 
+async def settled(bot: RunningBot, timeout_s: float = 15) -> None:
+    """Wait until the bot has finished every turn and click it was given."""
+    assert await bot.services.jobs.join(timeout_s), "answers still running"
+
+
 @pytest.fixture
 def driver(bot: RunningBot, slack: SlackSimulator) -> SlackDriver:
     # A team id of its own: thread keys (and so checkpoints) never collide between tests.

@@ -16,28 +16,14 @@ from tests.gates_fixtures import (
     SECOND_APPROVER,
     PipelineFactory,
 )
-
-THREAD = "T1:C1:1700000000.000100"
-
-
-async def _propose(pipeline: ActionPipeline, **kwargs: Any) -> ActionRequest:
-    args = {
-        "action": "rollout_undo",
-        "namespace": "shop",
-        "deployment": "payment-api",
-        "thread_key": THREAD,
-        "requester": REQUESTER,
-        "reason": "5xx since revision 3 (1.42.0)",
-    }
-    args.update(kwargs)
-    return await pipeline.propose(**args)
+from tests.proposals import propose_rollback
 
 
 async def _pending(
     pipeline: ActionPipeline, gemini: GeminiSimulator, **kwargs: Any
 ) -> ActionRequest:
     gemini.script(SAFE)
-    request = await _propose(pipeline, **kwargs)
+    request = await propose_rollback(pipeline, **kwargs)
     assert request.status == "pending_approval", request.refusal
     return request
 
@@ -232,7 +218,7 @@ async def test_the_judge_blocks_a_rollback_when_the_cause_is_a_database(
         )
 
     gemini.script(judge)
-    refused = await _propose(
+    refused = await propose_rollback(
         pipeline, context="postgres: connection pool exhausted, p99 4s on every query since 13:58"
     )
     shown = gemini.requests[0]
@@ -247,7 +233,7 @@ async def test_a_judge_error_refuses_in_closed_mode(
     pipeline: ActionPipeline, gemini: GeminiSimulator
 ) -> None:
     gemini.script(Reply.error(500))
-    refused = await _propose(pipeline)
+    refused = await propose_rollback(pipeline)
     assert refused.status == "refused"
     assert refused.judge is not None and not refused.judge.available
     assert "JUDGE_FAIL_MODE=closed" in refused.judge.reason
@@ -257,7 +243,7 @@ async def test_a_judge_error_allows_with_a_warning_in_open_mode(
     pipeline_for: PipelineFactory, gemini: GeminiSimulator
 ) -> None:
     gemini.script(Reply.text("not json at all"))
-    pending = await _propose(pipeline_for(judge_fail_mode="open"))
+    pending = await propose_rollback(pipeline_for(judge_fail_mode="open"))
     assert pending.status == "pending_approval"
     assert pending.judge is not None and not pending.judge.available
     assert "judge unavailable" in pending.judge.reason
@@ -266,7 +252,7 @@ async def test_a_judge_error_allows_with_a_warning_in_open_mode(
 async def test_the_audit_stream_holds_every_transition_of_every_request(
     pipeline: ActionPipeline, gemini: GeminiSimulator, kube: KubernetesSimulator
 ) -> None:
-    refused = await _propose(pipeline, action="scale", replicas=0)
+    refused = await propose_rollback(pipeline, action="scale", replicas=0)
     rejected = await _pending(pipeline, gemini, thread_key="T1:C1:a")
     await pipeline.reject(rejected.id, APPROVER, "not now")
     succeeded = await _pending(pipeline, gemini, thread_key="T1:C1:b")

@@ -8,19 +8,7 @@ import pytest
 from gates.pipeline import RULE_GATES, ActionPipeline
 from sandbox import GeminiSimulator
 from tests.gates_fixtures import REQUESTER, SAFE, PipelineFactory
-
-
-async def _propose(pipeline: ActionPipeline, **kwargs: Any) -> Any:
-    args = {
-        "action": "rollout_undo",
-        "namespace": "shop",
-        "deployment": "payment-api",
-        "thread_key": "T1:C1:1700000000.000100",
-        "requester": REQUESTER,
-        "reason": "errors started with revision 3",
-    }
-    args.update(kwargs)
-    return await pipeline.propose(**args)
+from tests.proposals import propose_rollback
 
 
 def test_the_gates_run_in_the_documented_order() -> None:
@@ -60,7 +48,7 @@ def test_the_gates_run_in_the_documented_order() -> None:
 async def test_a_gate_refuses_its_case_with_a_reason(
     pipeline: ActionPipeline, proposal: dict[str, Any], gate: str, reason: str
 ) -> None:
-    refused = await _propose(pipeline, **proposal)
+    refused = await propose_rollback(pipeline, **proposal)
     assert refused.status == "refused"
     assert refused.refusal is not None
     assert (refused.refusal.gate, reason in refused.refusal.reason) == (gate, True), refused.refusal
@@ -68,7 +56,7 @@ async def test_a_gate_refuses_its_case_with_a_reason(
 
 async def test_a_namespace_outside_the_allowlist_is_refused(pipeline_for: PipelineFactory) -> None:
     pipeline = pipeline_for(allowed_namespaces=frozenset({"billing"}))
-    refused = await _propose(pipeline)
+    refused = await propose_rollback(pipeline)
     assert refused.refusal is not None
     assert refused.refusal.gate == "policy"
     assert "not in ALLOWED_NAMESPACES" in refused.refusal.reason
@@ -76,7 +64,7 @@ async def test_a_namespace_outside_the_allowlist_is_refused(pipeline_for: Pipeli
 
 async def test_a_protected_deployment_is_refused(pipeline_for: PipelineFactory) -> None:
     pipeline = pipeline_for(protected_deployments=frozenset({"shop/payment-api"}))
-    refused = await _propose(pipeline)
+    refused = await propose_rollback(pipeline)
     assert refused.refusal is not None
     assert "is protected (PROTECTED_DEPLOYMENTS)" in refused.refusal.reason
 
@@ -87,7 +75,7 @@ async def test_an_open_breaker_refuses_until_an_approver_resets_it(
     pipeline = pipeline_for(breaker_max_per_target=10)
     for i in range(3):
         await pipeline.breaker.record("shop/payment-api", False, f"act-{i}")
-    refused = await _propose(pipeline)
+    refused = await propose_rollback(pipeline)
     assert refused.refusal is not None
     assert refused.refusal.gate == "circuit_breaker"
     assert "is open (3 consecutive failed actions" in refused.refusal.reason
@@ -95,12 +83,12 @@ async def test_an_open_breaker_refuses_until_an_approver_resets_it(
     reset, message = await pipeline.reset_breaker("shop/payment-api", REQUESTER, False)
     assert not reset and message.startswith("only an approver may reset the circuit breaker")
     await pipeline.reset_breaker("shop/payment-api", "U_APPROVER", False)
-    still_global = await _propose(pipeline)
+    still_global = await propose_rollback(pipeline)
     assert still_global.refusal is not None
     assert "the breaker for the cluster is open" in still_global.refusal.reason
     await pipeline.reset_breaker(None, "U_APPROVER", False)
     gemini.script(SAFE)
-    assert (await _propose(pipeline)).status == "pending_approval"
+    assert (await propose_rollback(pipeline)).status == "pending_approval"
 
 
 async def test_too_many_recent_actions_on_a_target_trip_the_rate_window(
@@ -108,7 +96,7 @@ async def test_too_many_recent_actions_on_a_target_trip_the_rate_window(
 ) -> None:
     for i in range(3):
         await pipeline.breaker.record("shop/payment-api", True, f"act-{i}")
-    refused = await _propose(pipeline)
+    refused = await propose_rollback(pipeline)
     assert refused.refusal is not None
     assert (
         "3 actions ran on shop/payment-api in the last 30 min (limit 3)" in refused.refusal.reason
@@ -119,8 +107,8 @@ async def test_the_same_proposal_twice_in_one_incident_is_refused_as_duplicate(
     pipeline: ActionPipeline, gemini: GeminiSimulator
 ) -> None:
     gemini.script(SAFE)
-    first = await _propose(pipeline)
-    second = await _propose(pipeline)
+    first = await propose_rollback(pipeline)
+    second = await propose_rollback(pipeline)
     assert first.status == "pending_approval"
     assert second.refusal is not None
     assert second.refusal.gate == "duplicate"
@@ -131,9 +119,9 @@ async def test_a_proposal_past_its_window_does_not_block_the_same_proposal(
     pipeline: ActionPipeline, gemini: GeminiSimulator
 ) -> None:
     gemini.script(SAFE, SAFE)
-    first = await _propose(pipeline)
+    first = await propose_rollback(pipeline)
     await pipeline.store.update(first.id, "test", "test", "window passed", expires_at=time.time())
-    second = await _propose(pipeline)  # before any reconciler has marked the first expired
+    second = await propose_rollback(pipeline)  # before any reconciler has marked the first expired
     assert second.status == "pending_approval", second.refusal
 
 
@@ -141,8 +129,8 @@ async def test_the_same_proposal_in_another_incident_is_not_a_duplicate(
     pipeline: ActionPipeline, gemini: GeminiSimulator
 ) -> None:
     gemini.script(SAFE, SAFE)
-    await _propose(pipeline)
-    other = await _propose(pipeline, thread_key="T1:C9:1700000099.000100")
+    await propose_rollback(pipeline)
+    other = await propose_rollback(pipeline, thread_key="T1:C9:1700000099.000100")
     assert other.status == "pending_approval"
 
 
@@ -150,7 +138,7 @@ async def test_with_the_kill_switch_off_proposals_are_still_evaluated_and_shown(
     pipeline_for: PipelineFactory, gemini: GeminiSimulator
 ) -> None:
     gemini.script(SAFE)
-    pending = await _propose(pipeline_for(actions_enabled=False))
+    pending = await propose_rollback(pipeline_for(actions_enabled=False))
     kill_switch = next(d for d in pending.gate_decisions if d.gate == "kill_switch")
     assert pending.status == "pending_approval"
     assert "Approve runs a server-side dry run only" in kill_switch.reason
@@ -160,7 +148,7 @@ async def test_an_allowed_proposal_records_snapshot_fingerprint_and_expiry(
     pipeline: ActionPipeline, gemini: GeminiSimulator
 ) -> None:
     gemini.script(SAFE)
-    pending = await _propose(pipeline, evidence=["4bf92f3577b34da6a3ce929d0e0e4736"])
+    pending = await propose_rollback(pipeline, evidence=["4bf92f3577b34da6a3ce929d0e0e4736"])
     assert pending.snapshot is not None
     assert (pending.snapshot.replicas, pending.snapshot.current_revision) == (4, 3)
     assert len(pending.fingerprint) == 20

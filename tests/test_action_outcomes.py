@@ -21,6 +21,12 @@ async def _pending(
     return request
 
 
+async def _breaker_counts(pipeline: ActionPipeline) -> tuple[int, int]:
+    """shop/payment-api's circuit breaker: (recent executions, consecutive failures)."""
+    state = await pipeline.breaker.state("shop/payment-api")
+    return state.recent_executions, state.consecutive_failures
+
+
 def _replicas(kube: KubernetesSimulator) -> int:
     replicas: int = kube.deployments[("shop", "payment-api")]["spec"]["replicas"]
     return replicas
@@ -35,8 +41,7 @@ async def test_a_connection_dropped_after_the_write_was_applied_ends_succeeded(
     assert result.verdict == "succeeded"
     assert _replicas(kube) == 6
     assert result.message.startswith("scaled shop/payment-api to 6 replicas (the API answered:")
-    state = await pipeline.breaker.state("shop/payment-api")
-    assert (state.recent_executions, state.consecutive_failures) == (1, 0)
+    assert await _breaker_counts(pipeline) == (1, 0)
 
 
 async def test_a_late_answer_after_the_write_was_applied_ends_succeeded(
@@ -48,8 +53,7 @@ async def test_a_late_answer_after_the_write_was_applied_ends_succeeded(
     assert result.verdict == "succeeded"
     assert "did not answer within 2s" in result.message
     assert len(kube.writes) == 1 and _replicas(kube) == 6
-    state = await pipeline.breaker.state("shop/payment-api")
-    assert (state.recent_executions, state.consecutive_failures) == (1, 0)
+    assert await _breaker_counts(pipeline) == (1, 0)
 
 
 async def test_a_late_answer_to_a_rollback_is_not_retried_into_a_second_rollback(
@@ -73,8 +77,7 @@ async def test_a_write_that_hangs_unapplied_ends_failed_and_feeds_the_breaker(
     assert result.verdict == "failed"
     assert result.message == ("not applied: the Kubernetes API did not answer within 2s")
     assert _replicas(kube) == 4
-    state = await pipeline.breaker.state("shop/payment-api")
-    assert (state.recent_executions, state.consecutive_failures) == (1, 1)
+    assert await _breaker_counts(pipeline) == (1, 1)
 
 
 async def test_an_api_refusal_of_the_write_ends_failed(

@@ -1,26 +1,12 @@
 """The agent reads rollout history and proposes actions; it can never execute them."""
 
-from collections.abc import AsyncIterator
-
-import pytest
-
 from gates.pipeline import ActionPipeline
-from graph.config import GraphLimits, ModelSpec, TempoSpec
-from graph.runner import Investigator, open_investigator
+from graph.runner import Investigator
 from sandbox import GeminiSimulator, Reply
 from sandbox.kubernetes import KubernetesSimulator
 from sandbox.scenarios import Scenario
 from tests.gates_fixtures import SAFE
-
-
-@pytest.fixture
-async def agent(
-    model_spec: ModelSpec, tempo_spec: TempoSpec, redis_url: str, pipeline: ActionPipeline
-) -> AsyncIterator[Investigator]:
-    async with open_investigator(
-        model_spec, tempo_spec, GraphLimits(), redis_url, actions=pipeline
-    ) as investigator:
-        yield investigator
+from tests.proposals import propose
 
 
 async def test_rollout_history_is_shown_to_the_model(
@@ -47,13 +33,7 @@ async def test_a_proposal_reaches_approval_and_is_reported_plainly(
     evidence = scenario.error_trace_ids[0]
     gemini.script(
         Reply.call("get_trace", trace_id=evidence),
-        Reply.call(
-            "propose_action",
-            action="rollout_undo",
-            namespace="shop",
-            deployment="payment-api",
-            reason=f"NullPointerException since 1.42.0, e.g. {evidence}",
-        ),
+        propose("rollout_undo", reason=f"NullPointerException since 1.42.0, e.g. {evidence}"),
     )
     gemini.script(SAFE, Reply.text(f"Rollback proposed; evidence {evidence}."))  # judge, agent
     result = await agent.investigate(thread_id, "fix checkout", "U_ONCALL")
@@ -75,14 +55,7 @@ async def test_a_refused_proposal_tells_the_model_which_gate_and_why(
     agent: Investigator, gemini: GeminiSimulator, thread_id: str
 ) -> None:
     gemini.script(
-        Reply.call(
-            "propose_action",
-            action="scale",
-            namespace="shop",
-            deployment="payment-api",
-            replicas=0,
-            reason="stop the bleeding",
-        ),
+        propose("scale", replicas=0, reason="stop the bleeding"),
         Reply.text("I could not scale it down."),
     )
     await agent.investigate(thread_id, "turn it off", "U1")

@@ -1,5 +1,7 @@
 """Block Kit rendering (pure): limits, escaping, links, cards."""
 
+from typing import Any
+
 from bot.blocks import (
     answer_message,
     card_blocks,
@@ -19,6 +21,12 @@ def _result(answer: str, **fields: object) -> InvestigationResult:
     return InvestigationResult(
         thread_id="T:C:1", status="answered", answer=answer, correlation_id="abc", **fields
     )
+
+
+def _scale(**fields: Any) -> ActionRequest:
+    """A scale of shop/api requested by U1; `fields` add to or change it."""
+    request = {"namespace": "shop", "deployment": "api", "thread_key": "t", "requester": "U1"}
+    return ActionRequest(action="scale", **{**request, **fields})
 
 
 def test_sections_never_exceed_3000_characters() -> None:
@@ -59,13 +67,8 @@ def test_unverified_answers_carry_a_warning() -> None:
 
 
 def test_a_refused_card_has_a_reason_and_no_buttons() -> None:
-    request = ActionRequest(
-        action="scale",
-        namespace="shop",
-        deployment="api",
+    request = _scale(
         replicas=0,
-        thread_key="t",
-        requester="U1",
         status="refused",
         gate_decisions=[GateDecision(gate="blast_radius", allowed=False, reason="scaling to 0")],
     )
@@ -75,29 +78,17 @@ def test_a_refused_card_has_a_reason_and_no_buttons() -> None:
 
 
 def test_a_pending_card_says_when_approve_only_dry_runs() -> None:
-    request = ActionRequest(
-        action="scale",
-        namespace="shop",
-        deployment="api",
-        replicas=4,
-        thread_key="t",
-        requester="U1",
-        status="pending_approval",
-        expires_at=2_000_000_000,
-    )
+    request = _scale(replicas=4, status="pending_approval", expires_at=2_000_000_000)
     blocks = card_blocks(request, None, "tempo", dry_run=True)
     approve = blocks[-1]["elements"][0]
     assert "server-side dry run" in approve["confirm"]["text"]["text"]
     assert block_problems(blocks) == []
 
 
-REFUSED_SCALE = ActionRequest(
-    action="scale",
+REFUSED_SCALE = _scale(
     namespace="kube-system",
     deployment="payment-api",
     replicas=0,
-    thread_key="t",
-    requester="U1",
     status="refused",
     gate_decisions=[GateDecision(gate="policy", allowed=False, reason="kube-system is protected")],
 )
@@ -127,13 +118,8 @@ def test_model_text_cannot_carry_the_mark_of_the_bots_record() -> None:
 
 
 def test_an_unhealthy_rollout_names_the_reverse_action_to_ask_for() -> None:
-    request = ActionRequest(
-        action="scale",
-        namespace="shop",
-        deployment="api",
+    request = _scale(
         replicas=6,
-        thread_key="t",
-        requester="U1",
         status="succeeded",
         outcome=Outcome(dry_run=False, detail="scaled shop/api to 6 replicas"),
         rollout=RolloutHealth(
@@ -152,13 +138,8 @@ def test_an_unhealthy_rollout_names_the_reverse_action_to_ask_for() -> None:
 
 
 def test_a_card_refused_by_an_open_breaker_offers_a_reset() -> None:
-    request = ActionRequest(
-        action="scale",
-        namespace="shop",
-        deployment="api",
+    request = _scale(
         replicas=6,
-        thread_key="t",
-        requester="U1",
         status="refused",
         gate_decisions=[
             GateDecision(

@@ -13,14 +13,11 @@ from bot.server import RunningBot
 from sandbox import GeminiSimulator, Reply
 from sandbox.slack import SlackDriver, SlackSimulator
 from tests.gates_fixtures import REQUESTER, SAFE
-from tests.slack_fixtures import BotFactory
+from tests.proposals import ROLLBACK, ROLLBACK_PROPOSED
+from tests.slack_fixtures import BotFactory, settled
 
 ROOT = "1700000000.000100"
 ANSWER = "payment-api 1.42.0 throws NullPointerException."
-
-
-async def _settled(bot: RunningBot) -> None:
-    assert await bot.services.jobs.join(60), "answers still running"
 
 
 async def test_a_placeholder_slack_refuses_8_times_still_ends_in_one_answer(
@@ -29,7 +26,7 @@ async def test_a_placeholder_slack_refuses_8_times_still_ends_in_one_answer(
     slack.rate_limit("chat.postMessage", times=8, retry_after=1)
     gemini.script(Reply.text(ANSWER))
     await driver.mention("why?", ts=ROOT)
-    await _settled(bot)
+    await settled(bot, 60)
 
     (message,) = slack.thread("C1", ROOT)
     assert ANSWER in message.text
@@ -46,7 +43,7 @@ async def test_a_429_storm_on_the_answer_edit_delays_the_answer_but_does_not_los
         await driver.mention("why?", ts=ROOT)
         await gemini.wait_for_request("gemini-3.8-flash")
         slack.rate_limit("chat.update", times=6, retry_after=1)
-        await _settled(bot)
+        await settled(bot, 60)
 
     (message,) = slack.thread("C1", ROOT)
     assert ANSWER in message.text and "went wrong" not in message.text
@@ -60,23 +57,13 @@ async def test_a_card_slack_refuses_never_overwrites_the_posted_answer(
     gemini: GeminiSimulator,
     refusals: int,
 ) -> None:
-    gemini.script(
-        Reply.call(
-            "propose_action",
-            action="rollout_undo",
-            namespace="shop",
-            deployment="payment-api",
-            reason="5xx started with revision 3 (1.42.0)",
-        ),
-        SAFE,
-        Reply.text("I proposed rolling payment-api back; it needs your approval."),
-    )
+    gemini.script(ROLLBACK, SAFE, ROLLBACK_PROPOSED)
     await driver.mention("fix checkout", ts=ROOT, user=REQUESTER)
     await gemini.wait_for_request("gemini-3.8-flash")
     # The placeholder is posted by now; the next postMessage calls are the card's.
     await _wait_for_placeholder(slack)
     slack.rate_limit("chat.postMessage", times=refusals, retry_after=1)
-    await _settled(bot)
+    await settled(bot, 60)
 
     answer, card = slack.thread("C1", ROOT)
     assert "needs your approval" in answer.text and "went wrong" not in answer.text

@@ -14,7 +14,15 @@ from sandbox import GeminiRequest, GeminiSimulator, Reply, TempoSimulator
 from sandbox.fleet import Fleet, RedisStackServer, answer_by_question, drive_load
 from sandbox.scenarios import Scenario
 from sandbox.slack import SlackMessage, SlackSimulator
-from tests.fleet_fixtures import ANSWER, answered, driver_for, requests_reach
+from tests.fleet_fixtures import (
+    ANSWER,
+    answered,
+    ask,
+    driver_for,
+    requests_reach,
+    script_slow_answer_after_a_tool,
+    serving,
+)
 
 SLOW = 120.0  # a model reply that never comes in time: the process dies waiting for it
 
@@ -48,12 +56,8 @@ async def test_a_killed_inline_serve_is_restarted_and_the_turn_resumes_from_its_
 ) -> None:
     script_slow_second_step(gemini, scenario)
     fleet = fleet_for()
-    first = fleet.serve()
-    await first.ready()
-    driver = driver_for(first.url)
-    root = slack.new_ts()
-    status, _ = await driver.mention("checkout is throwing 500s, why?", ts=root)
-    assert status == 200
+    first = await serving(fleet)
+    root = await ask(slack, first, "checkout is throwing 500s, why?")
     await requests_reach(gemini, 2)  # the tool ran and was checkpointed; the model is slow
 
     first.signal(signal.SIGKILL)
@@ -79,8 +83,7 @@ async def test_a_killed_worker_s_turn_is_taken_up_by_another_worker(
     fleet = fleet_for(WORKER_MODE="queue")
     serve, doomed = fleet.serve(), fleet.worker()
     await asyncio.gather(serve.ready(), doomed.ready())
-    root = slack.new_ts()
-    await driver_for(serve.url).mention("checkout 500s, why?", ts=root)
+    root = await ask(slack, serve)
     await requests_reach(gemini, 2)
 
     doomed.signal(signal.SIGKILL)
@@ -104,8 +107,7 @@ async def test_sigterm_hands_a_long_turn_to_another_worker_and_exits_within_the_
     fleet = fleet_for(WORKER_MODE="queue", SHUTDOWN_GRACE="2")
     serve, leaving = fleet.serve(), fleet.worker()
     await asyncio.gather(serve.ready(), leaving.ready())
-    root = slack.new_ts()
-    await driver_for(serve.url).mention("checkout 500s, why?", ts=root)
+    root = await ask(slack, serve)
     await requests_reach(gemini, 2)
     staying = fleet.worker()
     await staying.ready()
@@ -126,9 +128,7 @@ async def test_a_redelivery_of_a_recorded_turn_is_taken_care_of_not_dropped(
 ) -> None:
     gemini.script(Reply.text(ANSWER))
     fleet = fleet_for(WORKER_MODE="queue")
-    serve = fleet.serve()
-    await serve.ready()
-    driver = driver_for(serve.url)
+    driver = driver_for((await serving(fleet)).url)
     root = slack.new_ts()
     # No worker yet: the turn is recorded and queued, and nobody runs it (as after a crash).
     assert (await driver.mention("why?", ts=root, event_id="Ev1"))[0] == 200
@@ -147,15 +147,9 @@ async def test_redis_stopped_and_started_mid_turn_and_the_answer_stands(
     scenario: Scenario,
     redis_server: RedisStackServer,
 ) -> None:
-    gemini.script(
-        Reply.call("get_trace", trace_id=scenario.error_trace_ids[0]),
-        Reply(parts=({"text": ANSWER},), delay_s=3.0),
-    )
+    script_slow_answer_after_a_tool(gemini, scenario, delay_s=3.0)
     fleet = fleet_for(redis=redis_server.url)
-    serve = fleet.serve()
-    await serve.ready()
-    root = slack.new_ts()
-    await driver_for(serve.url).mention("checkout 500s, why?", ts=root)
+    root = await ask(slack, await serving(fleet))
     await requests_reach(gemini, 2)  # the model is answering slowly
 
     await redis_server.stop()
@@ -174,10 +168,7 @@ async def test_a_turn_that_keeps_killing_its_worker_ends_in_a_plain_message(
 ) -> None:
     gemini.script(*[Reply(parts=({"text": "too late"},), delay_s=SLOW)] * 3)
     fleet = fleet_for(WORKER_MODE="queue", MAX_ATTEMPTS="2")
-    serve = fleet.serve()
-    await serve.ready()
-    root = slack.new_ts()
-    await driver_for(serve.url).mention("checkout 500s, why?", ts=root)
+    root = await ask(slack, await serving(fleet))
     for attempt in (1, 2):  # each run of the turn crashes its worker
         worker = fleet.worker()
         await requests_reach(gemini, attempt, timeout_s=40)
@@ -211,10 +202,7 @@ async def test_a_turn_whose_job_was_lost_is_queued_again_by_a_worker(
 ) -> None:
     gemini.script(Reply.text(ANSWER))
     fleet = fleet_for(WORKER_MODE="queue")
-    serve = fleet.serve()
-    await serve.ready()
-    root = slack.new_ts()
-    await driver_for(serve.url).mention("why?", ts=root)
+    root = await ask(slack, await serving(fleet), "why?")
     # The job vanishes from the queue (as when a worker dies in the middle of moving it).
     name = f"{fleet.env['REDIS_PREFIX']}:turns"
     client = aioredis.from_url(redis_url)
@@ -264,10 +252,8 @@ async def test_a_turn_killed_inside_a_tool_resumes_that_tool_not_the_model_step_
     gemini.script(Reply.call("get_trace", trace_id=scenario.error_trace_ids[0]), Reply.text(ANSWER))
     tempo.faults.hang = True
     fleet = fleet_for(TEMPO_TIMEOUT="60")
-    first = fleet.serve()
-    await first.ready()
-    root = slack.new_ts()
-    await driver_for(first.url).mention("checkout 500s, why?", ts=root)
+    first = await serving(fleet)
+    root = await ask(slack, first)
     await requests_reach(gemini, 1)
     await asyncio.sleep(1)  # the tool call is checkpointed; the tool waits on Tempo
 

@@ -159,17 +159,18 @@ async def test_a_dropped_connection_is_a_cluster_error(
     assert kube.deployments[("shop", "payment-api")]["spec"]["replicas"] == 6  # yet applied
 
 
-async def test_an_api_error_carries_the_api_servers_message(
-    cluster: KubernetesCluster, kube: KubernetesSimulator
+@pytest.mark.parametrize(
+    ("fault", "value", "says"),
+    [
+        pytest.param(
+            "status", 403, "HTTP 403: injected 403", id="an_api_error_carries_its_message"
+        ),
+        pytest.param("latency_s", 5, "did not answer within 2s", id="a_hanging_api_times_out"),
+    ],
+)
+async def test_an_api_that_fails_is_a_cluster_error_saying_how(
+    cluster: KubernetesCluster, kube: KubernetesSimulator, fault: str, value: float, says: str
 ) -> None:
-    kube.faults.status = 403
-    with pytest.raises(ClusterError, match="HTTP 403: injected 403"):
-        await cluster.snapshot("shop", "payment-api")
-
-
-async def test_a_hanging_api_times_out(
-    cluster: KubernetesCluster, kube: KubernetesSimulator
-) -> None:
-    kube.faults.latency_s = 5
-    with pytest.raises(ClusterError, match="did not answer within 2s"):
+    setattr(kube.faults, fault, value)
+    with pytest.raises(ClusterError, match=says):
         await cluster.snapshot("shop", "payment-api")

@@ -1,12 +1,13 @@
 """Tool budget, step limit and recursion limit: the turn always ends with a result."""
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from graph.config import GraphLimits
-from graph.runner import Investigator
+from graph.runner import InvestigationResult, Investigator
 from sandbox import GeminiRequest, Reply
 from sandbox.gemini import GeminiSimulator
 from sandbox.scenarios import Scenario
@@ -25,15 +26,28 @@ def _keeps_calling_tools(trace_id: str) -> Callable[[GeminiRequest], Reply]:
     return reply
 
 
+InvestigateLooping = Callable[..., Awaitable[InvestigationResult]]
+
+
+@pytest.fixture
+def investigate_looping(
+    investigator_for: OpenInvestigator, gemini: GeminiSimulator, scenario: Scenario, thread_id: str
+) -> InvestigateLooping:
+    """Ask once, the model scripted to keep calling tools for `replies` replies; keyword
+    arguments set GraphLimits."""
+
+    async def investigate(replies: int, **limits: Any) -> InvestigationResult:
+        gemini.script(*[_keeps_calling_tools(scenario.error_trace_ids[0])] * replies)
+        async with investigator_for(**limits) as investigator:
+            return await investigator.investigate(thread_id, "why?", "U1")
+
+    return investigate
+
+
 async def test_an_exhausted_tool_budget_forces_an_answer_without_tools(
-    investigator_for: OpenInvestigator,
-    gemini: GeminiSimulator,
-    scenario: Scenario,
-    thread_id: str,
+    investigate_looping: InvestigateLooping, gemini: GeminiSimulator, scenario: Scenario
 ) -> None:
-    gemini.script(*[_keeps_calling_tools(scenario.error_trace_ids[0])] * 10)
-    async with investigator_for(tool_budget=2) as investigator:
-        result = await investigator.investigate(thread_id, "why?", "U1")
+    result = await investigate_looping(10, tool_budget=2)
 
     forced = gemini.requests[-1]
     assert result.tool_calls == 2
@@ -45,14 +59,9 @@ async def test_an_exhausted_tool_budget_forces_an_answer_without_tools(
 
 
 async def test_the_step_limit_routes_to_a_final_answer_before_the_recursion_limit(
-    investigator_for: OpenInvestigator,
-    gemini: GeminiSimulator,
-    scenario: Scenario,
-    thread_id: str,
+    investigate_looping: InvestigateLooping,
 ) -> None:
-    gemini.script(*[_keeps_calling_tools(scenario.error_trace_ids[0])] * 20)
-    async with investigator_for(recursion_limit=8, tool_budget=50) as investigator:
-        result = await investigator.investigate(thread_id, "why?", "U1")
+    result = await investigate_looping(20, recursion_limit=8, tool_budget=50)
 
     assert (result.status, result.stop_reason) == ("incomplete", "step_limit")
     assert "the answer may be incomplete — narrow the question" in result.notices[0]
@@ -60,14 +69,9 @@ async def test_the_step_limit_routes_to_a_final_answer_before_the_recursion_limi
 
 
 async def test_hitting_the_recursion_limit_returns_an_incomplete_result(
-    investigator_for: OpenInvestigator,
-    gemini: GeminiSimulator,
-    scenario: Scenario,
-    thread_id: str,
+    investigate_looping: InvestigateLooping,
 ) -> None:
-    gemini.script(*[_keeps_calling_tools(scenario.error_trace_ids[0])] * 5)
-    async with investigator_for(recursion_limit=3) as investigator:
-        result = await investigator.investigate(thread_id, "why?", "U1")
+    result = await investigate_looping(5, recursion_limit=3)
 
     assert (result.status, result.stop_reason) == ("incomplete", "recursion_limit")
     assert "Stopped after 3 steps; the answer may be incomplete" in result.notices[-1]

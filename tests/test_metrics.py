@@ -14,7 +14,7 @@ from graph.runner import Investigator, open_investigator
 from sandbox import GeminiSimulator, Reply, TempoSimulator
 from sandbox.scenarios import Scenario
 from sandbox.slack import SlackDriver
-from tests.gates_fixtures import REQUESTER
+from tests.proposals import propose_rollback
 from tests.slack_fixtures import SECRET, BotFactory
 from tests.test_rubric_grading import ALL_PASS, GRADER, RUBRIC
 
@@ -129,14 +129,7 @@ async def test_gate_decisions_and_action_request_states_are_counted(
         ("tracegate_action_requests_total", {"state": "pending_approval"}),
     ]
     before = [_value(name, **labels) for name, labels in counted]
-    request = await pipeline.propose(
-        action="rollout_undo",
-        namespace="shop",
-        deployment="payment-api",
-        thread_key="T1:C1:1700000000.000100",
-        requester=REQUESTER,
-        reason="errors started with revision 3",
-    )
+    request = await propose_rollback(pipeline)
     after = [_value(name, **labels) for name, labels in counted]
     assert request.status == "pending_approval"
     assert [a - b for a, b in zip(after, before, strict=True)] == [1, 1, 1]

@@ -49,6 +49,18 @@ async def probes_of() -> AsyncIterator[Any]:
         await runner.cleanup()
 
 
+async def _readyz_over(probes_of: Any, client: aioredis.Redis) -> tuple[int, Any]:
+    """/readyz of probes checking Redis through `client` (closed after), Slack's auth.test
+    taken as passed."""
+    readiness = Readiness(client)
+    readiness.slack_authenticated = True
+    url = await probes_of(readiness)
+    try:
+        return await _get(f"{url}/readyz")
+    finally:
+        await client.aclose()
+
+
 async def _ready(bot: RunningBot) -> tuple[int, Any]:
     for _ in range(50):
         status, body = await _get(f"{bot.url}/readyz")
@@ -78,13 +90,7 @@ async def test_livez_answers_while_redis_is_unreachable(probes_of: Any) -> None:
 
 async def test_readyz_is_503_when_redis_is_unreachable(probes_of: Any) -> None:
     dead = aioredis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=0.5)
-    readiness = Readiness(dead)
-    readiness.slack_authenticated = True
-    url = await probes_of(readiness)
-    try:
-        status, body = await _get(f"{url}/readyz")
-    finally:
-        await dead.aclose()
+    status, body = await _readyz_over(probes_of, dead)
     assert status == 503 and body["redis"].startswith("unreachable")
 
 
@@ -92,14 +98,7 @@ async def test_readyz_is_503_naming_missing_checkpoint_indexes(
     probes_of: Any, empty_redis_stack: str
 ) -> None:
     await wait_for(empty_redis_stack)
-    client = aioredis.from_url(empty_redis_stack)
-    readiness = Readiness(client)
-    readiness.slack_authenticated = True
-    url = await probes_of(readiness)
-    try:
-        status, body = await _get(f"{url}/readyz")
-    finally:
-        await client.aclose()
+    status, body = await _readyz_over(probes_of, aioredis.from_url(empty_redis_stack))
     assert status == 503
     assert body["checkpoint_indexes"] == "missing: checkpoint, checkpoint_write"
 

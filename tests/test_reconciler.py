@@ -47,34 +47,33 @@ async def _settle(pipeline: ActionPipeline, request_id: str) -> ActionRequest:
     return await pipeline.store.get(request_id)
 
 
-async def _killed(
-    pipeline: ActionPipeline,
-    request: ActionRequest,
-    redis_url: str,
-    kubeconfig: Path,
-    at: Callable[[], bool | Awaitable[bool]],
-) -> None:
-    await kill_mid_approval(
-        redis_url=redis_url,
-        prefix=pipeline.store.prefix,
-        kubeconfig=kubeconfig,
-        request_id=request.id,
-        lease_s=LEASE_S,
-        at=at,
-    )
-
-
 @pytest.fixture
 def crashable(pipeline_for: PipelineFactory) -> ActionPipeline:
     return pipeline_for(lease_s=LEASE_S)
 
 
+Kill = Callable[[ActionRequest, Callable[[], bool | Awaitable[bool]]], Awaitable[None]]
+
+
+@pytest.fixture
+def killed(crashable: ActionPipeline, redis_url: str, kubeconfig: Path) -> Kill:
+    """Approve a request of `crashable` in a process of its own; SIGKILL it once `at()` holds."""
+
+    async def kill(request: ActionRequest, at: Callable[[], bool | Awaitable[bool]]) -> None:
+        await kill_mid_approval(
+            redis_url=redis_url,
+            prefix=crashable.store.prefix,
+            kubeconfig=kubeconfig,
+            request_id=request.id,
+            lease_s=LEASE_S,
+            at=at,
+        )
+
+    return kill
+
+
 async def test_killed_after_approval_before_the_write_is_aborted(
-    crashable: ActionPipeline,
-    gemini: GeminiSimulator,
-    kube: KubernetesSimulator,
-    redis_url: str,
-    kubeconfig: Path,
+    crashable: ActionPipeline, gemini: GeminiSimulator, kube: KubernetesSimulator, killed: Kill
 ) -> None:
     request = await _propose(crashable, gemini)
     kube.faults.hang = ("GET",)  # the re-check's read never returns
@@ -84,7 +83,7 @@ async def test_killed_after_approval_before_the_write_is_aborted(
         status = (await crashable.store.get(request.id)).status
         return status == "approved" and len(kube.requests) > seen
 
-    await _killed(crashable, request, redis_url, kubeconfig, approved_and_reading)
+    await killed(request, approved_and_reading)
     kube.faults.hang = ()
     settled = await _settle(crashable, request.id)
     assert settled.status == "aborted"
@@ -95,15 +94,11 @@ async def test_killed_after_approval_before_the_write_is_aborted(
 
 
 async def test_killed_after_the_write_was_applied_is_succeeded(
-    crashable: ActionPipeline,
-    gemini: GeminiSimulator,
-    kube: KubernetesSimulator,
-    redis_url: str,
-    kubeconfig: Path,
+    crashable: ActionPipeline, gemini: GeminiSimulator, kube: KubernetesSimulator, killed: Kill
 ) -> None:
     request = await _propose(crashable, gemini)
     kube.faults.after_write = "late"  # applied; the answer never comes before the kill
-    await _killed(crashable, request, redis_url, kubeconfig, lambda: len(kube.writes) == 1)
+    await killed(request, lambda: len(kube.writes) == 1)
     settled = await _settle(crashable, request.id)
     assert settled.status == "succeeded"
     assert settled.outcome is not None
@@ -118,21 +113,11 @@ async def test_killed_after_the_write_was_applied_is_succeeded(
 
 
 async def test_killed_while_the_write_hangs_unapplied_is_failed(
-    crashable: ActionPipeline,
-    gemini: GeminiSimulator,
-    kube: KubernetesSimulator,
-    redis_url: str,
-    kubeconfig: Path,
+    crashable: ActionPipeline, gemini: GeminiSimulator, kube: KubernetesSimulator, killed: Kill
 ) -> None:
     request = await _propose(crashable, gemini, action="rollout_undo", replicas=None)
     kube.faults.hang = ("PATCH",)
-    await _killed(
-        crashable,
-        request,
-        redis_url,
-        kubeconfig,
-        lambda: any(method == "PATCH" for method, _ in kube.requests),
-    )
+    await killed(request, lambda: any(method == "PATCH" for method, _ in kube.requests))
     settled = await _settle(crashable, request.id)
     assert settled.status == "failed"
     assert settled.outcome is not None

@@ -11,6 +11,7 @@ from bot.server import RunningBot
 from sandbox import GeminiRequest, GeminiSimulator, Reply
 from sandbox.slack import SlackDriver, SlackSimulator
 from tests.gates_fixtures import APPROVER, SAFE
+from tests.proposals import SCALE_UP
 
 ROOT = "1700000000.000100"
 SATISFIED = Reply.call(
@@ -63,14 +64,7 @@ async def test_a_burst_of_traffic_leaves_no_key_without_a_ttl_but_the_capped_one
         return Reply(parts=({"text": "It is saturated."},), delay_s=1.0)
 
     gemini.script(
-        Reply.call(
-            "propose_action",
-            action="scale",
-            namespace="shop",
-            deployment="payment-api",
-            replicas=6,
-            reason="saturation",
-        ),
+        SCALE_UP,
         SAFE,
         Reply.text("Proposed a scale-up; it needs approval."),
         SATISFIED,

@@ -10,17 +10,10 @@ from graph.rubric import Evaluation
 from graph.runner import Investigator, open_investigator
 from sandbox import GeminiSimulator, Reply, TempoSimulator
 from sandbox.scenarios import Scenario
+from tests.verdicts import verdict
 
 GRADER = "gemini-grader"
 RUBRIC = "- cause stated\n- evidence cited"
-
-
-def verdict(result: str, *criteria: tuple[str, bool, str | None], why: str = "graded") -> Reply:
-    listed = [
-        {"name": name, "passed": passed, **({"gap": gap} if gap else {})}
-        for name, passed, gap in criteria
-    ]
-    return Reply.call("SubmitVerdict", result=result, explanation=why, criteria=listed)
 
 
 ALL_PASS = verdict("satisfied", ("cause stated", True, None), ("evidence cited", True, None))

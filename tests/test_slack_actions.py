@@ -19,13 +19,10 @@ from tests.gates_fixtures import (
     kill_mid_approval,
     until,
 )
-from tests.slack_fixtures import SECRET, BotFactory
+from tests.proposals import ROLLBACK, ROLLBACK_PROPOSED, SCALE_UP, propose
+from tests.slack_fixtures import SECRET, BotFactory, settled
 
 ROOT = "1700000000.000100"
-
-
-async def _settled(bot: RunningBot) -> None:
-    assert await bot.services.jobs.join(15), "answers still running"
 
 
 async def _rollback_card(
@@ -33,18 +30,12 @@ async def _rollback_card(
 ) -> SlackMessage:
     """The agent proposes a rollback; rule gates and judge allow it; the card is posted."""
     gemini.script(
-        Reply.call(
-            "propose_action",
-            action="rollout_undo",
-            namespace="shop",
-            deployment="payment-api",
-            reason="5xx started with revision 3 (1.42.0)",
-        ),
+        ROLLBACK,
         SAFE,  # the judge
-        Reply.text("I proposed rolling payment-api back; it needs your approval."),
+        ROLLBACK_PROPOSED,
     )
     await driver.mention("fix checkout", ts=ROOT, user=REQUESTER)
-    await _settled(bot)
+    await settled(bot)
     _answer, posted = slack.thread("C1", ROOT)
     return posted
 
@@ -96,12 +87,12 @@ async def test_approve_changes_the_deployment_once_and_updates_the_card(
         await driver.click(
             "approve_action", request_id, user=user, channel="C1", message_ts=card.ts
         )
-        await _settled(bot)
+        await settled(bot)
     edits_after = card.edits
     await driver.click(
         "approve_action", request_id, user=APPROVER, channel="C1", message_ts=card.ts
     )
-    await _settled(bot)  # a replayed payload
+    await settled(bot)  # a replayed payload
 
     assert len(kube.writes) == 1
     assert "Succeeded (approved by <@U_APPROVER>): rolled back shop/payment-api to revision 2" in (
@@ -126,7 +117,7 @@ async def test_an_unauthorised_click_gets_an_ephemeral_refusal_and_the_card_is_u
     await driver.click(
         "approve_action", request_id, user=OUTSIDER, channel="C1", message_ts=card.ts
     )
-    await _settled(bot)
+    await settled(bot)
 
     (refusal,) = slack.ephemeral
     assert refusal["user"] == OUTSIDER
@@ -139,7 +130,7 @@ async def test_reject_updates_the_card(
 ) -> None:
     request_id = str(_buttons(card)["reject_action"]["value"])
     await driver.click("reject_action", request_id, user=APPROVER, channel="C1", message_ts=card.ts)
-    await _settled(bot)
+    await settled(bot)
 
     assert _status_line(card) == ":no_entry_sign: Rejected by <@U_APPROVER>"
     assert kube.writes == []
@@ -162,18 +153,11 @@ async def test_a_refused_proposal_gets_a_reason_and_no_buttons(
     bot: RunningBot, driver: SlackDriver, slack: SlackSimulator, gemini: GeminiSimulator
 ) -> None:
     gemini.script(
-        Reply.call(
-            "propose_action",
-            action="scale",
-            namespace="kube-system",
-            deployment="coredns",
-            replicas=4,
-            reason="more DNS capacity",
-        ),
+        propose("scale", "kube-system", "coredns", replicas=4, reason="more DNS capacity"),
         Reply.text("That was refused."),
     )
     await driver.mention("scale dns", ts=ROOT)
-    await _settled(bot)
+    await settled(bot)
 
     _, refused = slack.thread("C1", ROOT)
     assert not any(b["type"] == "actions" for b in refused.blocks)
@@ -189,20 +173,9 @@ async def test_a_member_of_the_approver_group_may_approve_and_membership_is_cach
     slack.usergroups["S_ONCALL"] = ["U_GROUPIE"]
     async with bot_for(action_approvers="", action_approver_group="S_ONCALL") as running:
         driver = SlackDriver(running.url, SECRET, team="TGROUP")
-        gemini.script(
-            Reply.call(
-                "propose_action",
-                action="scale",
-                namespace="shop",
-                deployment="payment-api",
-                replicas=6,
-                reason="saturation",
-            ),
-            SAFE,
-            Reply.text("Proposed a scale-up."),
-        )
+        gemini.script(SCALE_UP, SAFE, Reply.text("Proposed a scale-up."))
         await driver.mention("scale up", ts=ROOT)
-        await _settled(running)
+        await settled(running)
         card = slack.thread("C1", ROOT)[-1]
         request_id = str(_buttons(card)["approve_action"]["value"])
         await driver.click(
@@ -211,7 +184,7 @@ async def test_a_member_of_the_approver_group_may_approve_and_membership_is_cach
         await driver.click(
             "approve_action", request_id, user="U_GROUPIE", channel="C1", message_ts=card.ts
         )
-        await _settled(running)
+        await settled(running)
 
     assert kube.deployments[("shop", "payment-api")]["spec"]["replicas"] == 6
     assert len(slack.calls_to("usergroups.users.list")) == 1
@@ -236,7 +209,7 @@ async def test_a_click_from_another_message_or_channel_is_refused_and_nothing_ch
         await driver.click(
             "reject_action", request_id, user=APPROVER, channel=channel, message_ts=ts
         )
-    await _settled(bot)
+    await settled(bot)
 
     assert [e["text"] for e in slack.ephemeral] == [
         "This button is not on this request's approval card; nothing was done."
@@ -263,26 +236,16 @@ async def test_an_approver_resets_an_open_breaker_from_its_refusal_card(
     assert actions is not None
     for i in range(3):
         await actions.breaker.record("shop/payment-api", False, f"act-{i}")
-    gemini.script(
-        Reply.call(
-            "propose_action",
-            action="scale",
-            namespace="shop",
-            deployment="payment-api",
-            replicas=6,
-            reason="saturation",
-        ),
-        Reply.text("That was refused."),
-    )
+    gemini.script(SCALE_UP, Reply.text("That was refused."))
     await driver.mention("scale up", ts=ROOT, user=REQUESTER)
-    await _settled(bot)
+    await settled(bot)
     refused = slack.thread("C1", ROOT)[-1]
     reset = _buttons(refused)["reset_breaker"]
     for user in (OUTSIDER, APPROVER):
         await driver.click(
             "reset_breaker", str(reset["value"]), user=user, channel="C1", message_ts=refused.ts
         )
-        await _settled(bot)
+        await settled(bot)
 
     (denied,) = slack.ephemeral
     assert (denied["user"], denied["text"]) == (

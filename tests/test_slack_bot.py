@@ -6,13 +6,9 @@ from bot.server import RunningBot
 from sandbox import GeminiSimulator, Reply
 from sandbox.scenarios import Scenario
 from sandbox.slack import SlackDriver, SlackSimulator
-from tests.slack_fixtures import GRAFANA, BotFactory
+from tests.slack_fixtures import GRAFANA, BotFactory, settled
 
 ROOT = "1700000000.000100"  # threads stay apart across tests: each test has its own team id
-
-
-async def _settled(bot: RunningBot) -> None:
-    assert await bot.services.jobs.join(15), "answers still running"
 
 
 async def test_a_mention_gets_a_placeholder_then_the_answer_in_the_thread(
@@ -28,7 +24,7 @@ async def test_a_mention_gets_a_placeholder_then_the_answer_in_the_thread(
         Reply.text(f"payment-api 1.42.0 throws NullPointerException; see {real}."),
     )
     status, _ = await driver.mention("checkout is throwing 500s, why?", ts=ROOT)
-    await _settled(bot)
+    await settled(bot)
 
     assert status == 200
     (answer,) = slack.thread("C1", ROOT)
@@ -47,7 +43,7 @@ async def test_an_event_delivered_three_times_is_answered_once(
     for retry in range(3):
         status, _ = await driver.mention("why?", ts=ROOT, event_id="EvSame", retry=retry)
         assert status == 200
-    await _settled(bot)
+    await settled(bot)
 
     assert len(gemini.requests) == 1
     assert len(slack.thread("C1", ROOT)) == 1
@@ -62,7 +58,7 @@ async def test_a_bad_signature_or_a_stale_timestamp_is_refused_and_nothing_runs(
         {"type": "app_mention", "user": "U1", "text": "<@UBOT> why?", "ts": ROOT, "channel": "C1"},
         timestamp=int(time.time()) - 6 * 60,
     )
-    await _settled(bot)
+    await settled(bot)
 
     assert (status_forged, status_stale) == (401, 401)
     assert gemini.requests == []
@@ -74,9 +70,9 @@ async def test_a_reply_in_the_thread_continues_the_conversation_without_a_mentio
 ) -> None:
     gemini.script(Reply.text("The deploy of 1.42.0."), Reply.text("Roll back to 1.41.3."))
     await driver.mention("why are checkouts failing?", ts=ROOT)
-    await _settled(bot)
+    await settled(bot)
     await driver.reply("what should we do?", ts="1700000100.000100", thread_ts=ROOT)
-    await _settled(bot)
+    await settled(bot)
 
     follow_up = gemini.requests[1].text()
     assert "why are checkouts failing?" in follow_up and "The deploy of 1.42.0." in follow_up
@@ -86,7 +82,7 @@ async def test_replies_in_threads_the_bot_is_not_in_are_ignored(
     bot: RunningBot, driver: SlackDriver, gemini: GeminiSimulator
 ) -> None:
     await driver.reply("chatter", ts="1700000200.000100", thread_ts="1699999999.000100")
-    await _settled(bot)
+    await settled(bot)
     assert gemini.requests == []
 
 
@@ -98,7 +94,7 @@ async def test_two_mentions_in_one_thread_are_both_answered_in_order(
     await driver.mention("first question", ts=ROOT)
     await gemini.wait_for_request("gemini-3.8-flash")  # the first holds the thread now
     await driver.mention("second question", ts="1700000001.000100", thread_ts=ROOT)
-    await _settled(bot)
+    await settled(bot)
 
     first_post, second_post = slack.calls_to("chat.postMessage")
     assert "Looking into it" in first_post.args["text"]
@@ -114,7 +110,7 @@ async def test_a_failure_ends_as_a_short_plain_message(
 ) -> None:
     gemini.script(Reply.error(500, "internal detail that must not leak"))
     await driver.mention("why?", ts=ROOT)
-    await _settled(bot)
+    await settled(bot)
 
     (message,) = slack.thread("C1", ROOT)
     assert message.text.startswith(":x: The language model did not answer. Try again")
@@ -127,7 +123,7 @@ async def test_a_429_on_post_message_is_retried_and_the_message_arrives_once(
     slack.rate_limit("chat.postMessage", times=1, retry_after=1)
     gemini.script(Reply.text("answer"))
     await driver.mention("why?", ts=ROOT)
-    await _settled(bot)
+    await settled(bot)
 
     assert len(slack.calls_to("chat.postMessage")) == 2  # the 429, then the retry
     assert len(slack.thread("C1", ROOT)) == 1
@@ -140,7 +136,7 @@ async def test_a_20000_character_answer_is_posted_as_valid_block_kit(
     assert len(long_answer) > 20_000
     gemini.script(Reply.text(long_answer))
     await driver.mention("explain everything", ts=ROOT)
-    await _settled(bot)
+    await settled(bot)
 
     (message,) = slack.thread("C1", ROOT)
     sections = [b["text"]["text"] for b in message.blocks if b["type"] == "section"]
@@ -153,7 +149,7 @@ async def test_model_output_cannot_ping_the_channel(
 ) -> None:
     gemini.script(Reply.text("<!channel> everyone look <https://evil.example|here>"))
     await driver.mention("why?", ts=ROOT)
-    await _settled(bot)
+    await settled(bot)
 
     body = slack.thread("C1", ROOT)[0].blocks[0]["text"]["text"]
     assert "<!channel>" not in body and "&lt;!channel&gt;" in body
@@ -166,7 +162,7 @@ async def test_the_steps_button_shows_the_run_to_whoever_clicks(
         Reply.call("query_tempo_traces", traceql="{ status = error }"), Reply.text("done")
     )
     await driver.mention("why?", ts=ROOT)
-    await _settled(bot)
+    await settled(bot)
     (answer,) = slack.thread("C1", ROOT)
     steps_button = answer.blocks[-1]["elements"][0]
 
@@ -204,7 +200,7 @@ async def test_with_an_app_token_events_arrive_over_socket_mode(
             "event_ts": ROOT,
         }
         ack = await slack.socket_send("events_api", driver.envelope(mention))
-        await _settled(running)
+        await settled(running)
 
     (answer,) = slack.thread("C1", ROOT)
     assert ack["envelope_id"]
@@ -217,7 +213,7 @@ async def _answered(
 ) -> tuple[str, str]:
     """A thread answered in `channel`: (its Steps button's value, the answer's ts)."""
     await driver.mention("why?", ts=root, channel=channel)
-    await _settled(bot)
+    await settled(bot)
     (answer,) = slack.thread(channel, root)
     return str(answer.blocks[-1]["elements"][0]["value"]), answer.ts
 
@@ -230,7 +226,7 @@ async def test_steps_of_an_answer_in_another_channel_are_not_shown(
     _, here = await _answered(bot, driver, slack, "C1", ROOT)
 
     await driver.click("show_steps", private_steps, user="U_CURIOUS", channel="C1", message_ts=here)
-    await _settled(bot)
+    await settled(bot)
     (shown,) = slack.ephemeral
     assert shown["blocks"] == [
         {
@@ -253,7 +249,7 @@ async def test_steps_are_shown_only_under_the_answer_they_belong_to(
     await driver.click(
         "show_steps", first_steps, user="U_CURIOUS", channel="C1", message_ts=second_answer
     )
-    await _settled(bot)
+    await settled(bot)
     (shown,) = slack.ephemeral
     assert "belong to another answer" in shown["text"] + str(shown["blocks"])
     assert "trace guard" not in str(shown["blocks"])

@@ -7,15 +7,12 @@ from bot.server import RunningBot
 from sandbox import GeminiSimulator, Reply
 from sandbox.slack import SlackDriver, SlackSimulator
 from tests.gates_fixtures import APPROVER, OUTSIDER
-from tests.slack_fixtures import SECRET, BotFactory
+from tests.slack_fixtures import SECRET, BotFactory, settled
 from tests.slack_markup import smuggled
+from tests.verdicts import verdict
 
 ROOT = "1700000000.000100"
 PRIVATE = "CPRIVATE"
-
-
-async def _settled(bot: RunningBot) -> None:
-    assert await bot.services.jobs.join(15), "answers still running"
 
 
 def _said(slack: SlackSimulator) -> str:
@@ -26,17 +23,17 @@ async def test_set_show_and_clear_the_channel_rubric(
     bot: RunningBot, driver: SlackDriver, slack: SlackSimulator
 ) -> None:
     await driver.slash("/rubric", "set cause stated; evidence cited", user=APPROVER)
-    await _settled(bot)
+    await settled(bot)
     assert "This channel's rubric is now:\\n- cause stated\\n- evidence cited" in _said(slack)
 
     await driver.slash("/rubric", "show")
-    await _settled(bot)
+    await settled(bot)
     assert "- cause stated\\n- evidence cited" in _said(slack)
 
     await driver.slash("/rubric", "clear", user=APPROVER)
-    await _settled(bot)
+    await settled(bot)
     await driver.slash("/rubric", "show")
-    await _settled(bot)
+    await settled(bot)
     assert "No rubric is set here and there is no default" in _said(slack)
     assert slack.ephemeral[-1]["user"] == "U_ONCALL"
 
@@ -45,36 +42,26 @@ async def test_the_channel_rubric_grades_the_next_answer_and_status_shows_it(
     bot: RunningBot, driver: SlackDriver, slack: SlackSimulator, gemini: GeminiSimulator
 ) -> None:
     await driver.slash("/rubric", "set cause stated", user=APPROVER)
-    await _settled(bot)
+    await settled(bot)
     gemini.script(
         Reply.text("The deploy."),
-        Reply.call(
-            "SubmitVerdict",
-            result="needs_revision",
-            explanation="no evidence",
-            criteria=[{"name": "cause stated", "passed": False, "gap": "name the cause"}],
-        ),
+        verdict("needs_revision", ("cause stated", False, "name the cause"), why="no evidence"),
         Reply.text("The deploy of 1.42.0 caused it."),
-        Reply.call(
-            "SubmitVerdict",
-            result="satisfied",
-            explanation="ok",
-            criteria=[{"name": "cause stated", "passed": True}],
-        ),
+        verdict("satisfied", ("cause stated", True, None), why="ok"),
     )
     await driver.mention("why?", ts=ROOT)
-    await _settled(bot)
+    await settled(bot)
     (answer,) = slack.thread("C1", ROOT)
     assert "rubric: satisfied after 1 revision" in str(answer.blocks)
 
     permalink = f"<https://sim.slack.com/archives/C1/p{ROOT.replace('.', '')}>"
     await driver.slash("/rubric", f"status {permalink}")
-    await _settled(bot)
+    await settled(bot)
     status = _said(slack)
     assert "satisfied — pass 2 of 3" in status and ":white_check_mark: cause stated" in status
 
     await driver.slash("/rubric", "status")
-    await _settled(bot)
+    await settled(bot)
     assert "satisfied — pass 2 of 3" in _said(slack)
 
 
@@ -82,7 +69,7 @@ async def test_status_of_a_thread_without_a_rubric_says_so(
     bot: RunningBot, driver: SlackDriver, slack: SlackSimulator
 ) -> None:
     await driver.slash("/rubric", "status https://sim.slack.com/archives/C1/p1700000999000100")
-    await _settled(bot)
+    await settled(bot)
     assert "No rubric is active for that thread" in _said(slack)
 
 
@@ -91,9 +78,9 @@ async def test_rubric_status_mentioned_in_a_thread_answers_for_that_thread(
 ) -> None:
     gemini.script(Reply.text("an answer"))
     await driver.mention("why?", ts=ROOT)
-    await _settled(bot)
+    await settled(bot)
     await driver.mention("rubric status", ts="1700000050.000100", thread_ts=ROOT)
-    await _settled(bot)
+    await settled(bot)
 
     assert len(gemini.requests) == 1  # not an investigation
     status = slack.thread("C1", ROOT)[-1]
@@ -104,7 +91,7 @@ async def test_help_lists_every_subcommand(
     bot: RunningBot, driver: SlackDriver, slack: SlackSimulator
 ) -> None:
     await driver.slash("/rubric", "")
-    await _settled(bot)
+    await settled(bot)
     for verb in ("status", "set", "show", "clear"):
         assert f"/rubric {verb}" in _said(slack)
     assert smuggled(slack.responses) == []  # placeholders like <thread link> are escaped
@@ -130,18 +117,17 @@ async def _graded_thread_in(
 ) -> str:
     """A thread of `channel` graded with a confidential explanation; its permalink."""
     await driver.slash("/rubric", "set cause stated", user=APPROVER, channel=channel)
-    await _settled(bot)
+    await settled(bot)
     gemini.script(
         Reply.text("The card gateway."),
-        Reply.call(
-            "SubmitVerdict",
-            result="satisfied",
-            explanation="Private detail: card-gateway creds rotated",
-            criteria=[{"name": "cause stated", "passed": True}],
+        verdict(
+            "satisfied",
+            ("cause stated", True, None),
+            why="Private detail: card-gateway creds rotated",
         ),
     )
     await driver.mention("why?", ts=ROOT, channel=channel)
-    await _settled(bot)
+    await settled(bot)
     return f"<https://sim.slack.com/archives/{channel}/p{ROOT.replace('.', '')}>"
 
 
@@ -150,7 +136,7 @@ async def test_status_of_a_thread_in_another_channel_says_ask_there_and_shows_no
 ) -> None:
     permalink = await _graded_thread_in(PRIVATE, bot, driver, gemini)
     await driver.slash("/rubric", f"status {permalink}", user=OUTSIDER, channel="C1")
-    await _settled(bot)
+    await settled(bot)
 
     reply = slack.ephemeral[-1]
     assert "ask in that channel" in reply["text"]
@@ -162,7 +148,7 @@ async def test_status_of_a_thread_in_its_own_channel_shows_its_grading(
 ) -> None:
     permalink = await _graded_thread_in(PRIVATE, bot, driver, gemini)
     await driver.slash("/rubric", f"status {permalink}", channel=PRIVATE)
-    await _settled(bot)
+    await settled(bot)
     assert "Private detail: card-gateway creds rotated" in _said(slack)
 
 
@@ -171,7 +157,7 @@ async def test_replies_go_through_the_response_url_even_where_the_bot_is_not_a_m
 ) -> None:
     slack.outside.add("C_ELSEWHERE")
     await driver.slash("/rubric", "help", user=OUTSIDER, channel="C_ELSEWHERE")
-    await _settled(bot)
+    await settled(bot)
 
     (reply,) = slack.responses
     assert (reply["channel"], reply["user"], reply["response_type"]) == (
@@ -187,12 +173,12 @@ async def test_someone_who_is_not_an_editor_can_neither_set_nor_clear_the_rubric
     bot: RunningBot, driver: SlackDriver, slack: SlackSimulator
 ) -> None:
     await driver.slash("/rubric", "set cause stated", user=APPROVER)
-    await _settled(bot)
+    await settled(bot)
     await driver.slash("/rubric", "set always pass everything", user=OUTSIDER)
-    await _settled(bot)
+    await settled(bot)
     assert "RUBRIC_EDITORS" in slack.ephemeral[-1]["text"]
     await driver.slash("/rubric", "clear", user=OUTSIDER)
-    await _settled(bot)
+    await settled(bot)
 
     assert "RUBRIC_EDITORS" in slack.ephemeral[-1]["text"]
     assert await bot.services.memory.channel_rubric(driver.team, "C1") == "- cause stated"
@@ -203,7 +189,7 @@ async def test_every_rubric_change_and_refusal_is_audited_with_its_actor(
 ) -> None:
     for text, user in (("set cause stated", APPROVER), ("clear", OUTSIDER), ("clear", APPROVER)):
         await driver.slash("/rubric", text, user=user)
-        await _settled(bot)  # one at a time: commands are handled after their ack
+        await settled(bot)  # one at a time: commands are handled after their ack
 
     entries = await redis_client.xrange(f"{bot.services.memory.prefix}:audit")
     audited = [
@@ -224,9 +210,9 @@ async def test_rubric_editors_listed_by_id_replace_the_approvers(
     async with bot_for(rubric_editors="U_EDITOR") as running:
         driver = SlackDriver(running.url, SECRET, team="TEDITORS", slack=slack)
         await driver.slash("/rubric", "set from the editor", user="U_EDITOR")
-        await _settled(running)
+        await settled(running)
         await driver.slash("/rubric", "set from an approver", user=APPROVER)
-        await _settled(running)
+        await settled(running)
         rubric = await running.services.memory.channel_rubric("TEDITORS", "C1")
     assert rubric == "- from the editor"
 
@@ -237,7 +223,7 @@ async def test_a_star_lets_anyone_edit_the_rubric(
     async with bot_for(rubric_editors="*") as running:
         driver = SlackDriver(running.url, SECRET, team="TANYONE", slack=slack)
         await driver.slash("/rubric", "set anyone may", user=OUTSIDER)
-        await _settled(running)
+        await settled(running)
         rubric = await running.services.memory.channel_rubric("TANYONE", "C1")
     assert rubric == "- anyone may"
 
@@ -250,7 +236,7 @@ async def test_a_checklist_is_stored_without_control_or_bidi_characters_or_slack
         "see <https://evil.example/login|Grafana>; \u202eevil"
     )
     await driver.slash("/rubric", f"set {hostile}", user=APPROVER)
-    await _settled(bot)
+    await settled(bot)
 
     stored = await bot.services.memory.channel_rubric(driver.team, "C1")
     assert stored == (
@@ -267,7 +253,7 @@ async def test_a_rubric_over_the_limit_is_refused_naming_rubric_max_chars(
     async with bot_for(rubric_max_chars=40) as running:
         driver = SlackDriver(running.url, SECRET, team="TLIMIT", slack=slack)
         await driver.slash("/rubric", "set " + "evidence cited; " * 10, user=APPROVER)
-        await _settled(running)
+        await settled(running)
         rubric = await running.services.memory.channel_rubric("TLIMIT", "C1")
     assert rubric is None
     assert "the limit is 40 (RUBRIC_MAX_CHARS)" in slack.ephemeral[-1]["text"]

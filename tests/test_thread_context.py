@@ -14,7 +14,7 @@ import pytest
 from bot.server import RunningBot
 from sandbox import GeminiRequest, GeminiSimulator, Reply, TempoSimulator
 from sandbox.slack import SlackDriver, SlackSimulator
-from tests.slack_fixtures import BotFactory
+from tests.slack_fixtures import BotFactory, settled
 
 CHANNEL = "C1"
 FIRED = datetime(2026, 11, 30, 14, 5, 0, tzinfo=UTC)
@@ -70,10 +70,6 @@ def seed_incident(slack: SlackSimulator, root: str) -> None:
     slack.post_as(CHANNEL, "errors only on the new pods", thread_ts=root, user="U_BOB")
 
 
-async def _settled(bot: RunningBot) -> None:
-    assert await bot.services.jobs.join(30), "answers still running"
-
-
 async def test_the_alert_and_what_people_wrote_reach_the_model_as_delimited_data(
     bot: RunningBot, driver: SlackDriver, slack: SlackSimulator, gemini: GeminiSimulator
 ) -> None:
@@ -81,7 +77,7 @@ async def test_the_alert_and_what_people_wrote_reach_the_model_as_delimited_data
     seed_incident(slack, root)
     gemini.script(Reply.text("Likely the payment-api deploy."))
     await driver.mention("why?", ts=slack.new_ts(), thread_ts=root)
-    await _settled(bot)
+    await settled(bot, 30)
 
     section = context_section(gemini.requests[0])
     for expected in (
@@ -126,7 +122,7 @@ async def test_the_default_search_window_starts_15_minutes_before_the_alert(
         Reply.text("Found errors."),
     )
     await driver.mention("why?", ts=slack.new_ts(), thread_ts=root)
-    await _settled(bot)
+    await settled(bot, 30)
 
     (search,) = tempo.requests_for("/api/search")
     assert abs(int(search.query["start"]) - (fired - 15 * 60)) <= 60
@@ -141,7 +137,7 @@ async def test_without_an_alert_the_default_window_is_the_last_hour(
 ) -> None:
     gemini.script(Reply.call("query_tempo_traces", traceql="{ status = error }"), Reply.text("ok"))
     await driver.mention("why?", ts=slack.new_ts())
-    await _settled(bot)
+    await settled(bot, 30)
 
     (search,) = tempo.requests_for("/api/search")
     assert abs(int(search.query["start"]) - (int(time.time()) - 3600)) <= 60
@@ -154,10 +150,10 @@ async def test_a_follow_up_adds_only_what_was_posted_since_the_previous_turn(
     seed_incident(slack, root)
     gemini.script(Reply.text("first answer"), Reply.text("second answer"))
     await driver.mention("why?", ts=slack.new_ts(), thread_ts=root)
-    await _settled(bot)
+    await settled(bot, 30)
     slack.post_as(CHANNEL, "rollback of ledger done, no change", thread_ts=root, user="U_CAROL")
     await driver.mention("and now?", ts=slack.new_ts(), thread_ts=root)
-    await _settled(bot)
+    await settled(bot, 30)
 
     second = MARKER.findall(gemini.requests[1].text())
     latest = second[-1][1]
@@ -181,7 +177,7 @@ async def test_a_long_thread_is_paged_within_the_bounds(
             slack=slack,
         )
         await driver.mention("why?", ts=slack.new_ts(), thread_ts=root)
-        await _settled(bot)
+        await settled(bot, 30)
 
     pages = slack.calls_to("conversations.replies")
     assert len(pages) == 3  # 502 messages, 200 a page
@@ -199,7 +195,7 @@ async def test_an_instruction_in_the_thread_reaches_the_model_only_as_data(
     slack.post_as(CHANNEL, INJECTION, thread_ts=root, user="U_MALLORY")
     gemini.script(Reply.text("answer"))
     await driver.mention("why?", ts=slack.new_ts(), thread_ts=root)
-    await _settled(bot)
+    await settled(bot, 30)
 
     request = gemini.requests[0]
     assert INJECTION in context_section(request)
@@ -215,7 +211,7 @@ async def test_reactions_show_eyes_then_a_check_mark(
     gemini.script(Reply.text("answer"))
     asked = slack.new_ts()
     await driver.mention("why?", ts=asked)
-    await _settled(bot)
+    await settled(bot, 30)
 
     added = [c.args["name"] for c in slack.calls_to("reactions.add")]
     removed = [c.args["name"] for c in slack.calls_to("reactions.remove")]
@@ -253,7 +249,7 @@ async def test_an_incomplete_or_failed_answer_gets_its_own_reaction(
         )
         asked = slack.new_ts()
         await driver.mention("why?", ts=asked)
-        await _settled(bot)
+        await settled(bot, 30)
 
     assert slack.reactions_on(CHANNEL, asked) == [reaction]
 
@@ -264,7 +260,7 @@ async def test_the_message_shortcut_investigates_an_alert_in_its_thread(
     alert = slack.post_as(CHANNEL, GRAFANA_TEXT, app="Grafana")
     gemini.script(Reply.text("checkout latency comes from payment-api"))
     status, _ = await driver.message_shortcut("investigate_message", alert, user="U_ONCALL")
-    await _settled(bot)
+    await settled(bot, 30)
 
     assert status == 200
     (answer,) = slack.thread(CHANNEL, alert.ts)

@@ -19,8 +19,17 @@ from sandbox.fleet import Fleet, RedisStackServer
 from sandbox.kubernetes import KubernetesSimulator
 from sandbox.scenarios import Scenario
 from sandbox.slack import SlackMessage, SlackSimulator
-from tests.fleet_fixtures import ANSWER, answered, driver_for, requests_reach
+from tests.fleet_fixtures import (
+    ANSWER,
+    answered,
+    ask,
+    driver_for,
+    requests_reach,
+    script_slow_answer_after_a_tool,
+    serving,
+)
 from tests.gates_fixtures import APPROVER, REQUESTER, SAFE, SECOND_APPROVER, write_kubeconfig
+from tests.proposals import ROLLBACK, ROLLBACK_PROPOSED
 
 
 async def _wait(condition: Callable[[], bool], what: str, timeout_s: float) -> None:
@@ -54,16 +63,9 @@ async def test_redis_back_empty_mid_turn_still_ends_in_the_answer(
     """Redis comes back empty (no persistence, a failover to an empty replica) while the
     model answers: the worker, still holding the turn in memory, takes the vanished lease
     again and delivers the answer."""
-    gemini.script(
-        Reply.call("get_trace", trace_id=scenario.error_trace_ids[0]),
-        Reply(parts=({"text": ANSWER},), delay_s=6.0),
-        *[Reply.text(ANSWER)] * 3,
-    )
+    script_slow_answer_after_a_tool(gemini, scenario, delay_s=6.0, spare_answers=3)
     fleet = fleet_for(redis=redis_server.url)
-    serve = fleet.serve()
-    await serve.ready()
-    root = slack.new_ts()
-    await driver_for(serve.url).mention("checkout 500s, why?", ts=root)
+    root = await ask(slack, await serving(fleet))
     await requests_reach(gemini, 2)
     await _restart_without_persistence(redis_server)
 
@@ -87,9 +89,7 @@ async def test_after_redis_comes_back_empty_new_questions_still_get_answers(
     """After Redis lost its data while idle, the next incident question is answered."""
     gemini.script(*[Reply.text(ANSWER)] * 4)
     fleet = fleet_for(redis=redis_server.url)
-    serve = fleet.serve()
-    await serve.ready()
-    driver = driver_for(serve.url)
+    driver = driver_for((await serving(fleet)).url)
     first = slack.new_ts()
     await driver.mention("checkout 500s, why?", ts=first)
     await answered(slack, first, ANSWER, fleet, timeout_s=30)
@@ -115,16 +115,10 @@ async def test_a_turn_resumed_after_proposing_an_action_still_posts_its_card(
     """Killed after `propose_action` was checkpointed: the resumed turn finds its proposal
     in the action store and posts its approval card."""
     gemini.script(
-        Reply.call(
-            "propose_action",
-            action="rollout_undo",
-            namespace="shop",
-            deployment="payment-api",
-            reason="5xx started with revision 3 (1.42.0)",
-        ),
+        ROLLBACK,
         SAFE,  # the judge
         Reply(parts=({"text": "too late"},), delay_s=120.0),  # the process dies waiting
-        Reply.text("I proposed rolling payment-api back; it needs your approval."),
+        ROLLBACK_PROPOSED,
     )
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", kube.url)
     fleet = fleet_for(
@@ -132,10 +126,8 @@ async def test_a_turn_resumed_after_proposing_an_action_still_posts_its_card(
         ACTIONS_ENABLED="true",
         ACTION_APPROVERS=f"{APPROVER},{SECOND_APPROVER}",
     )
-    first = fleet.serve()
-    await first.ready()
-    root = slack.new_ts()
-    await driver_for(first.url).mention("fix checkout", ts=root, user=REQUESTER)
+    first = await serving(fleet)
+    root = await ask(slack, first, "fix checkout", user=REQUESTER)
     await requests_reach(gemini, 3)  # proposed, judged; the answer is being written
     first.signal(signal.SIGKILL)
     await first.exited(5)
@@ -205,9 +197,7 @@ async def test_a_turn_whose_record_was_evicted_does_not_wedge_its_thread(
     its thread's queue; the turns behind it still run."""
     gemini.script(*[Reply.text(ANSWER)] * 3)
     fleet = fleet_for(WORKER_MODE="queue")
-    serve = fleet.serve()
-    await serve.ready()
-    driver = driver_for(serve.url)
+    driver = driver_for((await serving(fleet)).url)
     root = slack.new_ts()
     await driver.mention("first question", ts=root)  # recorded; no worker yet
     prefix = fleet.env["REDIS_PREFIX"]
@@ -243,16 +233,9 @@ async def test_redis_down_longer_than_the_lease_mid_turn_the_answer_still_comes(
 ) -> None:
     """Redis (with its AOF) away for 6 s, longer than the lease: the answer still comes,
     once."""
-    gemini.script(
-        Reply.call("get_trace", trace_id=scenario.error_trace_ids[0]),
-        Reply(parts=({"text": ANSWER},), delay_s=4.0),
-        *[Reply.text(ANSWER)] * 3,
-    )
+    script_slow_answer_after_a_tool(gemini, scenario, delay_s=4.0, spare_answers=3)
     fleet = fleet_for(redis=redis_server.url)
-    serve = fleet.serve()
-    await serve.ready()
-    root = slack.new_ts()
-    await driver_for(serve.url).mention("checkout 500s, why?", ts=root)
+    root = await ask(slack, await serving(fleet))
     await requests_reach(gemini, 2)
     await redis_server.stop()
     await asyncio.sleep(6)
