@@ -10,13 +10,10 @@ from bot.server import RunningBot
 from sandbox import GeminiSimulator, Reply
 from sandbox.slack import SlackDriver, SlackSimulator
 from tests.gates_fixtures import REQUESTER, SAFE
+from tests.slack_fixtures import settled
 
 ROOT = "1700000000.000100"
 ANSWER = "payment-api 1.42.0 throws NullPointerException."
-
-
-async def _settled(bot: RunningBot) -> None:
-    assert await bot.services.jobs.join(60), "answers still running"
 
 
 async def test_a_placeholder_post_applied_but_unanswered_is_not_posted_twice(
@@ -25,7 +22,7 @@ async def test_a_placeholder_post_applied_but_unanswered_is_not_posted_twice(
     slack.drop_after_applying("chat.postMessage")
     gemini.script(Reply.text(ANSWER))
     await driver.mention("why?", ts=ROOT)
-    await _settled(bot)
+    await settled(bot, timeout_s=60)
 
     (message,) = slack.thread("C1", ROOT)  # the placeholder, replaced by the answer
     assert ANSWER in message.text
@@ -52,7 +49,7 @@ async def test_a_card_post_applied_but_unanswered_is_not_posted_twice(
         assert time.monotonic() < deadline, "no placeholder"
         await asyncio.sleep(0.02)
     slack.drop_after_applying("chat.postMessage")
-    await _settled(bot)
+    await settled(bot, timeout_s=60)
 
     answer, card = slack.thread("C1", ROOT)
     assert "needs your approval" in answer.text
@@ -68,7 +65,7 @@ async def test_an_answer_posted_anew_applied_but_unanswered_is_not_posted_twice(
     slack.drop_after_applying("chat.postMessage")
     gemini.script(Reply.text(ANSWER))
     await driver.mention("why?", ts=ROOT)
-    await _settled(bot)
+    await settled(bot, timeout_s=60)
 
     (message,) = slack.thread("C1", ROOT)
     assert ANSWER in message.text
@@ -84,7 +81,7 @@ async def test_a_placeholder_posted_without_its_answer_is_the_one_the_answer_rep
     slack.rate_limit("conversations.replies", times=4, retry_after=1)
     gemini.script(Reply.text(ANSWER))
     await driver.mention("why?", ts=ROOT)
-    await _settled(bot)
+    await settled(bot, timeout_s=60)
 
     (message,) = slack.thread("C1", ROOT)
     assert ANSWER in message.text
