@@ -87,5 +87,7 @@ async def test_an_unknown_tool_name_is_answered_to_the_model_not_raised(
     gemini.script(Reply.call("kubectl_delete", namespace="prod"), Reply.text("I cannot do that."))
     result = await investigator.investigate(thread_id, "delete prod", "U1")
 
-    assert "There is no tool named 'kubectl_delete'" in gemini.requests[1].text()
+    assert "kubectl_delete is not a valid tool, try one of [query_tempo_traces" in (
+        gemini.requests[1].text()
+    )
     assert result.answer == "I cannot do that."
