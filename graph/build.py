@@ -12,7 +12,8 @@ START → agent → tools → agent …
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
@@ -33,11 +34,30 @@ from graph.nodes import (
 )
 from graph.nodes.grade import OnEvaluation, make_grade
 from graph.state import InvestigationState
+from graph.steps import StepBudget
 from graph.trace_guard import TraceVerifier
 
 InvestigationGraph = CompiledStateGraph[
     InvestigationState, None, InvestigationState, InvestigationState
 ]
+
+# Where each node may go next: the graph is wired from this, and the step accounting
+# (how many steps a tool round or a revision needs) is counted from it.
+ROUTES: dict[str, tuple[str, ...]] = {
+    "agent": ("tools", "force_answer", "verify_traces"),
+    "tools": ("agent",),
+    "force_answer": ("verify_traces",),
+    "verify_traces": ("agent", "check_action_claims"),
+    "check_action_claims": ("agent", "grade", END),
+    "grade": ("agent", END),
+}
+STEPS = StepBudget(ROUTES)
+ROUTERS: dict[str, Callable[[InvestigationState], Any]] = {
+    "agent": after_agent(STEPS),
+    "verify_traces": after_verify,
+    "check_action_claims": after_claims,
+    "grade": after_grade,
+}
 
 
 def build_graph(
@@ -53,16 +73,16 @@ def build_graph(
     builder = StateGraph(InvestigationState)
     builder.add_node("agent", make_agent(model, tools, limits.context_budget_tokens))
     builder.add_node("tools", make_tools(tools))
-    builder.add_node("force_answer", make_force_answer(model, tools))
-    builder.add_node("verify_traces", make_verify_traces(verifier, limits))
-    builder.add_node("check_action_claims", make_check_action_claims(action_records, limits))
-    builder.add_node("grade", make_grade(grader, limits, on_evaluation))
+    builder.add_node("force_answer", make_force_answer(model, tools, STEPS))
+    builder.add_node("verify_traces", make_verify_traces(verifier, limits, STEPS))
+    builder.add_node("check_action_claims", make_check_action_claims(action_records, limits, STEPS))
+    builder.add_node("grade", make_grade(grader, limits, STEPS, on_evaluation))
 
     builder.add_edge(START, "agent")
-    builder.add_conditional_edges("agent", after_agent, ["tools", "force_answer", "verify_traces"])
-    builder.add_edge("tools", "agent")
-    builder.add_edge("force_answer", "verify_traces")
-    builder.add_conditional_edges("verify_traces", after_verify, ["agent", "check_action_claims"])
-    builder.add_conditional_edges("check_action_claims", after_claims, ["agent", "grade", END])
-    builder.add_conditional_edges("grade", after_grade, ["agent", END])
+    for node, ahead in ROUTES.items():
+        if node in ROUTERS:
+            builder.add_conditional_edges(node, ROUTERS[node], list(ahead))
+        else:
+            (only,) = ahead
+            builder.add_edge(node, only)
     return builder.compile(checkpointer=checkpointer)

@@ -2,40 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 from langchain_core.messages import AIMessage
 
-from graph.state import InvestigationState, StopReason
+from graph.state import InvestigationState
+from graph.steps import StepBudget
 
-# A node that sees N remaining steps can be followed by at most N - 1 more.
-# After the agent's turn, force_answer, verify_traces and check_action_claims must fit.
-STEPS_TO_FINISH = 5
-# A guard's revision needs agent, force_answer, verify_traces and check_action_claims again.
-STEPS_FOR_REVISION = 4
+AfterAgent = Literal["tools", "force_answer", "verify_traces"]
 
 
-def pending_stop_reason(state: InvestigationState) -> StopReason | None:
-    """Why the agent's pending tool calls may not run, if they may not."""
-    last = state["messages"][-1]
-    calls = len(last.tool_calls) if isinstance(last, AIMessage) else 0
-    if state.get("tool_calls_used", 0) + calls > state.get("budget", 0):
-        return "tool_budget"
-    if state["remaining_steps"] <= STEPS_TO_FINISH:
-        return "step_limit"
-    return None
+def after_agent(steps: StepBudget) -> Callable[[InvestigationState], AfterAgent]:
+    """Tools while the budget and the steps allow them, else a forced answer."""
 
+    def route(state: InvestigationState) -> AfterAgent:
+        last = state["messages"][-1]
+        if not (isinstance(last, AIMessage) and last.tool_calls):
+            return "verify_traces"
+        return "force_answer" if steps.stop_reason(state) else "tools"
 
-def room_for_revision(state: InvestigationState, revisions: int, max_revisions: int) -> bool:
-    """Whether a guard may send the draft back once more: revisions and steps remain."""
-    return revisions < max_revisions and state["remaining_steps"] > STEPS_FOR_REVISION
-
-
-def after_agent(state: InvestigationState) -> Literal["tools", "force_answer", "verify_traces"]:
-    last = state["messages"][-1]
-    if not (isinstance(last, AIMessage) and last.tool_calls):
-        return "verify_traces"
-    return "force_answer" if pending_stop_reason(state) else "tools"
+    return route
 
 
 def after_verify(state: InvestigationState) -> Literal["agent", "check_action_claims"]:

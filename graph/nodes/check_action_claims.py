@@ -11,12 +11,14 @@ from langgraph.config import get_stream_writer
 from gates.store import ActionStore
 from graph.action_claims import remove_claims, revision_feedback, unsupported_claims
 from graph.config import GraphLimits
-from graph.edges import room_for_revision
 from graph.nodes.agent import ConfigNode
 from graph.state import ClaimVerdict, InvestigationState
+from graph.steps import StepBudget
 
 
-def make_check_action_claims(records: ActionStore | None, limits: GraphLimits) -> ConfigNode:
+def make_check_action_claims(
+    records: ActionStore | None, limits: GraphLimits, steps: StepBudget
+) -> ConfigNode:
     """`records` is where proposals are stored; None: this bot cannot act, so no claim holds."""
 
     async def check_action_claims(
@@ -30,7 +32,7 @@ def make_check_action_claims(records: ActionStore | None, limits: GraphLimits) -
         get_stream_writer()({"type": "claims_checked", "unsupported": len(false_claims)})
         sentences = [c.sentence for c in false_claims]
         revisions = state.get("claim_revision_count", 0)
-        if false_claims and room_for_revision(state, revisions, limits.claim_max_revisions):
+        if false_claims and steps.room_for_revision(state, revisions, limits.claim_max_revisions):
             verdict: ClaimVerdict = {"outcome": "revise", "false_claims": sentences, "removed": 0}
             feedback = revision_feedback(false_claims, requests)
             return {

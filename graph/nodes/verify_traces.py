@@ -8,10 +8,10 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.config import get_stream_writer
 
 from graph.config import GraphLimits
-from graph.edges import room_for_revision
 from graph.metrics import TRACE_GUARD
 from graph.nodes.agent import Node
 from graph.state import InvestigationState, TraceCheck, TraceVerdict
+from graph.steps import StepBudget
 from graph.trace_guard import TraceVerifier, finalise_answer, ids_with, revision_feedback
 from graph.trace_ids import find_trace_ids
 
@@ -23,7 +23,7 @@ def _draft(state: InvestigationState) -> str:
     return ""
 
 
-def make_verify_traces(verifier: TraceVerifier, limits: GraphLimits) -> Node:
+def make_verify_traces(verifier: TraceVerifier, limits: GraphLimits, steps: StepBudget) -> Node:
     async def verify_traces(state: InvestigationState) -> dict[str, Any]:
         write = get_stream_writer()
         draft = _draft(state)
@@ -49,7 +49,7 @@ def make_verify_traces(verifier: TraceVerifier, limits: GraphLimits) -> Node:
             }
         )
         revisions = state.get("trace_revision_count", 0)
-        if missing and room_for_revision(state, revisions, limits.trace_max_revisions):
+        if missing and steps.room_for_revision(state, revisions, limits.trace_max_revisions):
             verdict: TraceVerdict = {"outcome": "revise", "checks": checks, "removed": 0}
             return {
                 "trace_verdict": verdict,
