@@ -65,7 +65,6 @@ class InvestigationState(TypedDict, total=False):
     rubric_iteration: int  # grader passes in the current run
     rubric_status: Verdict | None  # the current run's verdict
     rubric_evaluations: Annotated[list[Evaluation], operator.add]  # every pass, every run
-    rubric_feedback: str | None
     rubric_revision_count: int
     answer: str | None
     # Earlier turns folded out of the model's context (graph/history.py): one line each,
