@@ -1,13 +1,13 @@
 """The whole wiring on one screen.
 
 START → agent → tools → agent …
-              → force_answer → verify_traces
-              → verify_traces → agent  (cited traces missing, revisions left)
-                              → check_action_claims → agent  (claims an action outcome the
-                                                              records lack, revisions left)
-                                                    → grade  (a rubric is active)
-                                                             → agent (needs revision) | END
-                                                    → END
+              → force_answer → check_draft
+              → check_draft → agent  (the trace guard found cited traces missing, or the
+                                      action-claim guard an outcome the records lack,
+                                      and revisions are left)
+                            → grade  (a rubric is active)
+                                     → agent (needs revision) | END
+                            → END
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ from langgraph.graph.state import CompiledStateGraph
 
 from gates.store import ActionStore
 from graph.config import GraphLimits
-from graph.edges import after_agent, after_claims, after_grade, after_verify
+from graph.edges import after_agent, after_check, after_grade
 from graph.grader import Grader
 from graph.nodes import (
     make_agent,
     make_check_action_claims,
+    make_check_draft,
     make_force_answer,
     make_tools,
     make_verify_traces,
@@ -44,18 +45,16 @@ InvestigationGraph = CompiledStateGraph[
 # Where each node may go next: the graph is wired from this, and the step accounting
 # (how many steps a tool round or a revision needs) is counted from it.
 ROUTES: dict[str, tuple[str, ...]] = {
-    "agent": ("tools", "force_answer", "verify_traces"),
+    "agent": ("tools", "force_answer", "check_draft"),
     "tools": ("agent",),
-    "force_answer": ("verify_traces",),
-    "verify_traces": ("agent", "check_action_claims"),
-    "check_action_claims": ("agent", "grade", END),
+    "force_answer": ("check_draft",),
+    "check_draft": ("agent", "grade", END),
     "grade": ("agent", END),
 }
 STEPS = StepBudget(ROUTES)
 ROUTERS: dict[str, Callable[[InvestigationState], Any]] = {
     "agent": after_agent(STEPS),
-    "verify_traces": after_verify,
-    "check_action_claims": after_claims,
+    "check_draft": after_check,
     "grade": after_grade,
 }
 
@@ -74,8 +73,13 @@ def build_graph(
     builder.add_node("agent", make_agent(model, tools, limits.context_budget_tokens))
     builder.add_node("tools", make_tools(tools))
     builder.add_node("force_answer", make_force_answer(model, tools, STEPS))
-    builder.add_node("verify_traces", make_verify_traces(verifier, limits, STEPS))
-    builder.add_node("check_action_claims", make_check_action_claims(action_records, limits, STEPS))
+    builder.add_node(
+        "check_draft",
+        make_check_draft(
+            make_verify_traces(verifier, limits, STEPS),
+            make_check_action_claims(action_records, limits, STEPS),
+        ),
+    )
     builder.add_node("grade", make_grade(grader, limits, STEPS, on_evaluation))
 
     builder.add_edge(START, "agent")

@@ -10,7 +10,7 @@ from langchain_core.messages import AIMessage
 from graph.state import InvestigationState
 from graph.steps import StepBudget
 
-AfterAgent = Literal["tools", "force_answer", "verify_traces"]
+AfterAgent = Literal["tools", "force_answer", "check_draft"]
 
 
 def after_agent(steps: StepBudget) -> Callable[[InvestigationState], AfterAgent]:
@@ -19,21 +19,18 @@ def after_agent(steps: StepBudget) -> Callable[[InvestigationState], AfterAgent]
     def route(state: InvestigationState) -> AfterAgent:
         last = state["messages"][-1]
         if not (isinstance(last, AIMessage) and last.tool_calls):
-            return "verify_traces"
+            return "check_draft"
         return "force_answer" if steps.stop_reason(state) else "tools"
 
     return route
 
 
-def after_verify(state: InvestigationState) -> Literal["agent", "check_action_claims"]:
-    verdict = state.get("trace_verdict")
-    return "agent" if verdict and verdict["outcome"] == "revise" else "check_action_claims"
-
-
-def after_claims(state: InvestigationState) -> Literal["agent", "grade", "__end__"]:
-    verdict = state.get("claim_verdict")
-    if verdict and verdict["outcome"] == "revise":
-        return "agent"
+def after_check(state: InvestigationState) -> Literal["agent", "grade", "__end__"]:
+    """Back to the agent when a guard sent the draft back; then grading, if a rubric is
+    active and this turn is not graded yet."""
+    for verdict in (state.get("trace_verdict"), state.get("claim_verdict")):
+        if verdict and verdict["outcome"] == "revise":
+            return "agent"
     if state.get("rubric") and state.get("rubric_status") in (None, "needs_revision"):
         return "grade"
     return "__end__"

@@ -114,13 +114,13 @@ async def test_the_step_limit_leaves_room_for_grading_the_forced_answer(
     scenario: Scenario,
     thread_id: str,
 ) -> None:
-    # 9 steps: agent, tools, agent, then force_answer, verify_traces, check_action_claims
-    # and grade must still fit; one more tool round would leave grade no step.
+    # 10 steps: after two tool rounds the agent sees 5 left, as many as agent, tools,
+    # force_answer, check_draft and grade would need: a third round would leave grade none.
     gemini.script(*[_graded(_keeps_calling_tools(scenario.error_trace_ids[0]), "satisfied")] * 10)
-    async with investigator_for(recursion_limit=9, tool_budget=50) as investigator:
+    async with investigator_for(recursion_limit=10, tool_budget=50) as investigator:
         result = await investigator.investigate(thread_id, "why?", "U1", rubric="- cause stated")
 
-    assert (result.stop_reason, result.tool_calls) == ("step_limit", 1)
+    assert (result.stop_reason, result.tool_calls) == ("step_limit", 2)
     assert (result.rubric_status, result.rubric_passes) == ("satisfied", 1)
 
 
@@ -132,7 +132,7 @@ async def test_a_grader_revision_the_steps_cannot_fit_ends_grading_instead(
 ) -> None:
     replies = _graded(_keeps_calling_tools(scenario.error_trace_ids[0]), "needs_revision")
     gemini.script(*[replies] * 10)
-    async with investigator_for(recursion_limit=9, tool_budget=50) as investigator:
+    async with investigator_for(recursion_limit=10, tool_budget=50) as investigator:
         result = await investigator.investigate(thread_id, "why?", "U1", rubric="- cause stated")
 
     assert result.stop_reason == "step_limit"

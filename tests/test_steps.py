@@ -22,19 +22,18 @@ def _state(remaining: int, calls: int = 1, used: int = 0) -> InvestigationState:
 
 
 def test_a_tool_round_and_a_draft_need_the_longest_way_to_the_end_without_a_loop() -> None:
-    # agent, force_answer, verify_traces, check_action_claims, grade
-    assert STEPS.to_end["agent"] == 5
-    assert STEPS.to_end["tools"] == 6  # tools, then all of the above
+    assert STEPS.to_end["agent"] == 4  # agent, force_answer, check_draft, grade
+    assert STEPS.to_end["tools"] == 5  # tools, then all of the above
 
 
 def test_a_node_added_to_the_wiring_is_counted_on_every_path_through_it() -> None:
-    longer = {**ROUTES, "check_action_claims": ("agent", "summarise", END), "summarise": ("grade",)}
+    longer = {**ROUTES, "check_draft": ("agent", "summarise", END), "summarise": ("grade",)}
     assert StepBudget(longer).to_end["agent"] == STEPS.to_end["agent"] + 1
 
 
 def test_a_tool_round_needs_room_for_tools_and_the_way_from_there_to_the_end() -> None:
-    assert STEPS.stop_reason(_state(remaining=7)) is None
-    assert STEPS.stop_reason(_state(remaining=6)) == "step_limit"
+    assert STEPS.stop_reason(_state(remaining=6)) is None
+    assert STEPS.stop_reason(_state(remaining=5)) == "step_limit"
 
 
 def test_the_tool_budget_is_checked_before_the_steps() -> None:
@@ -42,8 +41,8 @@ def test_the_tool_budget_is_checked_before_the_steps() -> None:
 
 
 def test_a_revision_needs_revisions_left_and_room_for_another_draft() -> None:
-    assert STEPS.room_for_revision(_state(remaining=6), revisions=0, limit=2)
-    assert not STEPS.room_for_revision(_state(remaining=5), revisions=0, limit=2)
+    assert STEPS.room_for_revision(_state(remaining=5), revisions=0, limit=2)
+    assert not STEPS.room_for_revision(_state(remaining=4), revisions=0, limit=2)
     assert not STEPS.room_for_revision(_state(remaining=20), revisions=2, limit=2)
 
 

@@ -2,6 +2,7 @@
 
 from graph.nodes.agent import make_agent
 from graph.nodes.check_action_claims import make_check_action_claims
+from graph.nodes.check_draft import make_check_draft
 from graph.nodes.force_answer import make_force_answer
 from graph.nodes.tools import make_tools
 from graph.nodes.verify_traces import make_verify_traces
@@ -9,6 +10,7 @@ from graph.nodes.verify_traces import make_verify_traces
 __all__ = [
     "make_agent",
     "make_check_action_claims",
+    "make_check_draft",
     "make_force_answer",
     "make_tools",
     "make_verify_traces",

@@ -1,4 +1,4 @@
-"""`check_action_claims`: the action-claim guard over the trace-verified draft."""
+"""The action-claim guard over the trace-verified draft (the second half of `check_draft`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`verify_traces`: the deterministic trace guard over the latest draft."""
+"""The trace guard over the latest draft (the first half of `check_draft`): deterministic."""
 
 from __future__ import annotations
 
