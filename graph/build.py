@@ -27,11 +27,11 @@ from graph.edges import after_agent, after_check, after_grade
 from graph.grader import Grader
 from graph.nodes import (
     make_agent,
-    make_check_action_claims,
     make_check_draft,
+    make_claim_guard,
     make_force_answer,
     make_tools,
-    make_verify_traces,
+    make_trace_guard,
 )
 from graph.nodes.grade import OnEvaluation, make_grade
 from graph.state import InvestigationState
@@ -76,8 +76,8 @@ def build_graph(
     builder.add_node(
         "check_draft",
         make_check_draft(
-            make_verify_traces(verifier, limits, STEPS),
-            make_check_action_claims(action_records, limits, STEPS),
+            make_trace_guard(verifier, limits, STEPS),
+            make_claim_guard(action_records, limits, STEPS),
         ),
     )
     builder.add_node("grade", make_grade(grader, limits, STEPS, on_evaluation))

@@ -86,7 +86,6 @@ def _turn_input(
         "stop_reason": None,
         "trace_verdict": None,
         "trace_revision_count": 0,
-        "verified_draft": None,
         "claim_verdict": None,
         "claim_revision_count": 0,
         "rubric": rubric,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain_core.messages import HumanMessage
@@ -11,20 +12,21 @@ from langgraph.config import get_stream_writer
 from gates.store import ActionStore
 from graph.action_claims import remove_claims, revision_feedback, unsupported_claims
 from graph.config import GraphLimits
-from graph.nodes.agent import ConfigNode
 from graph.state import ClaimVerdict, InvestigationState
 from graph.steps import StepBudget
 
+# (the trace-verified draft, the state, the run's config) -> the state update
+ClaimGuard = Callable[[str, InvestigationState, RunnableConfig], Awaitable[dict[str, Any]]]
 
-def make_check_action_claims(
+
+def make_claim_guard(
     records: ActionStore | None, limits: GraphLimits, steps: StepBudget
-) -> ConfigNode:
+) -> ClaimGuard:
     """`records` is where proposals are stored; None: this bot cannot act, so no claim holds."""
 
     async def check_action_claims(
-        state: InvestigationState, config: RunnableConfig
+        draft: str, state: InvestigationState, config: RunnableConfig
     ) -> dict[str, Any]:
-        draft = state.get("verified_draft") or ""
         # Proposals are filed under the LangGraph thread id (see propose_action).
         thread_key = str((config.get("configurable") or {}).get("thread_id", ""))
         requests = await records.for_thread(thread_key) if records is not None else []

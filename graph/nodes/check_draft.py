@@ -7,20 +7,21 @@ runs only when the trace guard did not send the draft back.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from graph.nodes.agent import ConfigNode, Node
+from graph.nodes.agent import ConfigNode
+from graph.nodes.check_action_claims import ClaimGuard
+from graph.nodes.verify_traces import TraceGuard
 from graph.state import InvestigationState
 
 
-def make_check_draft(trace_guard: Node, claim_guard: ConfigNode) -> ConfigNode:
+def make_check_draft(trace_guard: TraceGuard, claim_guard: ClaimGuard) -> ConfigNode:
     async def check_draft(state: InvestigationState, config: RunnableConfig) -> dict[str, Any]:
-        traced = await trace_guard(state)
-        if traced["trace_verdict"]["outcome"] == "revise":
+        traced, draft = await trace_guard(state)
+        if draft is None:  # sent back: the next draft is checked from the start
             return traced
-        claimed = await claim_guard(cast(InvestigationState, {**state, **traced}), config)
-        return {**traced, **claimed}
+        return {**traced, **await claim_guard(draft, state, config)}
 
     return check_draft
