@@ -17,7 +17,7 @@ from urllib.parse import quote
 from bot.mrkdwn import escape
 from gates.model import ActionRequest
 from graph.action_claims import remove_claims, true_state, unsupported_claims
-from graph.runner import InvestigationResult, RubricReport
+from graph.result import InvestigationResult, RubricReport
 from graph.trace_ids import rewrite_trace_ids
 
 Block = dict[str, Any]

@@ -1,18 +1,19 @@
 """The whole wiring on one screen.
 
 START → agent → tools → agent …
-              → force_answer → verify_traces
-              → verify_traces → agent  (cited traces missing, revisions left)
-                              → check_action_claims → agent  (claims an action outcome the
-                                                              records lack, revisions left)
-                                                    → grade  (a rubric is active)
-                                                             → agent (needs revision) | END
-                                                    → END
+              → force_answer → check_draft
+              → check_draft → agent  (the trace guard found cited traces missing, or the
+                                      action-claim guard an outcome the records lack,
+                                      and revisions are left)
+                            → grade  (a rubric is active)
+                                     → agent (needs revision) | END
+                            → END
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
@@ -22,22 +23,40 @@ from langgraph.graph.state import CompiledStateGraph
 
 from gates.store import ActionStore
 from graph.config import GraphLimits
-from graph.edges import after_agent, after_claims, after_grade, after_verify
+from graph.edges import after_agent, after_check, after_grade
 from graph.grader import Grader
 from graph.nodes import (
     make_agent,
-    make_check_action_claims,
+    make_check_draft,
+    make_claim_guard,
     make_force_answer,
     make_tools,
-    make_verify_traces,
+    make_trace_guard,
 )
 from graph.nodes.grade import OnEvaluation, make_grade
 from graph.state import InvestigationState
+from graph.steps import StepBudget
 from graph.trace_guard import TraceVerifier
 
 InvestigationGraph = CompiledStateGraph[
     InvestigationState, None, InvestigationState, InvestigationState
 ]
+
+# Where each node may go next: the graph is wired from this, and the step accounting
+# (how many steps a tool round or a revision needs) is counted from it.
+ROUTES: dict[str, tuple[str, ...]] = {
+    "agent": ("tools", "force_answer", "check_draft"),
+    "tools": ("agent",),
+    "force_answer": ("check_draft",),
+    "check_draft": ("agent", "grade", END),
+    "grade": ("agent", END),
+}
+STEPS = StepBudget(ROUTES)
+ROUTERS: dict[str, Callable[[InvestigationState], Any]] = {
+    "agent": after_agent(STEPS),
+    "check_draft": after_check,
+    "grade": after_grade,
+}
 
 
 def build_graph(
@@ -53,16 +72,21 @@ def build_graph(
     builder = StateGraph(InvestigationState)
     builder.add_node("agent", make_agent(model, tools, limits.context_budget_tokens))
     builder.add_node("tools", make_tools(tools))
-    builder.add_node("force_answer", make_force_answer(model, tools))
-    builder.add_node("verify_traces", make_verify_traces(verifier, limits))
-    builder.add_node("check_action_claims", make_check_action_claims(action_records, limits))
-    builder.add_node("grade", make_grade(grader, limits, on_evaluation))
+    builder.add_node("force_answer", make_force_answer(model, tools, STEPS))
+    builder.add_node(
+        "check_draft",
+        make_check_draft(
+            make_trace_guard(verifier, limits, STEPS),
+            make_claim_guard(action_records, limits, STEPS),
+        ),
+    )
+    builder.add_node("grade", make_grade(grader, limits, STEPS, on_evaluation))
 
     builder.add_edge(START, "agent")
-    builder.add_conditional_edges("agent", after_agent, ["tools", "force_answer", "verify_traces"])
-    builder.add_edge("tools", "agent")
-    builder.add_edge("force_answer", "verify_traces")
-    builder.add_conditional_edges("verify_traces", after_verify, ["agent", "check_action_claims"])
-    builder.add_conditional_edges("check_action_claims", after_claims, ["agent", "grade", END])
-    builder.add_conditional_edges("grade", after_grade, ["agent", END])
+    for node, ahead in ROUTES.items():
+        if node in ROUTERS:
+            builder.add_conditional_edges(node, ROUTERS[node], list(ahead))
+        else:
+            (only,) = ahead
+            builder.add_edge(node, only)
     return builder.compile(checkpointer=checkpointer)

@@ -23,7 +23,7 @@ from langchain_core.messages import (
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, Field, ValidationError
 
-from graph.nodes.tools import run_tool_call
+from graph.nodes.tools import tool_node
 from graph.rubric import Criterion, GraderResult, GraderVerdict, missing_criteria
 
 GRADER_PROMPT = """\
@@ -115,7 +115,7 @@ def _salvage(args: object) -> GraderVerdict:
 
 class Grader:
     def __init__(self, model: BaseChatModel, tools: Sequence[BaseTool], max_steps: int) -> None:
-        self._tools = {t.name: t for t in tools}
+        self._tools = tool_node(tools)
         self._with_tools = model.bind_tools([*tools, SubmitVerdict])
         self._submit_only = model.bind_tools([*tools, SubmitVerdict], tool_choice="SubmitVerdict")
         self._max_steps = max_steps
@@ -129,8 +129,10 @@ class Grader:
             calls = response.tool_calls if isinstance(response, AIMessage) else []
             submit = next((c for c in calls if c["name"] == "SubmitVerdict"), None)
             others = [c for c in calls if c["name"] != "SubmitVerdict"]
-            for call in others:
-                convo.append(await run_tool_call(self._tools, call))
+            if others:
+                # Run inside the grade node: the tools see the investigation's state.
+                ran = await self._tools.ainvoke([{**c, "type": "tool_call"} for c in others])
+                convo.extend(ran["messages"])
             if submit is not None:
                 return submit["args"], submit["id"] or ""
             if not calls:

@@ -1,4 +1,4 @@
-"""The chat model behind the agent (and, later, the grader and the judge)."""
+"""The chat models behind the agent, the rubric grader and the action judge."""
 
 from __future__ import annotations
 

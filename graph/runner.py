@@ -7,15 +7,14 @@ import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
-from typing import Any, Literal, cast
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import GraphRecursionError
-from pydantic import BaseModel, Field
 
 from gates.pipeline import ActionPipeline
 from graph.build import InvestigationGraph, build_graph
@@ -27,11 +26,19 @@ from graph.log_context import bind_log_context
 from graph.model import make_chat_model
 from graph.nodes.grade import OnEvaluation
 from graph.nodes.tools import failed_tools_notice
-from graph.rubric import Evaluation
+from graph.result import InvestigationResult, RubricReport, Status
 from graph.state import InvestigationState
 from graph.tools.kubernetes import kubernetes_tools
 from graph.tools.tempo import TempoClient, tempo_tools
 from graph.trace_guard import TraceVerifier, ids_with
+
+__all__ = [
+    "EMPTY_QUESTION",
+    "InvestigationResult",
+    "Investigator",
+    "RubricReport",
+    "open_investigator",
+]
 
 log = logging.getLogger(__name__)
 
@@ -40,43 +47,7 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]"
 
 EMPTY_QUESTION = "Ask me about the incident, e.g. “checkout is throwing 500s since 14:05, why?”"
 
-Status = Literal["answered", "incomplete", "rejected", "failed"]
 ProgressCallback = Callable[[dict[str, Any]], Awaitable[None]]
-
-
-class InvestigationResult(BaseModel):
-    thread_id: str
-    status: Status
-    answer: str
-    notices: list[str] = Field(default_factory=list)
-    stop_reason: str | None = None
-    tool_calls: int = 0
-    verified_trace_ids: list[str] = Field(default_factory=list)
-    unverified_trace_ids: list[str] = Field(default_factory=list)
-    removed_trace_ids: list[str] = Field(default_factory=list)
-    trace_revisions: int = 0
-    claim_revisions: int = 0  # drafts sent back for claiming an action outcome
-    removed_claims: list[str] = Field(default_factory=list)  # sentences cut from the answer
-    rubric_status: str | None = None  # this turn's grading verdict; None: not graded
-    rubric_passes: int = 0
-    rubric_revisions: int = 0
-    # Actions the agent proposed this turn (pending approval or refused), for the bot's cards.
-    action_request_ids: list[str] = Field(default_factory=list)
-    duration_s: float = 0.0
-    correlation_id: str
-    events: list[dict[str, Any]] = Field(default_factory=list)
-
-
-class RubricReport(BaseModel):
-    """A thread's rubric grading, as `/rubric status` shows it."""
-
-    thread_id: str
-    rubric: str | None
-    status: str | None
-    grading_run_id: str | None
-    iterations: int
-    max_iterations: int
-    evaluations: list[Evaluation] = Field(default_factory=list)  # every run, oldest first
 
 
 def clean_question(text: str, max_chars: int) -> tuple[str, list[str]]:
@@ -115,14 +86,12 @@ def _turn_input(
         "stop_reason": None,
         "trace_verdict": None,
         "trace_revision_count": 0,
-        "verified_draft": None,
         "claim_verdict": None,
         "claim_revision_count": 0,
         "rubric": rubric,
         "rubric_run_id": uuid.uuid4().hex[:12] if rubric else None,
         "rubric_iteration": 0,
         "rubric_status": None,
-        "rubric_feedback": None,
         "rubric_revision_count": 0,
         "answer": None,
     }
@@ -398,16 +367,13 @@ async def open_investigator(
         grader = Grader(grading_model, evidence_tools, limits.grader_max_steps)
         records = actions.store if actions else None
 
-        def wired(checkpointer: BaseCheckpointSaver[str]) -> Investigator:
+        async with AsyncExitStack() as opened:
+            checkpointer = saver or await opened.enter_async_context(
+                open_checkpointer(redis_url, checkpoint_ttl_minutes)
+            )
             graph = build_graph(
                 chat_model, tools, verifier, grader, checkpointer, limits, on_evaluation, records
             )
-            return Investigator(graph, limits, default_rubric)
-
-        if saver is not None:
-            yield wired(saver)
-            return
-        async with open_checkpointer(redis_url, checkpoint_ttl_minutes) as redis_saver:
-            yield wired(redis_saver)
+            yield Investigator(graph, limits, default_rubric)
     finally:
         await client.aclose()

@@ -54,9 +54,6 @@ class InvestigationState(TypedDict, total=False):
     known_traces: Annotated[dict[str, str], merge_known]
     trace_verdict: TraceVerdict | None
     trace_revision_count: int
-    # The draft as the trace guard left it; only the action-claim guard makes it the answer,
-    # so no answer is posted that skipped either guard.
-    verified_draft: str | None
     claim_verdict: ClaimVerdict | None
     claim_revision_count: int
     # Rubric grading. `rubric` is sticky: it stays active for later turns of the thread.
@@ -65,9 +62,8 @@ class InvestigationState(TypedDict, total=False):
     rubric_iteration: int  # grader passes in the current run
     rubric_status: Verdict | None  # the current run's verdict
     rubric_evaluations: Annotated[list[Evaluation], operator.add]  # every pass, every run
-    rubric_feedback: str | None
     rubric_revision_count: int
-    answer: str | None
+    answer: str | None  # written only by check_draft, after both guards passed the draft
     # Earlier turns folded out of the model's context (graph/history.py): one line each,
     # newest last, bounded; and how many turns were folded in all.
     history_summary: list[str] | None

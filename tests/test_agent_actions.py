@@ -60,3 +60,22 @@ async def test_a_refused_proposal_tells_the_model_which_gate_and_why(
     )
     await agent.investigate(thread_id, "turn it off", "U1")
     assert "Refused by blast_radius: scaling to 0" in gemini.requests[1].text()
+
+
+async def test_a_kubernetes_api_failure_fails_the_tool_call_and_tells_the_model_why(
+    agent: Investigator, gemini: GeminiSimulator, kube: KubernetesSimulator, thread_id: str
+) -> None:
+    kube.faults.status = 503
+    gemini.script(
+        Reply.call("get_rollout_history", namespace="shop", deployment="payment-api"),
+        Reply.text("I could not read the rollout history."),
+    )
+    result = await agent.investigate(thread_id, "what changed?", "U1")
+
+    (finished,) = [e for e in result.events if e["type"] == "tool_finished"]
+    assert (finished["status"], finished["outcome"]) == ("error", "failed")
+    shown = gemini.requests[1].text()
+    assert "The Kubernetes API could not be read for shop/payment-api" in shown
+    assert "The same call may work if retried later." in shown
+    assert "Traceback" not in shown
+    assert any("Failed this turn: get_rollout_history" in n for n in result.notices)

@@ -91,5 +91,53 @@ async def test_an_unknown_tool_name_is_answered_to_the_model_not_raised(
     gemini.script(Reply.call("kubectl_delete", namespace="prod"), Reply.text("I cannot do that."))
     result = await investigator.investigate(thread_id, "delete prod", "U1")
 
-    assert "There is no tool named 'kubectl_delete'" in gemini.requests[1].text()
+    assert "kubectl_delete is not a valid tool, try one of [query_tempo_traces" in (
+        gemini.requests[1].text()
+    )
     assert result.answer == "I cannot do that."
+
+
+def _graded(
+    agent: Callable[[GeminiRequest], Reply], verdict: str
+) -> Callable[[GeminiRequest], Reply]:
+    """`agent` answers the agent's requests; the grader's get `verdict` on one criterion."""
+
+    def reply(request: GeminiRequest) -> Reply:
+        if "SubmitVerdict" in request.tool_names:
+            gap = {} if verdict == "satisfied" else {"gap": "name the deploy"}
+            criteria = [{"name": "cause stated", "passed": verdict == "satisfied", **gap}]
+            return Reply.call("SubmitVerdict", result=verdict, explanation="ok", criteria=criteria)
+        return agent(request)
+
+    return reply
+
+
+async def test_the_step_limit_leaves_room_for_grading_the_forced_answer(
+    investigator_for: OpenInvestigator,
+    gemini: GeminiSimulator,
+    scenario: Scenario,
+    thread_id: str,
+) -> None:
+    # 10 steps: after two tool rounds the agent sees 5 left, as many as agent, tools,
+    # force_answer, check_draft and grade would need: a third round would leave grade none.
+    gemini.script(*[_graded(_keeps_calling_tools(scenario.error_trace_ids[0]), "satisfied")] * 10)
+    async with investigator_for(recursion_limit=10, tool_budget=50) as investigator:
+        result = await investigator.investigate(thread_id, "why?", "U1", rubric="- cause stated")
+
+    assert (result.stop_reason, result.tool_calls) == ("step_limit", 2)
+    assert (result.rubric_status, result.rubric_passes) == ("satisfied", 1)
+
+
+async def test_a_grader_revision_the_steps_cannot_fit_ends_grading_instead(
+    investigator_for: OpenInvestigator,
+    gemini: GeminiSimulator,
+    scenario: Scenario,
+    thread_id: str,
+) -> None:
+    replies = _graded(_keeps_calling_tools(scenario.error_trace_ids[0]), "needs_revision")
+    gemini.script(*[replies] * 10)
+    async with investigator_for(recursion_limit=10, tool_budget=50) as investigator:
+        result = await investigator.investigate(thread_id, "why?", "U1", rubric="- cause stated")
+
+    assert result.stop_reason == "step_limit"
+    assert (result.rubric_status, result.rubric_passes) == ("max_iterations_reached", 1)

@@ -44,11 +44,14 @@ async def test_search_sends_an_explicit_time_window(
     assert int(query["end"]) - int(query["start"]) == 30 * 60
 
 
-async def test_a_rejected_query_tells_the_model_to_fix_it(tempo_spec: TempoSpec) -> None:
+async def test_a_rejected_query_fails_the_tool_telling_the_model_to_fix_it(
+    tempo_spec: TempoSpec,
+) -> None:
     client, tools = _tools(tempo_spec)
-    result = await tools["query_tempo_traces"].ainvoke({"traceql": "status = error"})
+    with pytest.raises(ToolFailed, match=r"^Tempo rejected the query: .* Fix the TraceQL") as err:
+        await tools["query_tempo_traces"].ainvoke({"traceql": "status = error"})
     await client.aclose()
-    assert result.startswith("Tempo rejected the query")
+    assert not err.value.retryable
 
 
 async def test_get_trace_summarises_error_spans_with_their_status_message(

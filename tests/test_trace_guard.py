@@ -151,3 +151,36 @@ async def test_every_id_of_a_draft_is_asked_for_at_once_by_default(
     finally:
         checking.cancel()
         await client.aclose()
+
+
+async def test_an_id_confirmed_in_an_earlier_turn_is_not_asked_of_tempo_again(
+    investigator: Investigator,
+    gemini: GeminiSimulator,
+    tempo: TempoSimulator,
+    scenario: Scenario,
+    thread_id: str,
+) -> None:
+    cited = scenario.error_trace_ids[1]
+    gemini.script(Reply.text(f"See {cited}."), Reply.text(f"As before, {cited} shows it."))
+    await investigator.investigate(thread_id, "why?", "U1")
+    asked_first = len(tempo.requests_for("/api/v2/traces/"))
+    again = await investigator.investigate(thread_id, "and now?", "U1")
+
+    assert asked_first == 1
+    assert len(tempo.requests_for("/api/v2/traces/")) == asked_first
+    assert again.verified_trace_ids == [cited]
+
+
+async def test_a_draft_the_trace_guard_sends_back_is_not_checked_for_action_claims(
+    investigator: Investigator, gemini: GeminiSimulator, scenario: Scenario, thread_id: str
+) -> None:
+    real = scenario.error_trace_ids[2]
+    gemini.script(
+        Reply.text(f"I rolled back payment-api; see trace {INVENTED}."),
+        Reply.text(f"payment-api is failing, see trace {real}."),
+    )
+    result = await investigator.investigate(thread_id, "checkout 500s, why?", "U1")
+
+    kinds = [e["type"] for e in result.events]
+    assert (kinds.count("verification_finished"), kinds.count("claims_checked")) == (2, 1)
+    assert (result.trace_revisions, result.claim_revisions) == (1, 0)

@@ -1,7 +1,8 @@
-"""`check_action_claims`: the action-claim guard over the trace-verified draft."""
+"""The action-claim guard over the trace-verified draft (the second half of `check_draft`)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain_core.messages import HumanMessage
@@ -11,18 +12,21 @@ from langgraph.config import get_stream_writer
 from gates.store import ActionStore
 from graph.action_claims import remove_claims, revision_feedback, unsupported_claims
 from graph.config import GraphLimits
-from graph.edges import room_for_revision
-from graph.nodes.agent import ConfigNode
 from graph.state import ClaimVerdict, InvestigationState
+from graph.steps import StepBudget
+
+# (the trace-verified draft, the state, the run's config) -> the state update
+ClaimGuard = Callable[[str, InvestigationState, RunnableConfig], Awaitable[dict[str, Any]]]
 
 
-def make_check_action_claims(records: ActionStore | None, limits: GraphLimits) -> ConfigNode:
+def make_claim_guard(
+    records: ActionStore | None, limits: GraphLimits, steps: StepBudget
+) -> ClaimGuard:
     """`records` is where proposals are stored; None: this bot cannot act, so no claim holds."""
 
     async def check_action_claims(
-        state: InvestigationState, config: RunnableConfig
+        draft: str, state: InvestigationState, config: RunnableConfig
     ) -> dict[str, Any]:
-        draft = state.get("verified_draft") or ""
         # Proposals are filed under the LangGraph thread id (see propose_action).
         thread_key = str((config.get("configurable") or {}).get("thread_id", ""))
         requests = await records.for_thread(thread_key) if records is not None else []
@@ -30,7 +34,7 @@ def make_check_action_claims(records: ActionStore | None, limits: GraphLimits) -
         get_stream_writer()({"type": "claims_checked", "unsupported": len(false_claims)})
         sentences = [c.sentence for c in false_claims]
         revisions = state.get("claim_revision_count", 0)
-        if false_claims and room_for_revision(state, revisions, limits.claim_max_revisions):
+        if false_claims and steps.room_for_revision(state, revisions, limits.claim_max_revisions):
             verdict: ClaimVerdict = {"outcome": "revise", "false_claims": sentences, "removed": 0}
             feedback = revision_feedback(false_claims, requests)
             return {

@@ -15,12 +15,11 @@ from graph.metrics import RUBRIC_VERDICTS
 from graph.nodes.agent import Node
 from graph.rubric import Evaluation, Verdict, decide, revision_feedback
 from graph.state import InvestigationState
+from graph.steps import StepBudget
 
 log = logging.getLogger(__name__)
 
 OnEvaluation = Callable[[Evaluation], Awaitable[None] | None]
-# A revision needs agent, force_answer, verify_traces, check_action_claims and grade again.
-STEPS_FOR_REVISION = 5
 
 
 def _expected_criteria(state: InvestigationState, run_id: str) -> list[str]:
@@ -33,7 +32,9 @@ def _expected_criteria(state: InvestigationState, run_id: str) -> list[str]:
     return []
 
 
-def make_grade(grader: Grader, limits: GraphLimits, on_evaluation: OnEvaluation | None) -> Node:
+def make_grade(
+    grader: Grader, limits: GraphLimits, steps: StepBudget, on_evaluation: OnEvaluation | None
+) -> Node:
     async def grade(state: InvestigationState) -> dict[str, Any]:
         write = get_stream_writer()
         run_id = state.get("rubric_run_id") or "unknown"
@@ -47,7 +48,7 @@ def make_grade(grader: Grader, limits: GraphLimits, on_evaluation: OnEvaluation 
             result: Verdict = decide(
                 outcome.verdict.result, iteration, limits.rubric_max_iterations
             )
-            if result == "needs_revision" and state["remaining_steps"] <= STEPS_FOR_REVISION:
+            if result == "needs_revision" and not steps.room_for(state, "agent"):
                 result = "max_iterations_reached"  # no steps left for another draft
             if result == "needs_revision":
                 feedback = revision_feedback(outcome.verdict)
@@ -85,7 +86,6 @@ def make_grade(grader: Grader, limits: GraphLimits, on_evaluation: OnEvaluation 
         }
         if feedback is not None:
             update["messages"] = [HumanMessage(feedback, name="rubric_grader")]
-            update["rubric_feedback"] = feedback
             update["rubric_revision_count"] = state.get("rubric_revision_count", 0) + 1
         return update
 

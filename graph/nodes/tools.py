@@ -1,110 +1,89 @@
-"""`tools`: run the tool calls of the latest model turn, concurrently, and count them."""
+"""`tools`: LangGraph's `ToolNode` runs the latest model turn's tool calls; what is ours
+wraps each call: long results cut short, progress events, metrics, and the tool budget.
+
+Tools raise when they fail (`ToolFailed`, or anything unexpected); `tool_error_text` turns
+the exception into the error result the model reads: what failed and whether retrying
+helps, never a stack trace.
+"""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Sequence
-from typing import Any
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, cast
 
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolCall, ToolMessage
+from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
-from langgraph.config import get_stream_writer
+from langgraph.prebuilt import ToolNode
+from langgraph.prebuilt.tool_node import ToolCallRequest, ToolInvocationError
+from langgraph.types import Command
 
 from graph.metrics import TOOL_CALLS
 from graph.nodes.agent import ConfigNode
 from graph.state import InvestigationState
 from graph.tools.errors import ToolFailed
-from graph.trace_ids import find_trace_ids
+
+log = logging.getLogger(__name__)
 
 MAX_TOOL_RESULT_CHARS = 12_000
-MAX_CONTEXT_CHARS = 6_000
-MAX_EVIDENCE = 20
+
+Execute = Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
 
 
-def with_investigation(
-    config: RunnableConfig, messages: Sequence[AnyMessage], incident_start: float | None = None
-) -> RunnableConfig:
-    """Hand tools what the thread has found so far: trace IDs that came out of tool results
-    and the question with the latest evidence, as plain text (for proposals), and when the
-    thread's alert started (for search windows)."""
-    tool_texts = [m.text for m in messages if isinstance(m, ToolMessage)]
-    evidence = list(dict.fromkeys(t for text in tool_texts for t in find_trace_ids(text)))
-    question = next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), "")
-    context = f"Question: {question}\n\nLatest tool results:\n" + "\n---\n".join(tool_texts[-3:])
-    configurable = {
-        **(config.get("configurable") or {}),
-        "evidence": evidence[:MAX_EVIDENCE],
-        "context": context[:MAX_CONTEXT_CHARS],
-        "incident_start": incident_start,
-    }
-    return {**config, "configurable": configurable}
+def tool_error_text(exc: Exception) -> str:
+    """The error result the model reads when a tool raised."""
+    if isinstance(exc, ToolFailed):
+        return exc.for_model()
+    if isinstance(exc, ToolInvocationError):  # the model's arguments did not fit the tool
+        return exc.message
+    log.error("tool raised %s", type(exc).__name__, exc_info=exc)
+    return (
+        f"The tool failed unexpectedly ({type(exc).__name__}). Retrying will not help this "
+        "turn: answer with the evidence you have and say this step failed."
+    )
 
 
-def _bounded(message: ToolMessage) -> ToolMessage:
-    text = message.content if isinstance(message.content, str) else str(message.content)
-    if len(text) > MAX_TOOL_RESULT_CHARS:
-        message.content = text[:MAX_TOOL_RESULT_CHARS] + "\n[result truncated]"
-    return message
+async def bounded(request: ToolCallRequest, execute: Execute) -> ToolMessage | Command[Any]:
+    """Run the call; a result longer than MAX_TOOL_RESULT_CHARS is cut short."""
+    result = await execute(request)
+    if isinstance(result, ToolMessage):
+        text = result.content if isinstance(result.content, str) else str(result.content)
+        if len(text) > MAX_TOOL_RESULT_CHARS:
+            result.content = text[:MAX_TOOL_RESULT_CHARS] + "\n[result truncated]"
+    return result
 
 
-async def run_tool_call(
-    by_name: dict[str, BaseTool], call: ToolCall, config: RunnableConfig | None = None
-) -> ToolMessage:
-    """Run one tool call; a missing tool or a failure becomes an error result, never raised."""
-    tool = by_name.get(call["name"])
-    call_id = call["id"] or ""
-    if tool is None:
-        known = ", ".join(sorted(by_name))
-        return ToolMessage(
-            f"There is no tool named {call['name']!r}. Available tools: {known}.",
-            tool_call_id=call_id,
-            name=call["name"],
-            status="error",
-        )
-    try:
-        result = await tool.ainvoke(call, config)
-    except ToolFailed as exc:  # the tool's own words, written for the model
-        return ToolMessage(str(exc), tool_call_id=call_id, name=call["name"], status="error")
-    except Exception as exc:  # a tool failure is reported to the model, not raised
-        return ToolMessage(
-            f"{call['name']} failed: {type(exc).__name__}: {exc}",
-            tool_call_id=call_id,
-            name=call["name"],
-            status="error",
-        )
-    assert isinstance(result, ToolMessage)
-    return _bounded(result)
+async def _observed(request: ToolCallRequest, execute: Execute) -> ToolMessage | Command[Any]:
+    """`bounded`, with progress events and the per-tool metric around it."""
+    name = request.tool_call["name"]
+    write = request.runtime.stream_writer
+    write({"type": "tool_started", "tool": name, "args": request.tool_call["args"]})
+    result = await bounded(request, execute)
+    status = result.status if isinstance(result, ToolMessage) else "success"
+    outcome = "failed" if status == "error" else "succeeded"
+    TOOL_CALLS.labels(name, outcome).inc()
+    write({"type": "tool_finished", "tool": name, "status": status, "outcome": outcome})
+    return result
+
+
+def tool_node(
+    tools: Sequence[BaseTool],
+    wrapper: Callable[[ToolCallRequest, Execute], Awaitable[ToolMessage | Command[Any]]] = bounded,
+) -> ToolNode:
+    """LangGraph's ToolNode: calls run concurrently, an unknown tool or a failure becomes
+    an error result for the model."""
+    return ToolNode(list(tools), handle_tool_errors=tool_error_text, awrap_tool_call=wrapper)
 
 
 def make_tools(tools: Sequence[BaseTool]) -> ConfigNode:
-    by_name = {t.name: t for t in tools}
+    node = tool_node(tools, _observed)
 
     async def run_tools(state: InvestigationState, config: RunnableConfig) -> dict[str, Any]:
-        write = get_stream_writer()
         last = state["messages"][-1]
         assert isinstance(last, AIMessage)
-        for call in last.tool_calls:
-            write({"type": "tool_started", "tool": call["name"], "args": call["args"]})
-        tool_config = with_investigation(config, state["messages"], state.get("incident_start"))
-        results = await asyncio.gather(
-            *(run_tool_call(by_name, c, tool_config) for c in last.tool_calls)
-        )
-        for call, result in zip(last.tool_calls, results, strict=True):
-            outcome = "failed" if result.status == "error" else "succeeded"
-            TOOL_CALLS.labels(call["name"], outcome).inc()
-            write(
-                {
-                    "type": "tool_finished",
-                    "tool": call["name"],
-                    "status": result.status,
-                    "outcome": outcome,
-                }
-            )
-        return {
-            "messages": list(results),
-            "tool_calls_used": state.get("tool_calls_used", 0) + len(last.tool_calls),
-        }
+        result = cast(dict[str, Any], await node.ainvoke(state, config))
+        return {**result, "tool_calls_used": state.get("tool_calls_used", 0) + len(last.tool_calls)}
 
     return run_tools
 

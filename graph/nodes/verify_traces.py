@@ -1,17 +1,17 @@
-"""`verify_traces`: the deterministic trace guard over the latest draft."""
+"""The trace guard over the latest draft (the first half of `check_draft`): deterministic."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.config import get_stream_writer
 
 from graph.config import GraphLimits
-from graph.edges import room_for_revision
 from graph.metrics import TRACE_GUARD
-from graph.nodes.agent import Node
 from graph.state import InvestigationState, TraceCheck, TraceVerdict
+from graph.steps import StepBudget
 from graph.trace_guard import TraceVerifier, finalise_answer, ids_with, revision_feedback
 from graph.trace_ids import find_trace_ids
 
@@ -36,8 +36,12 @@ def _finished(verdict: TraceVerdict) -> dict[str, Any]:
     }
 
 
-def make_verify_traces(verifier: TraceVerifier, limits: GraphLimits) -> Node:
-    async def verify_traces(state: InvestigationState) -> dict[str, Any]:
+# The state update, and the draft as the guard leaves it (None: sent back for revision).
+TraceGuard = Callable[[InvestigationState], Awaitable[tuple[dict[str, Any], str | None]]]
+
+
+def make_trace_guard(verifier: TraceVerifier, limits: GraphLimits, steps: StepBudget) -> TraceGuard:
+    async def verify_traces(state: InvestigationState) -> tuple[dict[str, Any], str | None]:
         write = get_stream_writer()
         draft = _draft(state)
         cited = find_trace_ids(draft)
@@ -54,15 +58,16 @@ def make_verify_traces(verifier: TraceVerifier, limits: GraphLimits) -> Node:
         for check in checks.values():
             TRACE_GUARD.labels(check["status"]).inc()
         revisions = state.get("trace_revision_count", 0)
-        if missing and room_for_revision(state, revisions, limits.trace_max_revisions):
+        if missing and steps.room_for_revision(state, revisions, limits.trace_max_revisions):
             verdict: TraceVerdict = {"outcome": "revise", "checks": checks, "removed": 0}
             write(_finished(verdict))
+            feedback = HumanMessage(revision_feedback(missing), name="trace_guard")
             return {
                 "trace_verdict": verdict,
                 "trace_revision_count": revisions + 1,
                 "known_traces": newly_found,
-                "messages": [HumanMessage(revision_feedback(missing), name="trace_guard")],
-            }
+                "messages": [feedback],
+            }, None
         answer, removed = finalise_answer(draft, checks)
         TRACE_GUARD.labels("removed").inc(removed)
         verdict = {
@@ -71,6 +76,6 @@ def make_verify_traces(verifier: TraceVerifier, limits: GraphLimits) -> Node:
             "removed": removed,
         }
         write(_finished(verdict))
-        return {"trace_verdict": verdict, "known_traces": newly_found, "verified_draft": answer}
+        return {"trace_verdict": verdict, "known_traces": newly_found}, answer
 
     return verify_traces

@@ -2,26 +2,60 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
-from langchain_core.runnables import RunnableConfig
+from kubernetes_asyncio.client.exceptions import ApiException
+from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
-from langgraph.config import get_stream_writer
+from langgraph.prebuilt import ToolRuntime
 
 from gates.cluster import ClusterError, DeploymentNotFound
 from gates.pipeline import ActionPipeline
 from graph.action_claims import true_state
+from graph.state import InvestigationState
+from graph.tools.errors import ToolFailed
+from graph.trace_ids import find_trace_ids
+
+MAX_CONTEXT_CHARS = 6_000
+MAX_EVIDENCE = 20
+
+# The state as a plain dict: a TypedDict in a tool's signature cannot become its schema.
+Run = ToolRuntime[None, dict[str, Any]]
 
 
-def _investigation(config: RunnableConfig) -> dict[str, Any]:
-    configurable = config.get("configurable") or {}
-    metadata = config.get("metadata") or {}
-    return {
-        "thread_key": str(configurable.get("thread_id", "unknown")),
-        "requester": str(metadata.get("user", "unknown")),
-        "evidence": list(configurable.get("evidence", [])),
-        "context": str(configurable.get("context", "")),
-    }
+@dataclass(frozen=True)
+class Investigation:
+    """What a proposal records of the run that made it."""
+
+    thread_key: str  # proposals are filed under the LangGraph thread id
+    requester: str
+    evidence: list[str]  # trace IDs that came out of tool results, oldest first
+    context: str  # the question and the latest tool results, as plain text
+
+
+def investigation(runtime: Run) -> Investigation:
+    state = cast(InvestigationState, runtime.state)
+    messages = state["messages"]
+    tool_texts = [m.text for m in messages if isinstance(m, ToolMessage)]
+    evidence = list(dict.fromkeys(t for text in tool_texts for t in find_trace_ids(text)))
+    question = next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), "")
+    context = f"Question: {question}\n\nLatest tool results:\n" + "\n---\n".join(tool_texts[-3:])
+    return Investigation(
+        thread_key=str((runtime.config.get("configurable") or {}).get("thread_id", "unknown")),
+        requester=str((runtime.config.get("metadata") or {}).get("user", "unknown")),
+        evidence=evidence[:MAX_EVIDENCE],
+        context=context[:MAX_CONTEXT_CHARS],
+    )
+
+
+def _retryable(exc: ClusterError) -> bool:
+    """A timeout, a dropped connection, throttling or a server error may pass; a refusal
+    (forbidden, invalid) will not."""
+    cause = exc.__cause__
+    if isinstance(cause, ApiException):
+        return cause.status is None or cause.status == 429 or cause.status >= 500
+    return True
 
 
 def kubernetes_tools(pipeline: ActionPipeline) -> list[BaseTool]:
@@ -41,7 +75,10 @@ def kubernetes_tools(pipeline: ActionPipeline) -> list[BaseTool]:
         except DeploymentNotFound:
             return f"Deployment {namespace}/{deployment} does not exist."
         except ClusterError as exc:
-            return f"Could not read {namespace}/{deployment}: {exc}"
+            raise ToolFailed(
+                f"The Kubernetes API could not be read for {namespace}/{deployment} ({exc}).",
+                retryable=_retryable(exc),
+            ) from exc
         lines = [
             f"{namespace}/{deployment}: {snap.ready_replicas}/{snap.replicas} replicas ready"
             + (", PAUSED" if snap.paused else "")
@@ -63,7 +100,7 @@ def kubernetes_tools(pipeline: ActionPipeline) -> list[BaseTool]:
         namespace: str,
         deployment: str,
         reason: str,
-        config: RunnableConfig,
+        runtime: Run,
         replicas: int | None = None,
     ) -> str:
         """Propose a remediation for a human to approve. It is never run by you.
@@ -73,19 +110,19 @@ def kubernetes_tools(pipeline: ActionPipeline) -> list[BaseTool]:
         blast radius, circuit breaker) and a reviewer check the proposal first; then an
         engineer sees Approve/Reject buttons. Propose only when the evidence supports it.
         """
-        facts = _investigation(config)
+        facts = investigation(runtime)
         request = await pipeline.propose(
             action=action,
             namespace=namespace,
             deployment=deployment,
             replicas=replicas,
             reason=reason,
-            thread_key=facts["thread_key"],
-            requester=facts["requester"],
-            evidence=facts["evidence"],
-            context=facts["context"],
+            thread_key=facts.thread_key,
+            requester=facts.requester,
+            evidence=facts.evidence,
+            context=facts.context,
         )
-        get_stream_writer()(
+        runtime.stream_writer(
             {"type": "action_proposed", "request_id": request.id, "status": request.status}
         )
         if request.status == "pending_approval":

@@ -1,4 +1,4 @@
-"""Grafana Tempo: the client, and the tools the agent (and later the grader) call."""
+"""Grafana Tempo: the client, and the tools the agent and the grader call."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import math
 import re
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import httpx
-from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, tool
+from langgraph.prebuilt import InjectedState
 
 from graph.config import TempoSpec
 from graph.tools.errors import ToolFailed
@@ -328,9 +328,8 @@ def summarise_trace(trace_id: str, spans: list[Span]) -> str:
 ALERT_LEAD_MINUTES = 15  # errors often start a little before an alert fires
 
 
-def default_window_minutes(config: RunnableConfig, now: float) -> int:
+def default_window_minutes(start: float | None, now: float) -> int:
     """From 15 minutes before the thread's alert started, else the last hour."""
-    start = (config.get("configurable") or {}).get("incident_start")
     if not isinstance(start, int | float) or start > now:
         return 60
     return math.ceil((now - start) / 60) + ALERT_LEAD_MINUTES
@@ -342,10 +341,10 @@ def tempo_tools(client: TempoClient) -> list[BaseTool]:
     @tool
     async def query_tempo_traces(
         traceql: str,
-        config: RunnableConfig,
         since_minutes_ago: int | None = None,
         until_minutes_ago: int = 0,
         limit: int = 20,
+        incident_start: Annotated[float | None, InjectedState("incident_start")] = None,
     ) -> str:
         """Search Grafana Tempo for traces with a TraceQL query over an explicit time window.
 
@@ -363,7 +362,7 @@ def tempo_tools(client: TempoClient) -> list[BaseTool]:
         """
         now = int(time.time())
         if since_minutes_ago is None:
-            since_minutes_ago = default_window_minutes(config, now)
+            since_minutes_ago = default_window_minutes(incident_start, now)
         if since_minutes_ago <= until_minutes_ago:
             return "since_minutes_ago must be larger than until_minutes_ago (e.g. 60 and 0)."
         start, end = now - since_minutes_ago * 60, now - until_minutes_ago * 60
@@ -371,10 +370,14 @@ def tempo_tools(client: TempoClient) -> list[BaseTool]:
         try:
             hits = await client.search(traceql, start, end, limit)
         except TempoQueryError as exc:
-            return f"Tempo rejected the query: {exc}. Fix the TraceQL and try again."
+            raise ToolFailed(
+                f"Tempo rejected the query: {exc}. Fix the TraceQL and try again.",
+                retryable=False,
+            ) from exc
         except TempoUnavailable as exc:
             raise ToolFailed(
-                f"Tempo is unavailable ({exc}). Say so in the answer; do not invent trace IDs."
+                f"Tempo is unavailable ({exc}). Say so in the answer; do not invent trace IDs.",
+                retryable=True,
             ) from exc
         window = f"{_utc(start * 10**9)} to {_utc(end * 10**9)}"
         if not hits:
@@ -403,11 +406,10 @@ def tempo_tools(client: TempoClient) -> list[BaseTool]:
             return f"{_clip(trace_id, 80)!r} is not a trace ID (up to 32 hex characters)."
         try:
             spans = await client.fetch(cleaned)
-        except TempoQueryError as exc:
-            return f"Tempo could not be asked for {cleaned} ({exc}). Do not present it as verified."
-        except TempoUnavailable as exc:
+        except (TempoQueryError, TempoUnavailable) as exc:
             raise ToolFailed(
-                f"Tempo could not be asked for {cleaned} ({exc}). Do not present it as verified."
+                f"Tempo could not be asked for {cleaned} ({exc}). Do not present it as verified.",
+                retryable=isinstance(exc, TempoUnavailable),
             ) from exc
         if spans is None:
             return f"Trace {cleaned} does not exist in Tempo. Do not cite it."
