@@ -1,1 +1,1 @@
-"""Floor 3: configuration, the command line and (later) the Slack app. Wires the floors below."""
+"""Floor 3: settings, the Slack app, turns and workers, the command line. Wires the floors below."""

@@ -37,7 +37,7 @@ class GraphLimits(BaseModel):
     model_config = ConfigDict(frozen=True, strict=True)
 
     tool_budget: int = Field(default=8, ge=1)  # TOOL_BUDGET: tool calls per turn
-    # RECURSION_LIMIT: graph steps per turn; agent, verify_traces and one step to spare
+    # RECURSION_LIMIT: graph steps per turn; agent, check_draft and one step to spare
     recursion_limit: int = Field(default=25, ge=3)
     trace_max_revisions: int = Field(default=2, ge=0)  # TRACE_MAX_REVISIONS
     claim_max_revisions: int = Field(default=2, ge=0)  # CLAIM_MAX_REVISIONS

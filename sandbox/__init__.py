@@ -1,4 +1,4 @@
-"""Wire-level simulators of the outside world: Tempo, Gemini (and later Slack, Kubernetes).
+"""Wire-level simulators of the outside world: Slack, Gemini, Tempo and Kubernetes.
 
 Each simulator is a real HTTP server on a free loopback port that speaks the external
 protocol. Nothing here imports tracegate's own packages, so a test that passes against a
