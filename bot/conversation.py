@@ -221,12 +221,9 @@ class Conversations:
             return
         queued = await self.turns.head(turn.thread) not in (None, turn.id)
         try:
-            posted = await post_once(
-                self.client,
-                channel=turn.channel,
-                thread_ts=turn.root,
-                tag=f"placeholder:{turn.id}",
-                since=_since(turn),
+            posted = await self._post(
+                turn,
+                "placeholder",
                 look_first=turn.attempts > 0,  # an earlier run may have posted it
                 text=":hourglass_flowing_sand: "
                 + ("Queued behind the question before yours…" if queued else "Looking into it…"),
@@ -339,17 +336,21 @@ class Conversations:
                 if exc.response.get("error") not in GONE:
                     raise
                 log.info("the placeholder of %s is gone; posting the answer anew", turn.id)
-        posted = await post_once(
+        # This step may be a retry after a post whose answer was lost: look first.
+        posted = await self._post(turn, "answer", look_first=True, text=text, blocks=blocks)
+        await self.turns.update(turn.id, placeholder_ts=posted)
+
+    async def _post(self, turn: Turn, part: str, *, look_first: bool, **message: Any) -> str:
+        """Post one of the turn's messages in its thread, once (see bot/slack_posts.py)."""
+        return await post_once(
             self.client,
             channel=turn.channel,
             thread_ts=turn.root,
-            tag=f"answer:{turn.id}",
+            tag=f"{part}:{turn.id}",
             since=_since(turn),
-            look_first=True,  # this step may be a retry after a post whose answer was lost
-            text=text,
-            blocks=blocks,
+            look_first=look_first,
+            **message,
         )
-        await self.turns.update(turn.id, placeholder_ts=posted)
 
     async def _step(
         self, turn: Turn, name: str, action: Callable[[], Awaitable[Any]], fence: Fence

@@ -38,6 +38,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+async def answers_200(url: str) -> bool:
+    """One GET: does `url` answer 200 (False while nothing listens there yet)?"""
+    try:
+        async with aiohttp.ClientSession() as session, session.get(url) as response:
+            return response.status == 200
+    except aiohttp.ClientError:
+        return False
+
+
 @dataclass
 class TracegateProcess:
     """`tracegate serve` or `tracegate worker` with its own environment."""
@@ -76,16 +85,8 @@ class TracegateProcess:
             if self.port is None:
                 if "worker running" in self.log():
                     return
-            else:
-                try:
-                    async with (
-                        aiohttp.ClientSession() as session,
-                        session.get(f"{self.url}/livez") as response,
-                    ):
-                        if response.status == 200:
-                            return
-                except aiohttp.ClientError:
-                    pass
+            elif await answers_200(f"{self.url}/livez"):
+                return
             await asyncio.sleep(0.1)
         raise TimeoutError(f"tracegate {self.command} not ready in {timeout_s}s:\n{self.log()}")
 

@@ -9,7 +9,6 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import aiohttp
 import pytest
 
 from bot.logs import TurnContext, configure_logging
@@ -17,7 +16,7 @@ from bot.server import RunningBot
 from graph.checkpoint import open_checkpointer
 from graph.log_context import bind_log_context
 from sandbox import GeminiSimulator, Reply, TempoSimulator
-from sandbox.fleet import ROOT, free_port
+from sandbox.fleet import ROOT, answers_200, free_port
 from sandbox.kubernetes import write_kubeconfig
 from sandbox.slack import SlackDriver, SlackSimulator
 
@@ -112,15 +111,8 @@ async def test_start_up_is_one_summary_line_without_library_noise(
     )
     try:
         for _ in range(100):
-            try:
-                async with (
-                    aiohttp.ClientSession() as session,
-                    session.get(f"http://127.0.0.1:{port}/readyz") as response,
-                ):
-                    if response.status == 200:
-                        break
-            except aiohttp.ClientError:
-                pass
+            if await answers_200(f"http://127.0.0.1:{port}/readyz"):
+                break
             await asyncio.sleep(0.1)
     finally:
         serve.terminate()
