@@ -110,21 +110,6 @@ async def test_hex_looking_words_that_are_not_traces_do_not_crash_the_guard(
     assert result.answer.count(REMOVED_PLACEHOLDER) == 2
 
 
-async def test_an_id_confirmed_earlier_in_the_thread_is_not_checked_again(
-    investigator: Investigator,
-    gemini: GeminiSimulator,
-    tempo: TempoSimulator,
-    scenario: Scenario,
-    thread_id: str,
-) -> None:
-    cited = scenario.error_trace_ids[0]
-    gemini.script(Reply.text(f"See {cited}."), Reply.text(f"As said, {cited}."))
-    await investigator.investigate(thread_id, "why?", "U1")
-    await investigator.investigate(thread_id, "sure?", "U1")
-
-    assert len(tempo.requests_for("/api/v2/traces/")) == 1
-
-
 async def test_a_draft_without_trace_ids_is_posted_unchanged(
     investigator_for: OpenInvestigator, gemini: GeminiSimulator, thread_id: str
 ) -> None:
