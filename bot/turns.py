@@ -18,15 +18,22 @@ from typing import Any, Literal
 
 import redis.asyncio as aioredis
 
+from bot.threads import RECENT_THREADS_KEPT, membership_key, recent_threads_key
 from gates.store import as_text
 
 TurnState = Literal["queued", "running", "answered", "done"]
 
-# The turn's hash, its place in its thread's queue, and in the index of unfinished turns
+# One round trip before Slack hears 200: join the thread (the bot is in it: replies there are
+# questions, and it is among the channel's recent threads), then — unless recorded before —
+# the turn's hash, its place in its thread's queue, and in the index of unfinished turns
 # (which workers re-queue if their job was ever lost).
 _RECORD = """
+redis.call('SET', KEYS[4], '1', 'EX', ARGV[1])
+redis.call('ZADD', KEYS[5], ARGV[5], ARGV[5])
+redis.call('ZREMRANGEBYRANK', KEYS[5], 0, ARGV[6])
+redis.call('EXPIRE', KEYS[5], ARGV[1])
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 5))
+redis.call('HSET', KEYS[1], unpack(ARGV, 7))
 redis.call('EXPIRE', KEYS[1], ARGV[1])
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
 redis.call('EXPIRE', KEYS[2], ARGV[1])
@@ -140,7 +147,8 @@ class TurnStore:
         return f"{self.prefix}:turns-unfinished"
 
     async def record(self, turn: Turn) -> bool:
-        """Record the turn and queue it in its thread; False when it was recorded before."""
+        """Join the turn's thread, record the turn and queue it in its thread (one round
+        trip); False when it was recorded before."""
         fields = {
             "thread": turn.thread,
             "team": turn.team,
@@ -157,8 +165,22 @@ class TurnStore:
         }
         flat = [str(item) for pair in fields.items() for item in pair]
         created = await self._record(
-            keys=[self._key(turn.id), self._queue(turn.thread), self._unfinished],
-            args=[self.ttl_s, float(turn.ts), turn.id, time.time(), *flat],
+            keys=[
+                self._key(turn.id),
+                self._queue(turn.thread),
+                self._unfinished,
+                membership_key(self.prefix, turn.team, turn.channel, turn.root),
+                recent_threads_key(self.prefix, turn.team, turn.channel),
+            ],
+            args=[
+                self.ttl_s,
+                float(turn.ts),
+                turn.id,
+                time.time(),
+                turn.root,
+                -RECENT_THREADS_KEPT - 1,
+                *flat,
+            ],
         )
         return bool(created)
 
