@@ -192,6 +192,14 @@ class TurnStore:
             return None
         return Turn.from_hash(turn_id, raw)
 
+    async def states(self, turn_ids: list[str]) -> list[str | None]:
+        """Each turn's state (one round trip); None where its record is gone."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for turn_id in turn_ids:
+                pipe.hmget(self._key(turn_id), ["thread", "state"])
+            found = await pipe.execute()
+        return [as_text(state or b"queued") if thread else None for thread, state in found]
+
     async def update(self, turn_id: str, **fields: str | int) -> None:
         await self.redis.hset(self._key(turn_id), mapping=fields)  # type: ignore[arg-type]
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from saq import Queue, Worker
+from saq.job import TERMINAL_STATUSES
 from saq.queue.redis import RedisQueue
 from saq.types import Context
 
@@ -178,17 +179,26 @@ class TurnRunner:
         """Queue a job for every unfinished turn that has none; returns how many.
 
         A job can be lost between the queue's own steps (a worker killed while its sweep
-        moves a job, an enqueue that failed after the turn was recorded). The turn record is
-        the truth: enqueueing is a no-op while the turn's job is queued or running.
+        moves a job, an enqueue that failed or never ran after the turn was recorded). The
+        turn record is the truth. Every worker sweeps, so the common case is cheap: two
+        round trips for all the unfinished turns (their states, their jobs); a turn whose
+        job is still queued or running is saq's (its own sweep retries a stalled one).
         """
-        requeued = 0
+        if not isinstance(self.queue, Queue):
+            return 0  # the demo's in-process queue: nothing survives the process anyway
         settled = time.time() - self.timing.sweep_s  # leave fresh turns to their receiver
-        for turn_id in await self.store.unfinished(recorded_before=settled):
-            turn = await self.store.get(turn_id)
-            if turn is None or turn.state == "done":
+        turn_ids = await self.store.unfinished(recorded_before=settled)
+        if not turn_ids:
+            return 0
+        states = await self.store.states(turn_ids)
+        jobs = await self.queue.jobs(turn_ids)
+        requeued = 0
+        for turn_id, state, job in zip(turn_ids, states, jobs, strict=True):
+            if state is None or state == "done":
                 await self.store.forget_unfinished(turn_id)
+            elif job is not None and job.status not in TERMINAL_STATUSES:
                 continue
-            if await enqueue_turn(self.queue, turn_id, self.timing):
+            elif await enqueue_turn(self.queue, turn_id, self.timing):
                 log.warning("turn %s had lost its job; queued it again", turn_id)
                 requeued += 1
         return requeued
