@@ -50,6 +50,27 @@ redis.call('ZREM', KEYS[3], ARGV[1])
 return 1
 """
 
+# A run starts: counted, unless the record is gone or the turn is done; the record as it is.
+_START = """
+if redis.call('HEXISTS', KEYS[1], 'thread') == 0 then return false end
+if redis.call('HGET', KEYS[1], 'state') == 'done' then return false end
+redis.call('HINCRBY', KEYS[1], 'attempts', 1)
+redis.call('HSET', KEYS[1], 'state', 'running')
+redis.call('HSETNX', KEYS[1], 'started_at', ARGV[1])
+return redis.call('HGETALL', KEYS[1])
+"""
+
+# A waiting turn's look at its thread: 0 when it left the queue (finished by another run);
+# 1 when it heads the queue and the lease is now its; else 2 and the head.
+_TAKE_THREAD = """
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return {0} end
+local head = redis.call('ZRANGE', KEYS[1], 0, 0)[1]
+if head == ARGV[1] and redis.call('SET', KEYS[2], ARGV[2], 'NX', 'PX', ARGV[3]) then
+    return {1}
+end
+return {2, head}
+"""
+
 # Renew the lease if it is ours; take it again if it is gone (Redis lost its data: nobody
 # else can hold it); 0 only when another worker holds it.
 _RENEW = """
@@ -130,6 +151,8 @@ class TurnStore:
         self.prefix = prefix
         self._record = redis.register_script(_RECORD)
         self._finish = redis.register_script(_FINISH)
+        self._start = redis.register_script(_START)
+        self._take_thread = redis.register_script(_TAKE_THREAD)
         self._renew = redis.register_script(_RENEW)
         self._release = redis.register_script(_RELEASE)
 
@@ -216,15 +239,13 @@ class TurnStore:
     async def mark_delivered(self, turn_id: str, step: str) -> None:
         await self.update(turn_id, **{f"delivered:{step}": 1})
 
-    async def started(self, turn_id: str) -> int:
-        """Count one more run of the turn; returns the count."""
-        key = self._key(turn_id)
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hincrby(key, "attempts", 1)
-            pipe.hset(key, "state", "running")
-            pipe.hsetnx(key, "started_at", f"{time.time():.3f}")
-            attempts, *_ = await pipe.execute()
-        return int(attempts)
+    async def start(self, turn_id: str) -> Turn | None:
+        """Count one more run of the turn (one round trip); the turn as it is now, or None
+        when its record is gone or it is done."""
+        raw = await self._start(keys=[self._key(turn_id)], args=[f"{time.time():.3f}"])
+        if not raw:
+            return None
+        return Turn.from_hash(turn_id, dict(zip(raw[::2], raw[1::2], strict=True)))
 
     async def handed_back(self, turn_id: str) -> None:
         """A graceful stop gave the turn back: that run does not count as an attempt."""
@@ -248,9 +269,18 @@ class TurnStore:
             found = await pipe.execute()
         return {ts for ts, exists in zip(stamps, found, strict=True) if exists}
 
-    async def is_queued(self, turn: Turn) -> bool:
-        """Whether the turn still waits in (or heads) its thread's queue."""
-        return await self.redis.zscore(self._queue(turn.thread), turn.id) is not None
+    async def take_thread(self, turn: Turn, token: str, ttl_s: float) -> tuple[int, str | None]:
+        """(0, None): the turn left its thread's queue; (1, None): it heads the queue and
+        holds the thread's lease now; (2, head): it waits behind `head` (None: no head)."""
+        outcome, *head = await self._take_thread(
+            keys=[self._queue(turn.thread), self._lease(turn.thread)],
+            args=[turn.id, token, int(ttl_s * 1000)],
+        )
+        return int(outcome), as_text(head[0]) if head and head[0] else None
+
+    async def exists(self, turn_id: str) -> bool:
+        """Whether the turn's record is there (cheaper than `get`)."""
+        return bool(await self.redis.hexists(self._key(turn_id), "thread"))
 
     async def unfinished(self, recorded_before: float, limit: int = 1000) -> list[str]:
         """Turns recorded before a time and not finished yet, oldest first."""
@@ -275,9 +305,6 @@ class TurnStore:
         await self.redis.zrem(self._unfinished, turn_id)
 
     # --- the thread's lease ------------------------------------------------------------
-    async def acquire(self, thread: str, token: str, ttl_s: float) -> bool:
-        return bool(await self.redis.set(self._lease(thread), token, nx=True, px=int(ttl_s * 1000)))
-
     async def renew(self, thread: str, token: str, ttl_s: float) -> int:
         """1: renewed; 2: it was gone and is ours again; 0: another worker holds it."""
         return int(await self._renew(keys=[self._lease(thread)], args=[token, int(ttl_s * 1000)]))

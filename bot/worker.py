@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import time
 import uuid
@@ -28,7 +27,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from saq import Queue, Worker
-from saq.job import TERMINAL_STATUSES
+from saq.job import Status
 from saq.queue.redis import RedisQueue
 from saq.types import Context
 
@@ -161,15 +160,13 @@ class TurnRunner:
         while True:
             if self.stopping:
                 raise HandBack("this worker is stopping; another one takes the turn")
-            if not await self.store.is_queued(turn):
+            outcome, head = await self.store.take_thread(turn, token, self.timing.lease_s)
+            if outcome == 0:
                 return False  # finished by another run of this job
-            head = await self.store.head(turn.thread)
-            if head == turn.id and await self.store.acquire(
-                turn.thread, token, self.timing.lease_s
-            ):
+            if outcome == 1:
                 beat.token = token
                 return True
-            if head is not None and head != turn.id and await self.store.get(head) is None:
+            if head not in (None, turn.id) and not await self.store.exists(head):
                 await self.store.drop(head)  # a head without a record would wedge the thread
                 log.error("turn %s has no record left; dropped from its thread", head)
                 continue
@@ -181,8 +178,9 @@ class TurnRunner:
         A job can be lost between the queue's own steps (a worker killed while its sweep
         moves a job, an enqueue that failed or never ran after the turn was recorded). The
         turn record is the truth. Every worker sweeps, so the common case is cheap: two
-        round trips for all the unfinished turns (their states, their jobs); a turn whose
-        job is still queued or running is saq's (its own sweep retries a stalled one).
+        round trips for all the unfinished turns (their states, their jobs). A job that is
+        queued or running is saq's; any other (gone, finished, left aborting by a dead
+        worker) is enqueued again, a no-op while saq still counts it as incomplete.
         """
         if not isinstance(self.queue, Queue):
             return 0  # the demo's in-process queue: nothing survives the process anyway
@@ -196,19 +194,17 @@ class TurnRunner:
         for turn_id, state, job in zip(turn_ids, states, jobs, strict=True):
             if state is None or state == "done":
                 await self.store.forget_unfinished(turn_id)
-            elif job is not None and job.status not in TERMINAL_STATUSES:
-                continue
+            elif job is not None and job.status in (Status.QUEUED, Status.ACTIVE):
+                continue  # saq's: dequeued in turn, or swept once its heartbeat stops
             elif await enqueue_turn(self.queue, turn_id, self.timing):
                 log.warning("turn %s had lost its job; queued it again", turn_id)
                 requeued += 1
         return requeued
 
     async def _run_holding(self, turn: Turn, beat: _Heartbeat) -> None:
-        current = await self.store.get(turn.id)
-        if current is None or current.state == "done":
+        current = await self.store.start(turn.id)
+        if current is None:  # done meanwhile, or its record is gone
             return
-        attempts = await self.store.started(turn.id)
-        current = await self.store.get(turn.id) or dataclasses.replace(current, attempts=attempts)
         self.running += 1
 
         async def fence() -> None:
