@@ -178,9 +178,9 @@ class TurnRunner:
         A job can be lost between the queue's own steps (a worker killed while its sweep
         moves a job, an enqueue that failed or never ran after the turn was recorded). The
         turn record is the truth. Every worker sweeps, so the common case is cheap: two
-        round trips for all the unfinished turns (their states, their jobs). A job that is
-        queued or running is saq's; any other (gone, finished, left aborting by a dead
-        worker) is enqueued again, a no-op while saq still counts it as incomplete.
+        round trips for all the unfinished turns (their states, their jobs), then an enqueue
+        for each turn whose job is not running with a fresh heartbeat (gone, finished, left
+        aborting by a dead worker, or queued: a no-op while saq still has it).
         """
         if not isinstance(self.queue, Queue):
             return 0  # the demo's in-process queue: nothing survives the process anyway
@@ -194,8 +194,8 @@ class TurnRunner:
         for turn_id, state, job in zip(turn_ids, states, jobs, strict=True):
             if state is None or state == "done":
                 await self.store.forget_unfinished(turn_id)
-            elif job is not None and job.status in (Status.QUEUED, Status.ACTIVE):
-                continue  # saq's: dequeued in turn, or swept once its heartbeat stops
+            elif job is not None and job.status == Status.ACTIVE and not job.stuck:
+                continue  # running, its heartbeat fresh: a worker holds it
             elif await enqueue_turn(self.queue, turn_id, self.timing):
                 log.warning("turn %s had lost its job; queued it again", turn_id)
                 requeued += 1
