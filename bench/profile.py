@@ -19,8 +19,8 @@ from typing import Any
 
 from redis.asyncio.connection import Connection
 
+from bench.harness import bench_settings
 from bot.server import running_bot
-from bot.settings import Settings
 from sandbox import GeminiRequest, GeminiSimulator, Reply, TempoSimulator
 from sandbox.fleet import SIGNING_SECRET, answer_by_question
 from sandbox.scenarios import bad_deploy
@@ -59,19 +59,12 @@ async def main() -> None:
         GeminiSimulator() as gemini,
     ):
         gemini.script(*[_instant] * (ANSWERS + 20))
-        settings = Settings(
-            _env_file=None,
-            slack_bot_token="xoxb-profile",
-            slack_signing_secret=SIGNING_SECRET,
-            slack_api_url=f"{slack.url}/api/",
-            google_api_key="profile",
-            gemini_base_url=gemini.url,
-            llm_max_retries=0,
-            tempo_url=tempo.url,
-            redis_url=redis_url,
+        settings = bench_settings(
+            slack,
+            gemini,
+            tempo,
+            redis_url,
             redis_prefix=f"profile-{uuid.uuid4().hex[:6]}",
-            port=0,
-            default_rubric="",
             progress_interval=0,
         )
         async with running_bot(settings, host="127.0.0.1") as bot:

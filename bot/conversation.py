@@ -1,7 +1,7 @@
 """A mention (or a reply in a thread the bot is in) → a recorded turn → a placeholder → the answer.
 
-`on_message` runs before Bolt acknowledges the event: the turn is in Redis (and queued) before
-Slack hears 200. `prepare` and `run` are what a worker does with the turn: post the
+`on_message` runs before Bolt acknowledges the event: the turn is in Redis before Slack hears
+200; its job is queued right after. `prepare` and `run` are the worker's part: post the
 placeholder, investigate (resuming the thread's checkpoint after a crash), store the answer
 with the turn, then deliver it step by step — each step done once and retried on its own, so
 a failure after the answer is posted never overwrites it.
@@ -182,8 +182,7 @@ class Conversations:
                 status = self._rubric_status(turn.thread, channel, root)
                 self.jobs.submit(status, name=f"rubric {turn.thread}")
             return
-        await self.memory.join(team, channel, root)
-        if not await self.turns.record(turn):
+        if not await self.turns.record(turn):  # the thread is joined in the same round trip
             EVENTS_DEDUPLICATED.inc()
             recorded = await self.turns.get(turn.id)
             if recorded is not None and recorded.state == "done":
@@ -192,7 +191,10 @@ class Conversations:
             # Recorded but unfinished: the first ack may have been lost. The job is queued
             # again below (a no-op while it is queued or running).
             log.info("redelivery of unfinished turn %s: making sure it is queued", turn.id)
-        await enqueue_turn(self.queue, turn.id, self.timing)
+        # The record is what must be durable before the 200; the job is queued without
+        # holding the ack. If it is lost (this process dies first, Redis fails), every
+        # worker's sweep queues unfinished turns that have no job (`requeue_orphans`).
+        self.jobs.submit(enqueue_turn(self.queue, turn.id, self.timing), name=f"queue {turn.id}")
 
     async def _rubric_status(self, key: str, channel: str, root: str) -> None:
         report = await self.investigator.rubric_status(key)
@@ -207,10 +209,9 @@ class Conversations:
         """ "Investigate with tracegate" on a message (typically an alert): a turn in that
         message's thread, with the message as its first evidence."""
         root = message.get("thread_ts") or message["ts"]
-        await self.memory.join(team, channel, root)
         asked_at = f"{time.time():.6f}"  # after the message: the thread context includes it
         turn = _turn(team, channel, root, asked_at, user, SHORTCUT_QUESTION, about=message["ts"])
-        await self.turns.record(turn)
+        await self.turns.record(turn)  # and joins the thread
         await enqueue_turn(self.queue, turn.id, self.timing)
 
     # --- running (in a worker) -----------------------------------------------------------

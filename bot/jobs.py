@@ -16,10 +16,10 @@ log = logging.getLogger(__name__)
 
 class Jobs:
     def __init__(self, queued_turns: Callable[[], Awaitable[int]] | None = None) -> None:
-        self._running: set[asyncio.Task[None]] = set()
+        self._running: set[asyncio.Task[Any]] = set()
         self._queued_turns = queued_turns
 
-    def submit(self, job: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+    def submit(self, job: Coroutine[Any, Any, object], name: str) -> asyncio.Task[Any]:
         task = asyncio.create_task(job, name=name)
         self._running.add(task)
         task.add_done_callback(self._done)
@@ -36,7 +36,7 @@ class Jobs:
             self._running.add(task)
             task.add_done_callback(self._done)
 
-    def _done(self, task: asyncio.Task[None]) -> None:
+    def _done(self, task: asyncio.Task[Any]) -> None:
         self._running.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("job %s failed", task.get_name(), exc_info=task.exception())

@@ -81,11 +81,7 @@ def log_startup(settings: Settings, what: str) -> None:
     actions = "actions ENABLED" if settings.actions_enabled else "actions off (ACTIONS_ENABLED)"
     line = (
         f"tracegate {what}; {kubernetes}; {actions}; approvers: "
-        + (
-            "NONE (set ACTION_APPROVERS or ACTION_APPROVER_GROUP)"
-            if nobody
-            else ", ".join(approvers)
-        )
+        + (", ".join(approvers) if approvers else nobody)
         + f"; default rubric {'on' if settings.rubric else 'off'}; models: agent "
         f"{settings.llm_model}, grader {settings.grader_model or settings.llm_model}, judge "
         f"{settings.judge_model or settings.llm_model}"

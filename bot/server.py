@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
@@ -59,6 +60,23 @@ async def _listen(web_app: web.Application, host: str, port: int) -> tuple[web.A
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@contextlib.contextmanager
+def startup_heap_frozen() -> Iterator[None]:
+    """Everything alive after start-up (modules, compiled graphs, clients) is moved out of
+    the garbage collector's reach while the block runs: its full collections then scan only
+    what requests and turns create. Otherwise each one walks the whole import-time heap
+    (hundreds of thousands of objects of LangChain, LangGraph, pydantic): a pause of tens to
+    hundreds of milliseconds amid Slack's acks and the workers' turns. On exit the heap is
+    the collector's again (a process that starts the bot twice, as the tests do, leaks
+    nothing)."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def refuse_malformed_bodies(signing_secret: str) -> Callable[..., Awaitable[web.StreamResponse]]:
@@ -132,6 +150,7 @@ async def running_bot(
             web_app.middlewares.append(refuse_malformed_bodies(secret.get_secret_value()))
         runner, port = await _listen(web_app, host, settings.port)
         async with AsyncExitStack() as stack:
+            stack.enter_context(startup_heap_frozen())
             if settings.worker_mode == "inline" and not embedded:
                 await stack.enter_async_context(
                     running_worker(services.runner, settings.worker_timing())
@@ -197,19 +216,20 @@ async def run_worker(settings: Settings, host: str = "0.0.0.0") -> None:
             asyncio.create_task(readiness.authenticate(services.client), name="slack auth"),
         ]
         try:
-            async with running_worker(services.runner, timing):
-                log_startup(
-                    settings,
-                    f"worker running {timing.concurrency} turns at a time (probes and /metrics "
-                    f"on port {port}; a dead worker's turns resume within "
-                    f"{timing.recovery_s:.0f}s)",
-                )
-                await stop.wait()
-                log.info("shutting down: finishing the running turns (SHUTDOWN_GRACE)")
-                reconciling.set()
-                for task in background:
-                    task.cancel()
-                await asyncio.wait(background, timeout=5)
+            with startup_heap_frozen():
+                async with running_worker(services.runner, timing):
+                    log_startup(
+                        settings,
+                        f"worker running {timing.concurrency} turns at a time (probes and /metrics "
+                        f"on port {port}; a dead worker's turns resume within "
+                        f"{timing.recovery_s:.0f}s)",
+                    )
+                    await stop.wait()
+                    log.info("shutting down: finishing the running turns (SHUTDOWN_GRACE)")
+                    reconciling.set()
+                    for task in background:
+                        task.cancel()
+                    await asyncio.wait(background, timeout=5)
         finally:
             await runner.cleanup()
 

@@ -1,7 +1,8 @@
 """What the bot remembers about Slack threads, in Redis so every replica shares it.
 
 - event dedupe: Slack redelivers an event (same `event_id`) when it saw no 200 in 3 s;
-- threads the bot is in (replies there continue the conversation without a mention);
+- threads the bot is in (replies there continue the conversation without a mention), joined
+  when a turn is recorded there, in the same round trip (`bot.turns`);
 - each channel's recent threads (for `/rubric status` without a permalink);
 - the channel's rubric (`/rubric set`);
 - a run's steps with the thread they belong to (for the Steps button).
@@ -29,6 +30,16 @@ def thread_key(team: str, channel: str, thread_ts: str) -> str:
     return f"{team}:{channel}:{thread_ts}"
 
 
+def membership_key(prefix: str, team: str, channel: str, thread_ts: str) -> str:
+    """Set while the bot is in the thread: recording a turn there sets it (`bot.turns`)."""
+    return f"{prefix}:thread:{thread_key(team, channel, thread_ts)}"
+
+
+def recent_threads_key(prefix: str, team: str, channel: str) -> str:
+    """The channel's latest RECENT_THREADS_KEPT threads the bot is in, by their ts."""
+    return f"{prefix}:channel:{team}:{channel}:threads"
+
+
 def in_channel(key: str, team: str, channel: str) -> bool:
     """Whether a thread key is of a thread in this channel."""
     return key.startswith(f"{team}:{channel}:")
@@ -47,23 +58,12 @@ class ThreadMemory:
         )
         return bool(claimed)
 
-    async def join(self, team: str, channel: str, thread_ts: str) -> None:
-        key = thread_key(team, channel, thread_ts)
-        index = f"{self.prefix}:channel:{team}:{channel}:threads"
-        # One round trip: this runs before Slack gets its 200.
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.set(f"{self.prefix}:thread:{key}", "1", ex=self.ttl_s)
-            pipe.zadd(index, {thread_ts: float(thread_ts)})
-            pipe.zremrangebyrank(index, 0, -RECENT_THREADS_KEPT - 1)
-            pipe.expire(index, self.ttl_s)  # a channel gone quiet is forgotten with its threads
-            await pipe.execute()
-
     async def joined(self, team: str, channel: str, thread_ts: str) -> bool:
-        key = thread_key(team, channel, thread_ts)
-        return bool(await self.redis.exists(f"{self.prefix}:thread:{key}"))
+        """Whether the bot is in the thread (a turn was recorded there)."""
+        return bool(await self.redis.exists(membership_key(self.prefix, team, channel, thread_ts)))
 
     async def recent_threads(self, team: str, channel: str, limit: int) -> list[str]:
-        index = f"{self.prefix}:channel:{team}:{channel}:threads"
+        index = recent_threads_key(self.prefix, team, channel)
         return [as_text(ts) for ts in await self.redis.zrevrange(index, 0, limit - 1)]
 
     # --- channel rubric ---------------------------------------------------------------------

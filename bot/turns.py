@@ -18,15 +18,22 @@ from typing import Any, Literal
 
 import redis.asyncio as aioredis
 
+from bot.threads import RECENT_THREADS_KEPT, membership_key, recent_threads_key
 from gates.store import as_text
 
 TurnState = Literal["queued", "running", "answered", "done"]
 
-# The turn's hash, its place in its thread's queue, and in the index of unfinished turns
+# One round trip before Slack hears 200: join the thread (the bot is in it: replies there are
+# questions, and it is among the channel's recent threads), then — unless recorded before —
+# the turn's hash, its place in its thread's queue, and in the index of unfinished turns
 # (which workers re-queue if their job was ever lost).
 _RECORD = """
+redis.call('SET', KEYS[4], '1', 'EX', ARGV[1])
+redis.call('ZADD', KEYS[5], ARGV[5], ARGV[5])
+redis.call('ZREMRANGEBYRANK', KEYS[5], 0, ARGV[6])
+redis.call('EXPIRE', KEYS[5], ARGV[1])
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 5))
+redis.call('HSET', KEYS[1], unpack(ARGV, 7))
 redis.call('EXPIRE', KEYS[1], ARGV[1])
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
 redis.call('EXPIRE', KEYS[2], ARGV[1])
@@ -41,6 +48,27 @@ redis.call('HSET', KEYS[1], 'state', 'done')
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
 return 1
+"""
+
+# A run starts: counted, unless the record is gone or the turn is done; the record as it is.
+_START = """
+if redis.call('HEXISTS', KEYS[1], 'thread') == 0 then return false end
+if redis.call('HGET', KEYS[1], 'state') == 'done' then return false end
+redis.call('HINCRBY', KEYS[1], 'attempts', 1)
+redis.call('HSET', KEYS[1], 'state', 'running')
+redis.call('HSETNX', KEYS[1], 'started_at', ARGV[1])
+return redis.call('HGETALL', KEYS[1])
+"""
+
+# A waiting turn's look at its thread: 0 when it left the queue (finished by another run);
+# 1 when it heads the queue and the lease is now its; else 2 and the head.
+_TAKE_THREAD = """
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return {0} end
+local head = redis.call('ZRANGE', KEYS[1], 0, 0)[1]
+if head == ARGV[1] and redis.call('SET', KEYS[2], ARGV[2], 'NX', 'PX', ARGV[3]) then
+    return {1}
+end
+return {2, head}
 """
 
 # Renew the lease if it is ours; take it again if it is gone (Redis lost its data: nobody
@@ -123,6 +151,8 @@ class TurnStore:
         self.prefix = prefix
         self._record = redis.register_script(_RECORD)
         self._finish = redis.register_script(_FINISH)
+        self._start = redis.register_script(_START)
+        self._take_thread = redis.register_script(_TAKE_THREAD)
         self._renew = redis.register_script(_RENEW)
         self._release = redis.register_script(_RELEASE)
 
@@ -140,7 +170,8 @@ class TurnStore:
         return f"{self.prefix}:turns-unfinished"
 
     async def record(self, turn: Turn) -> bool:
-        """Record the turn and queue it in its thread; False when it was recorded before."""
+        """Join the turn's thread, record the turn and queue it in its thread (one round
+        trip); False when it was recorded before."""
         fields = {
             "thread": turn.thread,
             "team": turn.team,
@@ -157,8 +188,22 @@ class TurnStore:
         }
         flat = [str(item) for pair in fields.items() for item in pair]
         created = await self._record(
-            keys=[self._key(turn.id), self._queue(turn.thread), self._unfinished],
-            args=[self.ttl_s, float(turn.ts), turn.id, time.time(), *flat],
+            keys=[
+                self._key(turn.id),
+                self._queue(turn.thread),
+                self._unfinished,
+                membership_key(self.prefix, turn.team, turn.channel, turn.root),
+                recent_threads_key(self.prefix, turn.team, turn.channel),
+            ],
+            args=[
+                self.ttl_s,
+                float(turn.ts),
+                turn.id,
+                time.time(),
+                turn.root,
+                -RECENT_THREADS_KEPT - 1,
+                *flat,
+            ],
         )
         return bool(created)
 
@@ -169,6 +214,14 @@ class TurnStore:
         if not any(as_text(k) == "thread" for k in raw):
             return None
         return Turn.from_hash(turn_id, raw)
+
+    async def states(self, turn_ids: list[str]) -> list[str | None]:
+        """Each turn's state (one round trip); None where its record is gone."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for turn_id in turn_ids:
+                pipe.hmget(self._key(turn_id), ["thread", "state"])
+            found = await pipe.execute()
+        return [as_text(state or b"queued") if thread else None for thread, state in found]
 
     async def update(self, turn_id: str, **fields: str | int) -> None:
         await self.redis.hset(self._key(turn_id), mapping=fields)  # type: ignore[arg-type]
@@ -186,15 +239,13 @@ class TurnStore:
     async def mark_delivered(self, turn_id: str, step: str) -> None:
         await self.update(turn_id, **{f"delivered:{step}": 1})
 
-    async def started(self, turn_id: str) -> int:
-        """Count one more run of the turn; returns the count."""
-        key = self._key(turn_id)
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hincrby(key, "attempts", 1)
-            pipe.hset(key, "state", "running")
-            pipe.hsetnx(key, "started_at", f"{time.time():.3f}")
-            attempts, *_ = await pipe.execute()
-        return int(attempts)
+    async def start(self, turn_id: str) -> Turn | None:
+        """Count one more run of the turn (one round trip); the turn as it is now, or None
+        when its record is gone or it is done."""
+        raw = await self._start(keys=[self._key(turn_id)], args=[f"{time.time():.3f}"])
+        if not raw:
+            return None
+        return Turn.from_hash(turn_id, dict(zip(raw[::2], raw[1::2], strict=True)))
 
     async def handed_back(self, turn_id: str) -> None:
         """A graceful stop gave the turn back: that run does not count as an attempt."""
@@ -218,9 +269,18 @@ class TurnStore:
             found = await pipe.execute()
         return {ts for ts, exists in zip(stamps, found, strict=True) if exists}
 
-    async def is_queued(self, turn: Turn) -> bool:
-        """Whether the turn still waits in (or heads) its thread's queue."""
-        return await self.redis.zscore(self._queue(turn.thread), turn.id) is not None
+    async def take_thread(self, turn: Turn, token: str, ttl_s: float) -> tuple[int, str | None]:
+        """(0, None): the turn left its thread's queue; (1, None): it heads the queue and
+        holds the thread's lease now; (2, head): it waits behind `head` (None: no head)."""
+        outcome, *head = await self._take_thread(
+            keys=[self._queue(turn.thread), self._lease(turn.thread)],
+            args=[turn.id, token, int(ttl_s * 1000)],
+        )
+        return int(outcome), as_text(head[0]) if head and head[0] else None
+
+    async def exists(self, turn_id: str) -> bool:
+        """Whether the turn's record is there (cheaper than `get`)."""
+        return bool(await self.redis.hexists(self._key(turn_id), "thread"))
 
     async def unfinished(self, recorded_before: float, limit: int = 1000) -> list[str]:
         """Turns recorded before a time and not finished yet, oldest first."""
@@ -245,9 +305,6 @@ class TurnStore:
         await self.redis.zrem(self._unfinished, turn_id)
 
     # --- the thread's lease ------------------------------------------------------------
-    async def acquire(self, thread: str, token: str, ttl_s: float) -> bool:
-        return bool(await self.redis.set(self._lease(thread), token, nx=True, px=int(ttl_s * 1000)))
-
     async def renew(self, thread: str, token: str, ttl_s: float) -> int:
         """1: renewed; 2: it was gone and is ours again; 0: another worker holds it."""
         return int(await self._renew(keys=[self._lease(thread)], args=[token, int(ttl_s * 1000)]))

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import time
 import uuid
@@ -28,6 +27,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from pydantic import BaseModel, ConfigDict, Field
 from saq import Queue, Worker
+from saq.job import Status
 from saq.queue.redis import RedisQueue
 from saq.types import Context
 
@@ -181,15 +181,13 @@ class TurnRunner:
         while True:
             if self.stopping:
                 raise HandBack("this worker is stopping; another one takes the turn")
-            if not await self.store.is_queued(turn):
+            outcome, head = await self.store.take_thread(turn, token, self.timing.lease_s)
+            if outcome == 0:
                 return False  # finished by another run of this job
-            head = await self.store.head(turn.thread)
-            if head == turn.id and await self.store.acquire(
-                turn.thread, token, self.timing.lease_s
-            ):
+            if outcome == 1:
                 beat.token = token
                 return True
-            if head is not None and head != turn.id and await self.store.get(head) is None:
+            if head not in (None, turn.id) and not await self.store.exists(head):
                 await self.store.drop(head)  # a head without a record would wedge the thread
                 log.error("turn %s has no record left; dropped from its thread", head)
                 continue
@@ -199,27 +197,35 @@ class TurnRunner:
         """Queue a job for every unfinished turn that has none; returns how many.
 
         A job can be lost between the queue's own steps (a worker killed while its sweep
-        moves a job, an enqueue that failed after the turn was recorded). The turn record is
-        the truth: enqueueing is a no-op while the turn's job is queued or running.
+        moves a job, an enqueue that failed or never ran after the turn was recorded). The
+        turn record is the truth. Every worker sweeps, so the common case is cheap: two
+        round trips for all the unfinished turns (their states, their jobs), then an enqueue
+        for each turn whose job is not running with a fresh heartbeat (gone, finished, left
+        aborting by a dead worker, or queued: a no-op while saq still has it).
         """
-        requeued = 0
+        if not isinstance(self.queue, Queue):
+            return 0  # the demo's in-process queue: nothing survives the process anyway
         settled = time.time() - self.timing.sweep_s  # leave fresh turns to their receiver
-        for turn_id in await self.store.unfinished(recorded_before=settled):
-            turn = await self.store.get(turn_id)
-            if turn is None or turn.state == "done":
+        turn_ids = await self.store.unfinished(recorded_before=settled)
+        if not turn_ids:
+            return 0
+        states = await self.store.states(turn_ids)
+        jobs = await self.queue.jobs(turn_ids)
+        requeued = 0
+        for turn_id, state, job in zip(turn_ids, states, jobs, strict=True):
+            if state is None or state == "done":
                 await self.store.forget_unfinished(turn_id)
-                continue
-            if await enqueue_turn(self.queue, turn_id, self.timing):
+            elif job is not None and job.status == Status.ACTIVE and not job.stuck:
+                continue  # running, its heartbeat fresh: a worker holds it
+            elif await enqueue_turn(self.queue, turn_id, self.timing):
                 log.warning("turn %s had lost its job; queued it again", turn_id)
                 requeued += 1
         return requeued
 
     async def _run_holding(self, turn: Turn, beat: _Heartbeat) -> None:
-        current = await self.store.get(turn.id)
-        if current is None or current.state == "done":
+        current = await self.store.start(turn.id)
+        if current is None:  # done meanwhile, or its record is gone
             return
-        attempts = await self.store.started(turn.id)
-        current = await self.store.get(turn.id) or dataclasses.replace(current, attempts=attempts)
         self.running += 1
 
         async def fence() -> None:

@@ -26,10 +26,38 @@ import aiohttp
 
 from sandbox.gemini import GeminiRequest, GeminiSimulator, Reply
 from sandbox.slack import SlackDriver, SlackSimulator
+from sandbox.tempo import TempoSimulator
 
 ROOT = Path(__file__).resolve().parents[1]
 SIGNING_SECRET = "sandbox-signing-secret"
 LIBSSL = ROOT / ".cache" / "libssl1.1" / "usr" / "lib" / "x86_64-linux-gnu"
+
+
+def fleet_env(
+    slack: SlackSimulator,
+    gemini: GeminiSimulator,
+    tempo: TempoSimulator,
+    redis_url: str,
+    prefix: str,
+) -> dict[str, str]:
+    """The environment of tracegate processes that talk to the simulators and `redis_url`:
+    their keys under `prefix-<random>`, no Kubernetes, no default rubric, a placeholder edit
+    at every step, INFO logs (a worker is `ready` when its log says it runs)."""
+    return {
+        "SLACK_BOT_TOKEN": "xoxb-sandbox",
+        "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+        "SLACK_API_URL": f"{slack.url}/api/",
+        "GOOGLE_API_KEY": "sandbox-key",
+        "GEMINI_BASE_URL": gemini.url,
+        "LLM_MAX_RETRIES": "0",
+        "TEMPO_URL": tempo.url,
+        "REDIS_URL": redis_url,
+        "REDIS_PREFIX": f"{prefix}-{uuid.uuid4().hex[:8]}",
+        "PROGRESS_INTERVAL": "0",
+        "DEFAULT_RUBRIC": "",
+        "KUBECONFIG": "",
+        "LOG_LEVEL": "INFO",
+    }
 
 
 def free_port() -> int:

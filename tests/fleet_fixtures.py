@@ -13,35 +13,14 @@ from typing import Any
 import pytest
 
 from sandbox import GeminiSimulator, Reply, TempoSimulator
-from sandbox.fleet import Fleet, RedisStackServer, TracegateProcess
+from sandbox.fleet import Fleet, RedisStackServer, TracegateProcess, fleet_env
 from sandbox.scenarios import Scenario
 from sandbox.slack import SlackDriver, SlackMessage, SlackSimulator
 from tests.slack_fixtures import SECRET
 
 ANSWER = "payment-api 1.42.0 throws NullPointerException after the deploy."
-
-
-def fleet_env(
-    slack: SlackSimulator, gemini: GeminiSimulator, tempo: TempoSimulator, redis_url: str
-) -> dict[str, str]:
-    return {
-        "SLACK_BOT_TOKEN": "xoxb-sandbox",
-        "SLACK_SIGNING_SECRET": SECRET,
-        "SLACK_API_URL": f"{slack.url}/api/",
-        "GOOGLE_API_KEY": "sandbox-key",
-        "GEMINI_BASE_URL": gemini.url,
-        "LLM_MAX_RETRIES": "0",
-        "TEMPO_URL": tempo.url,
-        "TEMPO_TIMEOUT": "1",
-        "REDIS_URL": redis_url,
-        "REDIS_PREFIX": f"test-{uuid.uuid4().hex[:8]}",
-        "PROGRESS_INTERVAL": "0",
-        "DEFAULT_RUBRIC": "",
-        "RECOVERY": "10",
-        "SHUTDOWN_GRACE": "3",
-        "KUBECONFIG": "",
-        "LOG_LEVEL": "INFO",
-    }
+# Short enough for fault tests to wait out: a dead worker's turn resumes within 10 s.
+TIMING = {"TEMPO_TIMEOUT": "1", "RECOVERY": "10", "SHUTDOWN_GRACE": "3"}
 
 
 @pytest.fixture
@@ -55,7 +34,7 @@ async def fleet_for(
     started: list[Fleet] = []
 
     def make(redis: str = redis_url, **env: str) -> Fleet:
-        fleet = Fleet({**fleet_env(slack, gemini, tempo, redis), **env}, tmp_path)
+        fleet = Fleet({**fleet_env(slack, gemini, tempo, redis, "test"), **TIMING, **env}, tmp_path)
         started.append(fleet)
         return fleet
 
