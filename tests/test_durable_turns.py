@@ -207,7 +207,10 @@ async def test_a_turn_whose_job_was_lost_is_queued_again_by_a_worker(
     name = f"{fleet.env['REDIS_PREFIX']}:turns"
     client = aioredis.from_url(redis_url)
     try:
-        (job_id,) = await client.lrange(f"saq:{name}:queued", 0, -1)
+        async with asyncio.timeout(10):  # queued just after the 200
+            while not (queued := await client.lrange(f"saq:{name}:queued", 0, -1)):  # noqa: ASYNC110
+                await asyncio.sleep(0.02)
+        (job_id,) = queued
         await client.delete(f"saq:{name}:queued", f"saq:{name}:incomplete", job_id)
     finally:
         await client.aclose()
