@@ -210,10 +210,7 @@ class SlackSimulator(SimulatorServer):
 
     def new_ts(self) -> str:
         """Later than every message Slack has seen, as real message timestamps are."""
-        ts = 1_700_000_000 + next(self._clock)
-        if ts <= self._latest:
-            self._clock = itertools.count(int(self._latest) - 1_700_000_000 + 2)
-            ts = 1_700_000_000 + next(self._clock)
+        ts = max(1_700_000_000 + next(self._clock), int(self._latest) + 1)
         self._latest = float(ts)
         return f"{ts}.000100"
 
