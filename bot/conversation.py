@@ -1,7 +1,7 @@
 """A mention (or a reply in a thread the bot is in) → a recorded turn → a placeholder → the answer.
 
 `on_message` runs before Bolt acknowledges the event: the turn is in Redis before Slack hears
-200; its job is queued right after. `prepare` and `run` are the worker's part: post the
+200, with its job. `prepare` and `run` are the worker's part: post the
 placeholder, investigate (resuming the thread's checkpoint after a crash), store the answer
 with the turn, then deliver it step by step — each step done once and retried on its own, so
 a failure after the answer is posted never overwrites it.
@@ -36,7 +36,7 @@ from bot.slack_posts import find_tagged, post_once
 from bot.thread_context import ThreadReader
 from bot.threads import ThreadMemory, thread_key
 from bot.turns import Turn, TurnStore, turn_id_of
-from bot.worker import Fence, TurnQueue, WorkerTiming, enqueue_turn
+from bot.worker import Fence, TurnQueue, WorkerTiming, enqueue_turn, job_for_record
 from graph.log_context import bind_log_context
 from graph.runner import InvestigationResult, Investigator
 
@@ -182,18 +182,22 @@ class Conversations:
                 status = self._rubric_status(turn.thread, channel, root)
                 self.jobs.submit(status, name=f"rubric {turn.thread}")
             return
-        if not await self.turns.record(turn):  # the thread is joined in the same round trip
+        # The thread is joined and the job queued in the same round trip.
+        recorded = await self.turns.record(turn, job_for_record(self.queue, turn.id, self.timing))
+        if recorded == "queued":
+            return
+        if recorded == "before":
             EVENTS_DEDUPLICATED.inc()
-            recorded = await self.turns.get(turn.id)
-            if recorded is not None and recorded.state == "done":
+            earlier = await self.turns.get(turn.id)
+            if earlier is not None and earlier.state == "done":
                 log.info("redelivery of answered turn %s (event %s) ignored", turn.id, event_id)
                 return
             # Recorded but unfinished: the first ack may have been lost. The job is queued
             # again below (a no-op while it is queued or running).
             log.info("redelivery of unfinished turn %s: making sure it is queued", turn.id)
-        # The record is what must be durable before the 200; the job is queued without
-        # holding the ack. If it is lost (this process dies first, Redis fails), every
-        # worker's sweep queues unfinished turns that have no job (`requeue_orphans`).
+        # The record is what must be durable before the 200; a job still to queue is queued
+        # without holding the ack. If it is lost (this process dies first, Redis fails),
+        # every worker's sweep queues unfinished turns that have no job (`requeue_orphans`).
         self.jobs.submit(enqueue_turn(self.queue, turn.id, self.timing), name=f"queue {turn.id}")
 
     async def _rubric_status(self, key: str, channel: str, root: str) -> None:
@@ -211,8 +215,9 @@ class Conversations:
         root = message.get("thread_ts") or message["ts"]
         asked_at = f"{time.time():.6f}"  # after the message: the thread context includes it
         turn = _turn(team, channel, root, asked_at, user, SHORTCUT_QUESTION, about=message["ts"])
-        await self.turns.record(turn)  # and joins the thread
-        await enqueue_turn(self.queue, turn.id, self.timing)
+        job = job_for_record(self.queue, turn.id, self.timing)
+        if await self.turns.record(turn, job) != "queued":  # and joins the thread
+            await enqueue_turn(self.queue, turn.id, self.timing)
 
     # --- running (in a worker) -----------------------------------------------------------
     async def prepare(self, turn: Turn) -> None:

@@ -54,9 +54,7 @@ async def _listen(web_app: web.Application, host: str, port: int) -> tuple[web.A
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
-    server = site._server
-    bound = server.sockets[0].getsockname()[1] if isinstance(server, asyncio.Server) else 0
-    return runner, bound
+    return runner, int(runner.addresses[0][1])
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -11,12 +11,15 @@ heartbeat while the turn runs, so a dead process's thread is free again within s
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import redis.asyncio as aioredis
+from redis.exceptions import NoScriptError
 
 from bot.threads import RECENT_THREADS_KEPT, membership_key, recent_threads_key
 from gates.store import as_text
@@ -26,19 +29,32 @@ TurnState = Literal["queued", "running", "answered", "done"]
 # One round trip before Slack hears 200: join the thread (the bot is in it: replies there are
 # questions, and it is among the channel's recent threads), then — unless recorded before —
 # the turn's hash, its place in its thread's queue, and in the index of unfinished turns
-# (which workers re-queue if their job was ever lost).
+# (which workers re-queue if their job was ever lost); then the turn's saq job, queued with
+# the same commands as saq's own enqueue script (KEYS[6..9], ARGV[7..8]; none in the demo's
+# in-process queue). The job is queued under pcall: a failure there leaves the record
+# standing and the workers' sweep queues the job instead.
 _RECORD = """
 redis.call('SET', KEYS[4], '1', 'EX', ARGV[1])
 redis.call('ZADD', KEYS[5], ARGV[5], ARGV[5])
 redis.call('ZREMRANGEBYRANK', KEYS[5], 0, ARGV[6])
 redis.call('EXPIRE', KEYS[5], ARGV[1])
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 7))
+redis.call('HSET', KEYS[1], unpack(ARGV, 9))
 redis.call('EXPIRE', KEYS[1], ARGV[1])
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
 redis.call('EXPIRE', KEYS[2], ARGV[1])
 redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3])
 redis.call('EXPIRE', KEYS[3], ARGV[1])
+if ARGV[7] == '' then return 2 end
+local queued = redis.pcall('ZSCORE', KEYS[6], KEYS[7])
+if type(queued) == 'table' and queued.err then return 2 end
+if queued or redis.call('EXISTS', KEYS[9]) == 1 then return 1 end
+redis.call('SET', KEYS[7], ARGV[7])
+redis.call('ZADD', KEYS[6], ARGV[8], KEYS[7])
+if ARGV[8] == '0' then
+    local pushed = redis.pcall('RPUSH', KEYS[8], KEYS[7])
+    if type(pushed) == 'table' and pushed.err then return 2 end
+end
 return 1
 """
 
@@ -89,6 +105,85 @@ _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
+
+
+# What recording found: a new turn and its job queued; a new turn whose job is still to
+# be queued (none given, or saq's keys refused it); a turn recorded before (a redelivery).
+Recorded = Literal["queued", "recorded", "before"]
+_RECORDED: dict[int, Recorded] = {1: "queued", 2: "recorded", 0: "before"}
+
+
+@dataclass(frozen=True)
+class QueuedJob:
+    """A turn's saq job, queued in the step that records the turn (bot.worker builds it)."""
+
+    keys: tuple[str, str, str, str]  # saq's incomplete index, job id, queued list, abort id
+    payload: str | bytes  # the job as saq serialises it
+    scheduled: int = 0
+
+
+class ScriptBatch:
+    """Calls of one script made in the same pass of the event loop go to Redis as one
+    pipeline: a burst of mentions costs one round trip and one connection, not one each.
+    Each caller gets its own reply or error."""
+
+    def __init__(self, redis: aioredis.Redis, script: str) -> None:
+        self.redis = redis
+        self.script = redis.register_script(script)
+        self._pending: list[tuple[Sequence[Any], asyncio.Future[Any]]] = []
+        self._flushing: set[asyncio.Task[None]] = set()
+
+    async def __call__(self, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        loop = asyncio.get_running_loop()
+        reply: asyncio.Future[Any] = loop.create_future()
+        self._pending.append(((len(keys), *keys, *args), reply))
+        if len(self._pending) == 1:
+            loop.call_soon(self._start_flush)
+        return await reply
+
+    def _start_flush(self) -> None:
+        batch, self._pending = self._pending, []
+        task = asyncio.create_task(self._flush(batch))
+        self._flushing.add(task)
+        task.add_done_callback(self._flushing.discard)
+
+    async def _flush(self, batch: list[tuple[Sequence[Any], asyncio.Future[Any]]]) -> None:
+        try:
+            replies = await self._run([call for call, _ in batch])
+        except BaseException as error:
+            for _, reply in batch:
+                if reply.done():  # its caller was cancelled
+                    continue
+                if isinstance(error, Exception):
+                    reply.set_exception(error)
+                else:  # cancelled (the process is stopping): so are the callers
+                    reply.cancel()
+            if not isinstance(error, Exception):
+                raise
+            return
+        for (_, reply), result in zip(batch, replies, strict=True):
+            if reply.done():
+                continue
+            if isinstance(result, Exception):
+                reply.set_exception(result)
+            else:
+                reply.set_result(result)
+
+    async def _run(self, calls: list[Sequence[Any]]) -> list[Any]:
+        replies: list[Any] = [None] * len(calls)
+        todo = list(range(len(calls)))
+        for attempt in range(2):  # a Redis that lost its scripts (restarted) is given it once
+            if attempt:
+                await self.redis.script_load(self.script.script)
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for i in todo:
+                    pipe.evalsha(self.script.sha, *calls[i])
+                for i, reply in zip(todo, await pipe.execute(raise_on_error=False), strict=True):
+                    replies[i] = reply
+            todo = [i for i in todo if isinstance(replies[i], NoScriptError)]
+            if not todo:
+                break
+        return replies
 
 
 @dataclass(frozen=True)
@@ -149,7 +244,7 @@ class TurnStore:
         self.redis = redis
         self.ttl_s = ttl_s
         self.prefix = prefix
-        self._record = redis.register_script(_RECORD)
+        self._record = ScriptBatch(redis, _RECORD)
         self._finish = redis.register_script(_FINISH)
         self._start = redis.register_script(_START)
         self._take_thread = redis.register_script(_TAKE_THREAD)
@@ -169,9 +264,9 @@ class TurnStore:
     def _unfinished(self) -> str:
         return f"{self.prefix}:turns-unfinished"
 
-    async def record(self, turn: Turn) -> bool:
-        """Join the turn's thread, record the turn and queue it in its thread (one round
-        trip); False when it was recorded before."""
+    async def record(self, turn: Turn, job: QueuedJob | None = None) -> Recorded:
+        """Join the turn's thread, record the turn, queue it in its thread and queue its
+        job (one round trip, shared with the other turns recorded in the same moment)."""
         fields = {
             "thread": turn.thread,
             "team": turn.team,
@@ -194,6 +289,7 @@ class TurnStore:
                 self._unfinished,
                 membership_key(self.prefix, turn.team, turn.channel, turn.root),
                 recent_threads_key(self.prefix, turn.team, turn.channel),
+                *(job.keys if job else ()),
             ],
             args=[
                 self.ttl_s,
@@ -202,10 +298,12 @@ class TurnStore:
                 time.time(),
                 turn.root,
                 -RECENT_THREADS_KEPT - 1,
+                job.payload if job else "",
+                job.scheduled if job else 0,
                 *flat,
             ],
         )
-        return bool(created)
+        return _RECORDED[int(created)]
 
     async def get(self, turn_id: str) -> Turn | None:
         """The turn, or None if its record is gone (a few fields written after Redis lost

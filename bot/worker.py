@@ -27,11 +27,12 @@ from typing import Any
 import redis.asyncio as aioredis
 from pydantic import BaseModel, ConfigDict, Field
 from saq import Queue, Worker
-from saq.job import Status
+from saq.job import Job, Status
 from saq.queue.redis import RedisQueue
 from saq.types import Context
+from saq.utils import now as saq_now
 
-from bot.turns import Turn, TurnStore
+from bot.turns import QueuedJob, Turn, TurnStore
 from graph.checkpoint import Superseded
 
 log = logging.getLogger(__name__)
@@ -116,19 +117,40 @@ class InProcessQueue:
 TurnQueue = Queue | InProcessQueue
 
 
+def _job_options(timing: WorkerTiming) -> dict[str, Any]:
+    return {
+        "timeout": 0,  # an investigation's length is bounded by the graph, not the queue
+        "heartbeat": timing.heartbeat_s,
+        "retries": 1000,  # hand-backs are not failures; MAX_ATTEMPTS counts real runs
+        "retry_delay": 0.5,
+        "ttl": 3600,
+    }
+
+
 async def enqueue_turn(queue: TurnQueue, turn_id: str, timing: WorkerTiming) -> bool:
     """Queue the job for a recorded turn; a no-op (False) while one is queued or running."""
-    job = await queue.enqueue(
-        JOB_FUNCTION,
-        key=turn_id,
-        turn_id=turn_id,
-        timeout=0,  # an investigation's length is bounded by the graph, not the queue
-        heartbeat=timing.heartbeat_s,
-        retries=1000,  # hand-backs are not failures; MAX_ATTEMPTS counts real runs
-        retry_delay=0.5,
-        ttl=3600,
-    )
+    job = await queue.enqueue(JOB_FUNCTION, key=turn_id, turn_id=turn_id, **_job_options(timing))
     return job is not None
+
+
+def job_for_record(queue: TurnQueue, turn_id: str, timing: WorkerTiming) -> QueuedJob | None:
+    """The turn's job as saq's `enqueue` would queue it, for the record step to queue in the
+    same round trip (`TurnStore.record`); None for the demo's in-process queue. Uses saq's
+    key layout (`_incomplete`, `_queued`): saq is pinned to 0.26, and
+    tests/test_ack_path.py checks a recorded job is saq's own."""
+    if not isinstance(queue, RedisQueue):
+        return None
+    job = Job(
+        function=JOB_FUNCTION,
+        kwargs={"turn_id": turn_id},
+        key=turn_id,
+        queue=queue,
+        queued=saq_now(),
+        status=Status.QUEUED,
+        **_job_options(timing),
+    )
+    keys = (queue._incomplete, job.id, queue._queued, job.abort_id)
+    return QueuedJob(keys=keys, payload=queue.serialize(job), scheduled=job.scheduled)
 
 
 class TurnRunner:

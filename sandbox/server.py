@@ -34,9 +34,7 @@ class SimulatorServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
-        server = site._server
-        assert isinstance(server, asyncio.Server)
-        self._port = server.sockets[0].getsockname()[1]
+        self._port = self._runner.addresses[0][1]
         return self
 
     async def stop(self) -> None:

@@ -1,9 +1,9 @@
 """`app_mention` everywhere, and plain replies in threads the bot is already in.
 
 The work happens in listener middleware, which Bolt runs *before* it acknowledges an event:
-the turn is recorded (and its thread joined) before Slack hears 200, and a failure to record
-it is a 500 that Slack retries; its job is queued just after (a lost one is queued again by
-the workers' orphan sweep). The listeners themselves have nothing left to do.
+the turn is recorded (its thread joined, its job queued) before Slack hears 200, and a
+failure to record it is a 500 that Slack retries (a job that could not be queued is queued
+just after, or by the workers' orphan sweep). The listeners themselves have nothing left to do.
 """
 
 from __future__ import annotations

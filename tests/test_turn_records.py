@@ -1,0 +1,131 @@
+"""Recording a turn (what happens before Slack hears 200), on a real Redis: the record and
+its saq job in one step, and a burst of records sharing one round trip."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
+from saq.job import Status
+
+from bot.turns import Turn, TurnStore, turn_id_of
+from bot.worker import JOB_FUNCTION, WorkerTiming, enqueue_turn, job_for_record, turn_queue
+
+TIMING = WorkerTiming(recovery_budget_s=30)
+
+
+@pytest.fixture
+async def redis(redis_url: str) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.from_url(redis_url, client_name=f"records-{uuid.uuid4().hex[:8]}")
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"rec{uuid.uuid4().hex[:8]}"
+
+
+def _turn(ts: str, root: str = "1700000000.000100") -> Turn:
+    thread = f"TREC:C1:{root}"
+    return Turn(
+        id=turn_id_of(thread, ts),
+        thread=thread,
+        team="TREC",
+        channel="C1",
+        root=root,
+        ts=ts,
+        user="U1",
+        text="why?",
+        event_id="",
+    )
+
+
+async def test_a_recorded_turn_s_job_is_saq_s_own_queued_in_the_same_step(
+    redis: aioredis.Redis, prefix: str
+) -> None:
+    store, queue = TurnStore(redis, 3600, prefix), turn_queue(redis, prefix)
+    turn = _turn("1700000000.000100")
+
+    recorded = await store.record(turn, job_for_record(queue, turn.id, TIMING))
+    job = await queue.job(turn.id)
+    # What saq's own enqueue does for the same turn: nothing more to queue.
+    queued_again = await enqueue_turn(queue, turn.id, TIMING)
+
+    assert recorded == "queued"
+    assert job is not None
+    assert (job.function, job.kwargs, job.status) == (
+        JOB_FUNCTION,
+        {"turn_id": turn.id},
+        Status.QUEUED,
+    )
+    assert (job.heartbeat, job.retries, job.timeout) == (TIMING.heartbeat_s, 1000, 0)
+    assert await queue.count("queued") == 1
+    assert queued_again is False
+
+
+async def test_a_redelivered_turn_is_recorded_before_and_queues_nothing_new(
+    redis: aioredis.Redis, prefix: str
+) -> None:
+    store, queue = TurnStore(redis, 3600, prefix), turn_queue(redis, prefix)
+    turn = _turn("1700000000.000200")
+
+    first = await store.record(turn, job_for_record(queue, turn.id, TIMING))
+    again = await store.record(turn, job_for_record(queue, turn.id, TIMING))
+
+    assert (first, again) == ("queued", "before")
+    assert await queue.count("queued") == 1
+
+
+async def test_a_job_saq_s_keys_refuse_leaves_the_record_standing(
+    redis: aioredis.Redis, prefix: str
+) -> None:
+    store, queue = TurnStore(redis, 3600, prefix), turn_queue(redis, prefix)
+    turn = _turn("1700000000.000300")
+    await redis.set(queue._incomplete, "not a sorted set")
+
+    recorded = await store.record(turn, job_for_record(queue, turn.id, TIMING))
+
+    assert recorded == "recorded"  # the caller queues the job later; the sweep would too
+    assert await store.get(turn.id) is not None
+    assert await store.head(turn.thread) == turn.id
+
+
+async def test_a_burst_of_records_shares_one_connection_and_each_gets_its_own_reply(
+    redis: aioredis.Redis, prefix: str
+) -> None:
+    store, queue = TurnStore(redis, 3600, prefix), turn_queue(redis, prefix)
+    turns = [_turn(f"1700000001.{i:06d}", root=f"1700000001.{i:06d}") for i in range(50)]
+    broken = turns[7]
+    await redis.set(store._queue(broken.thread), "not a sorted set")
+
+    replies = await asyncio.gather(
+        *(store.record(t, job_for_record(queue, t.id, TIMING)) for t in turns),
+        return_exceptions=True,
+    )
+    name = (await redis.client_getname()) or ""
+    ours = [c for c in await redis.client_list() if c.get("name") == name]
+
+    assert isinstance(replies[7], ResponseError)
+    assert replies[:7] + replies[8:] == ["queued"] * 49
+    assert await queue.count("queued") == 49
+    assert len(ours) <= 2  # not one connection per record
+
+
+async def test_a_redis_that_lost_its_scripts_is_given_them_again(
+    redis: aioredis.Redis, prefix: str
+) -> None:
+    store, queue = TurnStore(redis, 3600, prefix), turn_queue(redis, prefix)
+    await redis.script_flush()
+    turns = [_turn(f"1700000002.{i:06d}") for i in range(3)]
+
+    replies = await asyncio.gather(
+        *(store.record(t, job_for_record(queue, t.id, TIMING)) for t in turns)
+    )
+
+    assert replies == ["queued"] * 3
+    assert [await store.head(turns[0].thread)] == [turns[0].id]
