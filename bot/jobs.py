@@ -1,7 +1,7 @@
 """Listener work that runs after the ack (clicks, commands), kept so a shutdown waits for it.
 
 Bolt keeps no reference to the tasks it starts; these are kept, named, and drained.
-`join` also waits for the turn queue to empty when given a way to count its jobs.
+`join` also waits for the turns to be answered when given a way to count those left.
 """
 
 from __future__ import annotations

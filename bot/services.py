@@ -62,7 +62,14 @@ def build_services(
     turns = TurnStore(redis, ttl_s, settings.redis_prefix)
     queue: TurnQueue = InProcessQueue() if in_process else turn_queue(redis, settings.redis_prefix)
     timing = settings.worker_timing()
-    jobs = Jobs(queued_turns=lambda: queue.count("incomplete"))
+
+    async def turns_left() -> int:
+        # Unfinished turns (ours: a turn stays until answered, whatever saq does with its
+        # job meanwhile — a sweep's abort and retry take it out of saq's count for seconds)
+        # and saq's jobs not finished (a finished turn's job still sets its reaction).
+        return await turns.unfinished_count() + await queue.count("incomplete")
+
+    jobs = Jobs(queued_turns=turns_left)
     approvers = ApproverGroup(
         client, settings.action_approver_group, float(settings.approver_group_cache)
     )

@@ -393,6 +393,9 @@ class TurnStore:
         await self.redis.zrem(self._queue(thread), turn_id)
         await self.redis.zrem(self._unfinished, turn_id)
 
+    async def unfinished_count(self) -> int:
+        return int(await self.redis.zcard(self._unfinished))
+
     async def oldest_unfinished(self) -> float | None:
         """When the oldest turn not finished yet was recorded (epoch seconds), if any."""
         oldest = await self.redis.zrange(self._unfinished, 0, 0, withscores=True)

@@ -33,6 +33,7 @@ from saq.types import Context
 from saq.utils import now as saq_now
 
 from bot.turns import QueuedJob, Turn, TurnStore
+from gates.store import as_text
 from graph.checkpoint import Superseded
 
 log = logging.getLogger(__name__)
@@ -89,8 +90,87 @@ class LeaseLost(Superseded):
     checkpoint writes included: the graph's saver awaits the same fence)."""
 
 
+# saq's sweep lock and read of the active jobs, as saq 0.26 `RedisQueue.sweep` has it.
+_SWEEP_READ = """
+local id_jobs = {}
+if redis.call('EXISTS', KEYS[1]) == 0 then
+    redis.call('SETEX', KEYS[1], ARGV[1], 1)
+    for i, v in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
+        id_jobs[i] = {v, redis.call('GET', v)}
+    end
+end
+return id_jobs
+"""
+
+
+class TurnJobQueue(RedisQueue):
+    """saq's Redis queue with one race closed. A worker moves a job to the active list and
+    marks it active two round trips later; saq's sweep (any worker's) that falls in between
+    takes it for a dead worker's job, aborts and retries it: under load a fresh turn is
+    cancelled, run again and an attempt counted for nothing. Here a job still marked queued
+    in the active list is swept only once it has been seen so for its heartbeat — the same
+    time a started job may go without a beat — the first sighting kept in Redis, so whichever
+    worker sweeps next knows it. Everything else is swept as saq sweeps it."""
+
+    def __init__(self, redis: aioredis.Redis, name: str) -> None:
+        super().__init__(redis, name=name)
+        self._sweep_read = redis.register_script(_SWEEP_READ)
+        self._pickups = self.namespace("pickups")
+
+    async def sweep(self, lock: int = 60, abort: float = 5.0) -> list[str]:
+        id_jobs = await self._sweep_read(keys=[self._sweep, self._active], args=[lock])
+        if not id_jobs:
+            return []
+        jobs = [(job_id, self.deserialize(raw)) for job_id, raw in id_jobs]
+        picking = await self._picking_up([(i, j) for i, j in jobs if j is not None])
+        swept = []
+        for job_id, job in jobs:
+            if job is None:  # its record is gone: drop it, as saq does
+                async with self.redis.pipeline(transaction=True) as pipe:
+                    pipe.lrem(self._active, 0, job_id)
+                    pipe.zrem(self._incomplete, job_id)
+                    await pipe.execute()
+                swept.append(job_id)
+            elif job_id not in picking and (job.status != Status.ACTIVE or job.stuck):
+                swept.append(job_id)
+                await self.abort(job, error=self.swept_error_message)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await job.refresh(abort)
+                if job.retryable:
+                    await self.retry(job, error=self.swept_error_message)
+                else:
+                    await self.finish(job, Status.ABORTED, error=self.swept_error_message)
+        if swept:
+            log.info("swept %d job(s) of %s", len(swept), self.name)
+        return [as_text(job_id) for job_id in swept]
+
+    async def _picking_up(self, jobs: list[tuple[bytes, Job]]) -> set[bytes]:
+        """The jobs that are still being picked up (see the class); forgets the rest."""
+        now_ms = saq_now()
+        queued = [(job_id, job) for job_id, job in jobs if job.status == Status.QUEUED]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for job_id, _ in queued:
+                pipe.hsetnx(self._pickups, job_id, now_ms)
+                pipe.hget(self._pickups, job_id)
+            pipe.hkeys(self._pickups)
+            *seen, known = await pipe.execute()
+        first_seen = {job_id: int(at) for (job_id, _), at in zip(queued, seen[1::2], strict=True)}
+        picking = {
+            job_id
+            for job_id, job in queued
+            if now_ms - first_seen[job_id] < (job.heartbeat or 0) * 1000
+        }
+        gone = [k for k in known if k not in picking]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            if gone:
+                pipe.hdel(self._pickups, *gone)
+            pipe.expire(self._pickups, 3600)
+            await pipe.execute()
+        return picking
+
+
 def turn_queue(redis: aioredis.Redis, prefix: str) -> RedisQueue:
-    return RedisQueue(redis, name=f"{prefix}:turns")
+    return TurnJobQueue(redis, name=f"{prefix}:turns")
 
 
 class InProcessQueue:
