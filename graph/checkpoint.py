@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+import hiredis
 import redis
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -24,11 +25,31 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.redis.aio import AsyncRedisSaver
 from langgraph.checkpoint.redis.ashallow import AsyncShallowRedisSaver
 from langgraph.checkpoint.redis.util import to_storage_safe_str
+from redis.asyncio.connection import Connection
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.driver_info import DriverInfo
-from redis.exceptions import ConnectionError, ResponseError, TimeoutError
+from redis.exceptions import ConnectionError, DataError, ResponseError, TimeoutError
 from redisvl.exceptions import RedisSearchError
+
+
+class HiredisPackedConnection(Connection):
+    """redis-py's asyncio connection packs commands in Python, one join per argument (the
+    sync client hands them to hiredis). Here hiredis packs them, as the sync client's
+    `HiredisRespSerializer` does: the same bytes (floats as repr, str as UTF-8; bool and
+    None refused), at a fraction of the CPU — a turn's record is ~45 arguments, in the ack
+    path of every mention."""
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        if isinstance(args[0], str):
+            args = (*args[0].encode().split(), *args[1:])
+        elif b" " in args[0]:
+            args = (*args[0].split(), *args[1:])
+        args = tuple(bytes(a) if isinstance(a, bytearray | memoryview) else a for a in args)
+        try:
+            return [hiredis.pack_command(args)]
+        except TypeError as error:
+            raise DataError(str(error)) from error
 
 
 def redis_options() -> dict[str, Any]:
@@ -40,6 +61,7 @@ def redis_options() -> dict[str, Any]:
         "retry_on_error": [ConnectionError, TimeoutError, ConnectionResetError],
         "health_check_interval": 10,
         "socket_keepalive": True,
+        "connection_class": HiredisPackedConnection,
         # Named once: otherwise every new pooled connection looks redis-py's version up in
         # the installed packages' metadata (~1 ms of CPU, in the ack path under a burst).
         "driver_info": DriverInfo(lib_version=redis.__version__),
