@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from gates.breaker import GLOBAL
 from gates.model import ActionRequest, CardLocation
 from gates.pipeline import SYSTEM, ActionPipeline
 from gates.reconciler import Reconciler
-from gates.store import RequestNotFound
+from gates.store import RequestNotFound, TransitionConflict
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +88,22 @@ class Cards:
         if self.actions is None:
             return []
         return [await self.actions.store.get(request_id) for request_id in request_ids]
+
+    async def decided(self, request_ids: list[str]) -> list[str]:
+        """The proposals whose gates and judge decided. One still `proposed` when its turn
+        delivers was left by a run that died deciding it (the turn's own run has finished
+        its tools, and no other run holds the thread): it is refused as interrupted, and
+        neither shown nor given a card — the resumed run proposed again if it still meant to."""
+        if self.reconciler is None:
+            return request_ids
+        kept = []
+        for request in await self.requests(request_ids):
+            if request.status == "proposed":
+                with contextlib.suppress(TransitionConflict):  # moved meanwhile: shown as it is
+                    await self.reconciler.refuse_undecided(request)
+                    continue
+            kept.append(request.id)
+        return kept
 
     async def proposed_since(self, thread: str, since: float) -> list[str]:
         """The thread's proposals made since a time (a turn's own, across a resume)."""

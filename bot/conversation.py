@@ -310,7 +310,9 @@ class Conversations:
         )
         # Proposals of this turn, also those made before a crash this run resumed after.
         proposed = await self.cards.proposed_since(turn.thread, turn.started_at)
-        request_ids = list(dict.fromkeys([*result.action_request_ids, *proposed]))
+        request_ids = await self.cards.decided(
+            list(dict.fromkeys([*result.action_request_ids, *proposed]))
+        )
         if result.status == "failed":
             text, blocks = failure_message(result)
         else:

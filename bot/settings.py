@@ -163,7 +163,7 @@ class Settings(BaseSettings):
     allow_self_approval: bool = _owned(ActionPolicy, "allow_self_approval")
     judge_fail_mode: Literal["closed", "open"] = _owned(ActionPolicy, "judge_fail_mode")
     judge_model: str | None = None  # default: LLM_MODEL
-    # approved/executing longer than this: settled by the reconciler (the store's lease)
+    # proposed/approved/executing longer than this: settled by the reconciler (the lease)
     action_lease: Duration = Field(default=int(DEFAULT_LEASE_S), gt=0)
     reconcile_interval: Duration = Field(default=30, gt=0)
     rollout_watch_timeout: Duration = _owned(ActionPolicy, "rollout_watch_s")

@@ -1,6 +1,8 @@
 """The reconciler: settles what a dead process left behind, in every process.
 
 It reads the store's index of open requests (no key scans) and takes the due ones:
+- `proposed` past its lease → `refused`: the process running the gates and the judge died
+  before they decided, so nobody was ever asked to approve it;
 - `pending_approval` past its expiry → `expired`, whether or not a card was ever posted;
 - `approved` past its lease → `aborted`: the executor moves to `executing` before it sends
   the write, so nothing was sent;
@@ -54,8 +56,21 @@ class Reconciler:
                 moved.append(settled)
         return moved
 
+    async def refuse_undecided(self, request: ActionRequest) -> ActionRequest:
+        """proposed → refused: its gates and judge never finished (the process stopped)."""
+        return await self.store.transition(
+            request.id,
+            "refused",
+            RECONCILER,
+            f"{INTERRUPTED}: stopped before the rule gates and the judge had decided; "
+            "nobody was asked to approve it",
+            expect="proposed",
+        )
+
     async def _settle(self, request: ActionRequest) -> ActionRequest | None:
         store = self.store
+        if request.status == "proposed":
+            return await self.refuse_undecided(request)
         if request.status == "pending_approval":
             return await self.pipeline.expire_if_due(request, RECONCILER)
         if request.status == "approved":

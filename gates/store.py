@@ -7,7 +7,8 @@ requests in the same atomic step. Of many replicas racing on one request, exactl
 the others see the new status.
 
 The open index is a sorted set of the requests a reconciler may have to settle, scored by
-when: a pending request at its expiry, an approved or executing one when its lease ends.
+when: a pending request at its expiry; a proposed (not yet decided), approved or executing
+one when its lease ends.
 Terminal requests leave it in the transition that ends them.
 """
 
@@ -26,11 +27,14 @@ AUDIT_MAXLEN = 100_000
 RETENTION_S = 30 * 24 * 3600  # requests are kept 30 days; the audit stream keeps the rest
 DEFAULT_LEASE_S = 120.0
 
+# A new request is open at once: if the process deciding it dies, the reconciler refuses it.
 _CREATE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'doc', ARGV[1], 'status', ARGV[2], 'version', ARGV[3])
 redis.call('EXPIRE', KEYS[1], ARGV[4])
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', unpack(cjson.decode(ARGV[6])))
+redis.call('ZADD', KEYS[3], ARGV[7], ARGV[8])
+redis.call('EXPIRE', KEYS[3], ARGV[4])
 return 1
 """
 
@@ -77,7 +81,7 @@ class ActionStore:
     ) -> None:
         self.redis = redis
         self.prefix = prefix
-        self.lease_s = lease_s  # ACTION_LEASE: how long approved/executing may last unsettled
+        self.lease_s = lease_s  # ACTION_LEASE: how long proposed/approved/executing may last
         self.audit_stream = f"{prefix}:audit"
         self.open_index = f"{prefix}:actions:open"
         self._create = redis.register_script(_CREATE)
@@ -114,7 +118,7 @@ class ActionStore:
     async def create(self, request: ActionRequest) -> None:
         fields = self._audit_fields(request, "created", request.requester, "", request.reason)
         created = await self._create(
-            keys=[self.key(request.id), self.audit_stream],
+            keys=[self.key(request.id), self.audit_stream, self.open_index],
             args=[
                 request.model_dump_json(),
                 request.status,
@@ -122,6 +126,8 @@ class ActionStore:
                 RETENTION_S,
                 AUDIT_MAXLEN,
                 _flat(fields),
+                self._due(request),
+                request.id,
             ],
         )
         if not created:
@@ -217,7 +223,7 @@ class ActionStore:
         """When a reconciler should look at the request ("" = never)."""
         if request.status == "pending_approval":
             return repr(request.expires_at)
-        if request.status in ("approved", "executing"):
+        if request.status in ("proposed", "approved", "executing"):
             return repr(time.time() + self.lease_s)
         return ""
 

@@ -226,3 +226,30 @@ async def test_a_write_that_landed_before_the_fence_is_settled_as_succeeded(
 
     assert settled.status == "succeeded"
     assert kube.deployments[("shop", "payment-api")]["spec"]["replicas"] == 6
+
+
+async def test_a_proposal_its_process_died_deciding_is_refused_once_its_lease_ends(
+    crashable: ActionPipeline,
+) -> None:
+    request = ActionRequest(
+        action="scale",
+        namespace="shop",
+        deployment="payment-api",
+        replicas=6,
+        thread_key=THREAD,
+        requester=REQUESTER,
+        reason="saturated since 13:58",
+    )
+    await crashable.store.create(request)  # what a process dying in the gates or judge leaves
+    reconciler = Reconciler(crashable)
+
+    within_lease = await reconciler.run_once()
+    await asyncio.sleep(LEASE_S + 0.1)
+    after_lease = await reconciler.run_once()
+    stored = await crashable.store.get(request.id)
+
+    assert within_lease == []
+    assert [r.id for r in after_lease] == [request.id]
+    assert stored.status == "refused"
+    assert "stopped before the rule gates and the judge had decided" in stored.history[-1].note
+    assert await crashable.store.due(time.time() + 3600) == []  # closed for good

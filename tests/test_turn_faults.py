@@ -14,6 +14,7 @@ from pathlib import Path
 
 import redis.asyncio as aioredis
 
+from gates.store import ActionStore, as_text
 from sandbox import GeminiSimulator, Reply
 from sandbox.fleet import Fleet, RedisStackServer
 from sandbox.kubernetes import KubernetesSimulator
@@ -242,3 +243,50 @@ async def test_redis_down_longer_than_the_lease_mid_turn_the_answer_still_comes(
     await redis_server.start()
     thread = await answered(slack, root, ANSWER, fleet, timeout_s=40)
     assert len(thread) == 1, _texts(thread)
+
+
+async def test_a_proposal_killed_while_the_judge_decides_is_refused_and_never_shown(
+    fleet_for: Callable[..., Fleet],
+    slack: SlackSimulator,
+    gemini: GeminiSimulator,
+    kube: KubernetesSimulator,
+    redis_url: str,
+    tmp_path: Path,
+) -> None:
+    """Killed between recording a proposal and the judge's verdict: the resumed turn
+    proposes again (its tool runs again) and shows that proposal only; the first one is
+    refused as interrupted, not left `proposed` with a card nobody can act on."""
+    gemini.script(
+        ROLLBACK,
+        Reply(parts=SAFE.parts, delay_s=120.0),  # the judge: the process dies waiting
+        SAFE,  # the judge, asked again by the resumed turn
+        ROLLBACK_PROPOSED,
+    )
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", kube.url)
+    fleet = fleet_for(
+        KUBECONFIG=str(kubeconfig),
+        ACTIONS_ENABLED="true",
+        ACTION_APPROVERS=f"{APPROVER},{SECOND_APPROVER}",
+    )
+    first = await serving(fleet)
+    root = await ask(slack, first, "fix checkout", user=REQUESTER)
+    await requests_reach(gemini, 2)  # proposed; the judge is being asked
+    first.signal(signal.SIGKILL)
+    await first.exited(5)
+    fleet.serve()
+    await answered(slack, root, "needs your approval", fleet, timeout_s=60)
+    await asyncio.sleep(2)
+    thread = slack.thread("C1", root)
+    prefix = fleet.env["REDIS_PREFIX"]
+    redis = aioredis.from_url(redis_url)
+    store = ActionStore(redis, prefix)
+    ids = [as_text(k).rsplit(":", 1)[1] async for k in redis.scan_iter(f"{prefix}:action:*")]
+    requests = sorted([await store.get(i) for i in ids], key=lambda r: r.created_at)
+    await redis.aclose()
+
+    cards = [m for m in thread if m.text.startswith("Proposed action:")]
+    assert len(cards) == 1, f"{len(cards)} card(s); thread: {_texts(thread)}"
+    assert [r.status for r in requests] == ["refused", "pending_approval"]
+    assert "stopped before the rule gates and the judge had decided" in requests[0].history[-1].note
+    assert cards[0].metadata is not None
+    assert cards[0].metadata["event_payload"]["tag"] == f"card:{requests[1].id}"
