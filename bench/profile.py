@@ -17,10 +17,9 @@ import uuid
 from collections import Counter
 from typing import Any
 
-from redis.asyncio.connection import Connection
-
 from bench.harness import bench_settings
 from bot.server import running_bot
+from graph.checkpoint import HiredisPackedConnection as Connection  # what every client uses
 from sandbox import GeminiRequest, GeminiSimulator, Reply, TempoSimulator
 from sandbox.fleet import SIGNING_SECRET, answer_by_question
 from sandbox.scenarios import bad_deploy
@@ -52,7 +51,7 @@ def _instant(request: GeminiRequest) -> Reply:
 
 async def main() -> None:
     redis_url = os.environ["REDIS_URL"]
-    Connection.pack_command = _counted  # type: ignore[method-assign,assignment]
+    Connection.pack_command = _counted  # type: ignore[method-assign]
     async with (
         SlackSimulator() as slack,
         TempoSimulator(traces=bad_deploy().traces) as tempo,
