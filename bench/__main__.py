@@ -577,6 +577,9 @@ async def _fleet(
         turns = threads * turns_per_thread
         gemini.script(*[lambda r: answer_by_question(r, delay_s=delay_s)] * (turns * 2 + 10))
         env = fleet_env(slack, gemini, tempo, redis_url, "bench")
+        # The shipped placeholder throttle, not the tests' edit at every step: throughput
+        # as production runs it.
+        del env["PROGRESS_INTERVAL"]
         env["WORKER_MODE"] = "queue" if workers else "inline"
         if concurrency is not None:
             env["WORKER_CONCURRENCY"] = str(concurrency)
