@@ -34,12 +34,13 @@ from graph.nodes import (
     make_trace_guard,
 )
 from graph.nodes.grade import OnEvaluation, make_grade
+from graph.progress import TurnContext
 from graph.state import InvestigationState
 from graph.steps import StepBudget
 from graph.trace_guard import TraceVerifier
 
 InvestigationGraph = CompiledStateGraph[
-    InvestigationState, None, InvestigationState, InvestigationState
+    InvestigationState, TurnContext, InvestigationState, InvestigationState
 ]
 
 # Where each node may go next: the graph is wired from this, and the step accounting
@@ -69,7 +70,7 @@ def build_graph(
     on_evaluation: OnEvaluation | None = None,
     action_records: ActionStore | None = None,
 ) -> InvestigationGraph:
-    builder = StateGraph(InvestigationState)
+    builder = StateGraph(InvestigationState, context_schema=TurnContext)
     builder.add_node("agent", make_agent(model, tools, limits.context_budget_tokens))
     builder.add_node("tools", make_tools(tools))
     builder.add_node("force_answer", make_force_answer(model, tools, STEPS))

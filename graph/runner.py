@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import time
@@ -26,6 +27,7 @@ from graph.log_context import bind_log_context
 from graph.model import make_chat_model
 from graph.nodes.grade import OnEvaluation
 from graph.nodes.tools import failed_tools_notice
+from graph.progress import TurnContext
 from graph.result import InvestigationResult, RubricReport, Status
 from graph.state import InvestigationState
 from graph.tools.kubernetes import kubernetes_tools
@@ -113,7 +115,12 @@ def _changes(update: InvestigationState, current: dict[str, Any]) -> Investigati
 
 
 class _Turn:
-    """The bookkeeping of one `investigate` call: events, timing, the final state."""
+    """The bookkeeping of one `investigate` call: events, timing, the final state.
+
+    Nodes and tools report events through the run context; each is recorded at once and,
+    while `delivering`, handed to `on_progress` in order by a task of its own, so the
+    graph does not wait for the reporter (a Slack edit) between steps.
+    """
 
     def __init__(self, thread_id: str, on_progress: ProgressCallback | None) -> None:
         self.thread_id = thread_id
@@ -123,16 +130,41 @@ class _Turn:
         bind_log_context(correlation_id=self.correlation_id)
         self.events: list[dict[str, Any]] = []
         self.final: dict[str, Any] = {}
+        self.context = TurnContext(report=self.report)
+        self._undelivered: asyncio.Queue[dict[str, Any] | None] | None = None
 
-    async def emit(self, event: dict[str, Any]) -> None:
+    def report(self, event: dict[str, Any]) -> None:
         event = {"at_ms": int((time.monotonic() - self.started) * 1000), **event}
         self.events.append(event)
+        if self._undelivered is not None:
+            self._undelivered.put_nowait(event)
+
+    @asynccontextmanager
+    async def delivering(self) -> AsyncIterator[None]:
+        """Events reported inside go to `on_progress`, in order; once the block is left
+        normally, all of them have been delivered. A run that raised (superseded,
+        cancelled) reports nothing more."""
         if self.on_progress is None:
+            yield
             return
+        self._undelivered = asyncio.Queue()
+        delivery = asyncio.create_task(self._deliver(self.on_progress, self._undelivered))
         try:
-            await self.on_progress(event)
-        except Exception:  # progress is cosmetic: a failing reporter must not stop the run
-            log.exception("progress callback failed [%s]", self.correlation_id)
+            yield
+        except BaseException:
+            delivery.cancel()
+            raise
+        self._undelivered.put_nowait(None)
+        await delivery
+
+    async def _deliver(
+        self, on_progress: ProgressCallback, events: asyncio.Queue[dict[str, Any] | None]
+    ) -> None:
+        while (event := await events.get()) is not None:
+            try:
+                await on_progress(event)
+            except Exception:  # progress is cosmetic: a failing reporter must not stop the run
+                log.exception("progress callback failed [%s]", self.correlation_id)
 
     def result(self, status: Status, answer: str, **fields: Any) -> InvestigationResult:
         return InvestigationResult(
@@ -172,13 +204,10 @@ class Investigator:
     async def _stream(
         self, graph_input: InvestigationState | None, config: RunnableConfig, turn: _Turn
     ) -> None:
-        async for part in self.graph.astream(
-            graph_input, config, stream_mode=["custom", "values"], version="v2"
+        async for values in self.graph.astream(
+            graph_input, config, context=turn.context, stream_mode="values"
         ):
-            if part["type"] == "values":
-                turn.final = dict(part["data"])
-            elif part["type"] == "custom":
-                await turn.emit(part["data"])
+            turn.final = dict(values)
 
     async def _finish_interrupted_grading(
         self, pending: tuple[str, ...], config: RunnableConfig, turn: _Turn
@@ -188,7 +217,7 @@ class Investigator:
         question supersedes them. True when a pass ran (the state moved on)."""
         if "grade" not in pending:
             return False
-        await turn.emit({"type": "resumed", "pending": list(pending)})
+        turn.report({"type": "resumed", "pending": list(pending)})
         try:
             await self._stream(None, config, turn)
         except GraphRecursionError:
@@ -219,6 +248,23 @@ class Investigator:
         another run holds the thread; that is the one exception this method lets through.
         """
         turn = _Turn(thread_id, on_progress)
+        async with turn.delivering():
+            return await self._investigate(
+                turn, thread_id, text, user, rubric, channel_rubric, turn_id, context, fence
+            )
+
+    async def _investigate(
+        self,
+        turn: _Turn,
+        thread_id: str,
+        text: str,
+        user: str,
+        rubric: str | None,
+        channel_rubric: str | None,
+        turn_id: str | None,
+        context: ThreadContext | None,
+        fence: Fence | None,
+    ) -> InvestigationResult:
         question, notices = clean_question(text, self.limits.question_max_chars)
         if not question:
             return turn.result("rejected", EMPTY_QUESTION)
@@ -227,7 +273,7 @@ class Investigator:
             snapshot = await self.graph.aget_state(config)
             if turn_id is not None and _holds_turn(snapshot.values, turn_id):
                 # Finished super-steps are not run again; an interrupted one is.
-                await turn.emit({"type": "resumed", "pending": list(snapshot.next)})
+                turn.report({"type": "resumed", "pending": list(snapshot.next)})
                 turn.final = dict(snapshot.values)
                 if snapshot.next:
                     await self._stream(None, config, turn)
@@ -243,7 +289,7 @@ class Investigator:
             raise  # another run holds the thread: nothing of this one may be reported
         except GraphRecursionError:
             steps = self.limits.recursion_limit
-            await turn.emit({"type": "stopped", "reason": "recursion_limit", "steps": steps})
+            turn.report({"type": "stopped", "reason": "recursion_limit", "steps": steps})
             log.warning("thread %s hit the recursion limit [%s]", thread_id, turn.correlation_id)
             message = (
                 f"Stopped after {steps} steps; the answer may be incomplete — narrow the question."
@@ -257,14 +303,14 @@ class Investigator:
             )
         except Exception as exc:
             log.exception("investigation failed for thread %s [%s]", thread_id, turn.correlation_id)
-            await turn.emit({"type": "failed", "error": type(exc).__name__})
+            turn.report({"type": "failed", "error": type(exc).__name__})
             return turn.result(
                 "failed", _failure_message(exc, turn.correlation_id), notices=notices
             )
 
         stop_reason = turn.final.get("stop_reason")
         status: Status = "incomplete" if stop_reason == "step_limit" else "answered"
-        await turn.emit({"type": "final", "status": status})
+        turn.report({"type": "final", "status": status})
         if stop_reason == "step_limit":
             notices.append(
                 f"Stopped near the step limit ({self.limits.recursion_limit} steps); "

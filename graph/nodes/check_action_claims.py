@@ -7,11 +7,11 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.config import get_stream_writer
 
 from gates.store import ActionStore
 from graph.action_claims import remove_claims, revision_feedback, unsupported_claims
 from graph.config import GraphLimits
+from graph.progress import reporter
 from graph.state import ClaimVerdict, InvestigationState
 from graph.steps import StepBudget
 
@@ -31,7 +31,7 @@ def make_claim_guard(
         thread_key = str((config.get("configurable") or {}).get("thread_id", ""))
         requests = await records.for_thread(thread_key) if records is not None else []
         false_claims = unsupported_claims(draft, requests)
-        get_stream_writer()({"type": "claims_checked", "unsupported": len(false_claims)})
+        reporter()({"type": "claims_checked", "unsupported": len(false_claims)})
         sentences = [c.sentence for c in false_claims]
         revisions = state.get("claim_revision_count", 0)
         if false_claims and steps.room_for_revision(state, revisions, limits.claim_max_revisions):

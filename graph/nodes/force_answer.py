@@ -8,11 +8,11 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool
-from langgraph.config import get_stream_writer
 
 from graph.history import summary_view
 from graph.messages import close_dangling_tool_calls
 from graph.nodes.agent import Node
+from graph.progress import reporter
 from graph.prompts import FORCE_ANSWER_PROMPT, STOP_REASONS, SYSTEM_PROMPT
 from graph.state import InvestigationState
 from graph.steps import StepBudget
@@ -26,8 +26,8 @@ def make_force_answer(model: BaseChatModel, tools: Sequence[BaseTool], steps: St
 
     async def force_answer(state: InvestigationState) -> dict[str, Any]:
         reason = steps.stop_reason(state) or "tool_budget"
-        write = get_stream_writer()
-        write({"type": "forced_answer", "reason": reason})
+        report = reporter()
+        report({"type": "forced_answer", "reason": reason})
         last = state["messages"][-1]
         # Every function call needs a response before the model may speak again.
         skipped = [

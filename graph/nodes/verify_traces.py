@@ -6,10 +6,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
-from langgraph.config import get_stream_writer
 
 from graph.config import GraphLimits
 from graph.metrics import TRACE_GUARD
+from graph.progress import reporter
 from graph.state import InvestigationState, TraceCheck, TraceVerdict
 from graph.steps import StepBudget
 from graph.trace_guard import TraceVerifier, finalise_answer, ids_with, revision_feedback
@@ -42,11 +42,11 @@ TraceGuard = Callable[[InvestigationState], Awaitable[tuple[dict[str, Any], str 
 
 def make_trace_guard(verifier: TraceVerifier, limits: GraphLimits, steps: StepBudget) -> TraceGuard:
     async def verify_traces(state: InvestigationState) -> tuple[dict[str, Any], str | None]:
-        write = get_stream_writer()
+        report = reporter()
         draft = _draft(state)
         cited = find_trace_ids(draft)
         known = state.get("known_traces") or {}
-        write({"type": "verification_started", "trace_ids": len(cited)})
+        report({"type": "verification_started", "trace_ids": len(cited)})
         checks: dict[str, TraceCheck] = {
             t: {"status": "found", "detail": "confirmed earlier in this thread"}
             for t in cited
@@ -60,7 +60,7 @@ def make_trace_guard(verifier: TraceVerifier, limits: GraphLimits, steps: StepBu
         revisions = state.get("trace_revision_count", 0)
         if missing and steps.room_for_revision(state, revisions, limits.trace_max_revisions):
             verdict: TraceVerdict = {"outcome": "revise", "checks": checks, "removed": 0}
-            write(_finished(verdict))
+            report(_finished(verdict))
             feedback = HumanMessage(revision_feedback(missing), name="trace_guard")
             return {
                 "trace_verdict": verdict,
@@ -75,7 +75,7 @@ def make_trace_guard(verifier: TraceVerifier, limits: GraphLimits, steps: StepBu
             "checks": checks,
             "removed": removed,
         }
-        write(_finished(verdict))
+        report(_finished(verdict))
         return {"trace_verdict": verdict, "known_traces": newly_found}, answer
 
     return verify_traces
