@@ -13,14 +13,14 @@ from graph.steps import StepBudget
 AfterAgent = Literal["tools", "force_answer", "check_draft"]
 
 
-def after_agent(steps: StepBudget) -> Callable[[InvestigationState], AfterAgent]:
-    """Tools while the budget and the steps allow them, else a forced answer."""
+def after_agent(steps: StepBudget, tool_budget: int) -> Callable[[InvestigationState], AfterAgent]:
+    """Tools while the tool budget and the steps allow them, else a forced answer."""
 
     def route(state: InvestigationState) -> AfterAgent:
         last = state["messages"][-1]
         if not (isinstance(last, AIMessage) and last.tool_calls):
             return "check_draft"
-        return "force_answer" if steps.stop_reason(state) else "tools"
+        return "force_answer" if steps.stop_reason(state, tool_budget) else "tools"
 
     return route
 

@@ -84,7 +84,6 @@ def _turn_input(
         **sticky,
         "messages": messages,
         "tool_calls_used": 0,
-        "budget": limits.tool_budget,
         "stop_reason": None,
         "trace_verdict": None,
         "trace_revision_count": 0,

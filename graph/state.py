@@ -48,7 +48,6 @@ def merge_known(left: dict[str, str] | None, right: dict[str, str] | None) -> di
 class InvestigationState(TypedDict, total=False):
     messages: Annotated[list[AnyMessage], add_messages]
     tool_calls_used: int
-    budget: int
     stop_reason: StopReason | None
     # Trace IDs Tempo confirmed in this thread (normalised id -> "found"): not re-checked.
     known_traces: Annotated[dict[str, str], merge_known]

@@ -20,12 +20,14 @@ from graph.steps import StepBudget
 NO_ANSWER = "I could not reach an answer within this question's limits. Narrow the question."
 
 
-def make_force_answer(model: BaseChatModel, tools: Sequence[BaseTool], steps: StepBudget) -> Node:
+def make_force_answer(
+    model: BaseChatModel, tools: Sequence[BaseTool], steps: StepBudget, tool_budget: int
+) -> Node:
     # Same tool declarations as the agent (the history holds their calls), but none may run.
     answer_only = model.bind_tools(list(tools), tool_choice="none")
 
     async def force_answer(state: InvestigationState) -> dict[str, Any]:
-        reason = steps.stop_reason(state) or "tool_budget"
+        reason = steps.stop_reason(state, tool_budget) or "tool_budget"
         report = reporter()
         report({"type": "forced_answer", "reason": reason})
         last = state["messages"][-1]

@@ -54,6 +54,8 @@ def make_trace_guard(verifier: TraceVerifier, limits: GraphLimits, steps: StepBu
         }
         checks.update(await verifier.check(t for t in cited if t not in known))
         newly_found = {t: "found" for t in ids_with(checks, "found") if t not in known}
+        # Written only when Tempo confirmed new IDs: every field written is a document stored.
+        learned: dict[str, Any] = {"known_traces": newly_found} if newly_found else {}
         missing = ids_with(checks, "missing")
         for check in checks.values():
             TRACE_GUARD.labels(check["status"]).inc()
@@ -65,7 +67,7 @@ def make_trace_guard(verifier: TraceVerifier, limits: GraphLimits, steps: StepBu
             return {
                 "trace_verdict": verdict,
                 "trace_revision_count": revisions + 1,
-                "known_traces": newly_found,
+                **learned,
                 "messages": [feedback],
             }, None
         answer, removed = finalise_answer(draft, checks)
@@ -76,6 +78,6 @@ def make_trace_guard(verifier: TraceVerifier, limits: GraphLimits, steps: StepBu
             "removed": removed,
         }
         report(_finished(verdict))
-        return {"trace_verdict": verdict, "known_traces": newly_found}, answer
+        return {"trace_verdict": verdict, **learned}, answer
 
     return verify_traces
