@@ -34,7 +34,8 @@ class TraceVerdict(TypedDict):
 
 
 class ClaimVerdict(TypedDict):
-    """The action-claim guard's judgement of the latest (trace-verified) draft."""
+    """The action-claim guard's judgement of the latest (trace-verified) draft, when it
+    claims an approval or execution the records lack (the state holds None otherwise)."""
 
     outcome: Literal["clear", "revise", "removed"]
     false_claims: list[str]  # sentences claiming an approval or execution the records lack

@@ -43,6 +43,12 @@ def make_claim_guard(
                 "messages": [HumanMessage(feedback, name="action_claim_guard")],
             }
         answer, removed = remove_claims(draft, false_claims)
+        if not false_claims:
+            # No verdict to keep: the field stays None, and is not written again (every
+            # field written is a document the checkpointer stores).
+            if state.get("claim_verdict") is None:
+                return {"answer": answer}
+            return {"claim_verdict": None, "answer": answer}
         verdict = {
             "outcome": "removed" if removed else "clear",
             "false_claims": sentences,
