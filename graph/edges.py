@@ -28,9 +28,9 @@ def after_agent(steps: StepBudget, tool_budget: int) -> Callable[[InvestigationS
 def after_check(state: InvestigationState) -> Literal["agent", "grade", "__end__"]:
     """Back to the agent when a guard sent the draft back; then grading, if a rubric is
     active and this turn is not graded yet."""
-    for verdict in (state.get("trace_verdict"), state.get("claim_verdict")):
-        if verdict and verdict["outcome"] == "revise":
-            return "agent"
+    check = state.get("draft_check")
+    if check is not None and check["answer"] is None:
+        return "agent"
     if state.get("rubric") and state.get("rubric_status") in (None, "needs_revision"):
         return "grade"
     return "__end__"

@@ -85,16 +85,14 @@ def _turn_input(
         "messages": messages,
         "tool_calls_used": 0,
         "stop_reason": None,
-        "trace_verdict": None,
+        "draft_check": None,
         "trace_revision_count": 0,
-        "claim_verdict": None,
         "claim_revision_count": 0,
         "rubric": rubric,
         "rubric_run_id": uuid.uuid4().hex[:12] if rubric else None,
         "rubric_iteration": 0,
         "rubric_status": None,
         "rubric_revision_count": 0,
-        "answer": None,
     }
 
 
@@ -295,7 +293,7 @@ class Investigator:
             )
             return turn.result(
                 "incomplete",
-                turn.final.get("answer") or message,
+                _answer(turn.final) or message,
                 notices=[*notices, message],
                 stop_reason="recursion_limit",
                 **_turn_fields(turn.final),
@@ -324,7 +322,7 @@ class Investigator:
             notices.append(failed)
         return turn.result(
             status,
-            turn.final.get("answer") or "",
+            _answer(turn.final) or "",
             notices=notices,
             stop_reason=stop_reason,
             **_turn_fields(turn.final),
@@ -348,10 +346,17 @@ def _holds_turn(values: dict[str, Any], turn_id: str) -> bool:
     return any(m.id == turn_id for m in values.get("messages") or [])
 
 
+def _answer(state: dict[str, Any]) -> str | None:
+    """The latest draft as both guards passed it (None: none passed)."""
+    check = state.get("draft_check") or {}
+    return check.get("answer")
+
+
 def _turn_fields(state: dict[str, Any]) -> dict[str, Any]:
-    verdict = state.get("trace_verdict") or {}
+    check = state.get("draft_check") or {}
+    verdict = check.get("traces") or {}
     checks = verdict.get("checks", {})
-    claims = state.get("claim_verdict") or {}
+    claims = check.get("claims") or {}
     return {
         "tool_calls": state.get("tool_calls_used", 0),
         "verified_trace_ids": ids_with(checks, "found"),

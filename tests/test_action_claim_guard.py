@@ -5,7 +5,6 @@ Real ChatGoogleGenerativeAI, httpx and kubernetes_asyncio against the simulators
 """
 
 import pytest
-from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from gates.pipeline import ActionPipeline
 from graph.runner import InvestigationResult, Investigator
@@ -127,18 +126,3 @@ async def test_the_guard_still_checks_an_answer_forced_by_the_step_limit(
     assert result.stop_reason == "step_limit"
     assert result.removed_claims == [CLAIM]
     assert "APPROVED" not in result.answer
-
-
-async def test_a_draft_that_claims_nothing_writes_no_claim_verdict(
-    investigator: Investigator, gemini: GeminiSimulator, thread_id: str
-) -> None:
-    gemini.script(Reply.text("payment-api 1.42.0 is failing."), Reply.text("Still 1.42.0."))
-    for question in ("why?", "and now?"):
-        result = await investigator.investigate(thread_id, question, "U1")
-        assert result.removed_claims == []
-
-    saver = investigator.graph.checkpointer
-    assert isinstance(saver, BaseCheckpointSaver)
-    saved = await saver.aget_tuple({"configurable": {"thread_id": thread_id}})
-    assert saved is not None
-    assert "claim_verdict" not in saved.checkpoint["channel_versions"]  # every write is stored

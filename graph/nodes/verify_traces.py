@@ -36,12 +36,17 @@ def _finished(verdict: TraceVerdict) -> dict[str, Any]:
     }
 
 
-# The state update, and the draft as the guard leaves it (None: sent back for revision).
-TraceGuard = Callable[[InvestigationState], Awaitable[tuple[dict[str, Any], str | None]]]
+# The verdict, the rest of the state update, and the draft as the guard leaves it (None:
+# sent back for revision).
+TraceGuard = Callable[
+    [InvestigationState], Awaitable[tuple[TraceVerdict, dict[str, Any], str | None]]
+]
 
 
 def make_trace_guard(verifier: TraceVerifier, limits: GraphLimits, steps: StepBudget) -> TraceGuard:
-    async def verify_traces(state: InvestigationState) -> tuple[dict[str, Any], str | None]:
+    async def verify_traces(
+        state: InvestigationState,
+    ) -> tuple[TraceVerdict, dict[str, Any], str | None]:
         report = reporter()
         draft = _draft(state)
         cited = find_trace_ids(draft)
@@ -64,12 +69,11 @@ def make_trace_guard(verifier: TraceVerifier, limits: GraphLimits, steps: StepBu
             verdict: TraceVerdict = {"outcome": "revise", "checks": checks, "removed": 0}
             report(_finished(verdict))
             feedback = HumanMessage(revision_feedback(missing), name="trace_guard")
-            return {
-                "trace_verdict": verdict,
-                "trace_revision_count": revisions + 1,
-                **learned,
-                "messages": [feedback],
-            }, None
+            return (
+                verdict,
+                {"trace_revision_count": revisions + 1, **learned, "messages": [feedback]},
+                None,
+            )
         answer, removed = finalise_answer(draft, checks)
         TRACE_GUARD.labels("removed").inc(removed)
         verdict = {
@@ -78,6 +82,6 @@ def make_trace_guard(verifier: TraceVerifier, limits: GraphLimits, steps: StepBu
             "removed": removed,
         }
         report(_finished(verdict))
-        return {"trace_verdict": verdict, **learned}, answer
+        return verdict, learned, answer
 
     return verify_traces
