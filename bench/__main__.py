@@ -338,8 +338,15 @@ async def _turns(redis_url: str, long_turns: int) -> Turns:
             ours = Investigator(build_graph(model, tools, verifier, grader, saver, limits), limits)
             bare = bare_graph(model, tools, client, saver)
 
+            async def progress(event: dict[str, Any]) -> None:
+                pass
+
             async def ours_turn(thread_id: str, turn: int) -> None:
-                result = await ours.investigate(thread_id, f"turn {turn}: what now?", "b")
+                # With a progress callback, as the bot always runs a turn (it edits its
+                # placeholder): the events' delivery is part of the turn.
+                result = await ours.investigate(
+                    thread_id, f"turn {turn}: what now?", "b", on_progress=progress
+                )
                 assert result.status == "answered", result
 
             async def bare_turn(thread_id: str, turn: int) -> None:
@@ -799,7 +806,9 @@ async def main() -> None:
         "  does it itself; for the bare app, which shares this process, the bench does).",
         "- B3: the bare graph makes the same external calls (model, Tempo search, Tempo fetch",
         "  of the cited IDs) and nothing else; tracegate adds the action-claim check (in the",
-        "  same step as the trace guard), the per-turn fields and the guards' bookkeeping.",
+        "  same step as the trace guard), the per-turn fields, the guards' bookkeeping and the",
+        "  progress events (delivered to a callback that does nothing; the bot's callback",
+        "  edits the placeholder).",
         "  Bytes: Redis `MEMORY USAGE` of every",
         "  key naming the thread.",
         "- B5: the driver, the simulators, Redis, the receiving `serve` and the workers share",

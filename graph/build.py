@@ -34,12 +34,13 @@ from graph.nodes import (
     make_trace_guard,
 )
 from graph.nodes.grade import OnEvaluation, make_grade
+from graph.progress import TurnContext
 from graph.state import InvestigationState
 from graph.steps import StepBudget
 from graph.trace_guard import TraceVerifier
 
 InvestigationGraph = CompiledStateGraph[
-    InvestigationState, None, InvestigationState, InvestigationState
+    InvestigationState, TurnContext, InvestigationState, InvestigationState
 ]
 
 # Where each node may go next: the graph is wired from this, and the step accounting
@@ -52,11 +53,15 @@ ROUTES: dict[str, tuple[str, ...]] = {
     "grade": ("agent", END),
 }
 STEPS = StepBudget(ROUTES)
-ROUTERS: dict[str, Callable[[InvestigationState], Any]] = {
-    "agent": after_agent(STEPS),
-    "check_draft": after_check,
-    "grade": after_grade,
-}
+
+
+def routers(limits: GraphLimits) -> dict[str, Callable[[InvestigationState], Any]]:
+    """The nodes that choose where to go next, and how."""
+    return {
+        "agent": after_agent(STEPS, limits.tool_budget),
+        "check_draft": after_check,
+        "grade": after_grade,
+    }
 
 
 def build_graph(
@@ -69,10 +74,10 @@ def build_graph(
     on_evaluation: OnEvaluation | None = None,
     action_records: ActionStore | None = None,
 ) -> InvestigationGraph:
-    builder = StateGraph(InvestigationState)
+    builder = StateGraph(InvestigationState, context_schema=TurnContext)
     builder.add_node("agent", make_agent(model, tools, limits.context_budget_tokens))
     builder.add_node("tools", make_tools(tools))
-    builder.add_node("force_answer", make_force_answer(model, tools, STEPS))
+    builder.add_node("force_answer", make_force_answer(model, tools, STEPS, limits.tool_budget))
     builder.add_node(
         "check_draft",
         make_check_draft(
@@ -83,9 +88,10 @@ def build_graph(
     builder.add_node("grade", make_grade(grader, limits, STEPS, on_evaluation))
 
     builder.add_edge(START, "agent")
+    choosing = routers(limits)
     for node, ahead in ROUTES.items():
-        if node in ROUTERS:
-            builder.add_conditional_edges(node, ROUTERS[node], list(ahead))
+        if node in choosing:
+            builder.add_conditional_edges(node, choosing[node], list(ahead))
         else:
             (only,) = ahead
             builder.add_edge(node, only)

@@ -13,14 +13,14 @@ from graph.steps import StepBudget
 AfterAgent = Literal["tools", "force_answer", "check_draft"]
 
 
-def after_agent(steps: StepBudget) -> Callable[[InvestigationState], AfterAgent]:
-    """Tools while the budget and the steps allow them, else a forced answer."""
+def after_agent(steps: StepBudget, tool_budget: int) -> Callable[[InvestigationState], AfterAgent]:
+    """Tools while the tool budget and the steps allow them, else a forced answer."""
 
     def route(state: InvestigationState) -> AfterAgent:
         last = state["messages"][-1]
         if not (isinstance(last, AIMessage) and last.tool_calls):
             return "check_draft"
-        return "force_answer" if steps.stop_reason(state) else "tools"
+        return "force_answer" if steps.stop_reason(state, tool_budget) else "tools"
 
     return route
 
@@ -28,9 +28,9 @@ def after_agent(steps: StepBudget) -> Callable[[InvestigationState], AfterAgent]
 def after_check(state: InvestigationState) -> Literal["agent", "grade", "__end__"]:
     """Back to the agent when a guard sent the draft back; then grading, if a rubric is
     active and this turn is not graded yet."""
-    for verdict in (state.get("trace_verdict"), state.get("claim_verdict")):
-        if verdict and verdict["outcome"] == "revise":
-            return "agent"
+    check = state.get("draft_check")
+    if check is not None and check["answer"] is None:
+        return "agent"
     if state.get("rubric") and state.get("rubric_status") in (None, "needs_revision"):
         return "grade"
     return "__end__"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import time
@@ -26,6 +27,7 @@ from graph.log_context import bind_log_context
 from graph.model import make_chat_model
 from graph.nodes.grade import OnEvaluation
 from graph.nodes.tools import failed_tools_notice
+from graph.progress import TurnContext
 from graph.result import InvestigationResult, RubricReport, Status
 from graph.state import InvestigationState
 from graph.tools.kubernetes import kubernetes_tools
@@ -82,18 +84,15 @@ def _turn_input(
         **sticky,
         "messages": messages,
         "tool_calls_used": 0,
-        "budget": limits.tool_budget,
         "stop_reason": None,
-        "trace_verdict": None,
+        "draft_check": None,
         "trace_revision_count": 0,
-        "claim_verdict": None,
         "claim_revision_count": 0,
         "rubric": rubric,
         "rubric_run_id": uuid.uuid4().hex[:12] if rubric else None,
         "rubric_iteration": 0,
         "rubric_status": None,
         "rubric_revision_count": 0,
-        "answer": None,
     }
 
 
@@ -113,7 +112,12 @@ def _changes(update: InvestigationState, current: dict[str, Any]) -> Investigati
 
 
 class _Turn:
-    """The bookkeeping of one `investigate` call: events, timing, the final state."""
+    """The bookkeeping of one `investigate` call: events, timing, the final state.
+
+    Nodes and tools report events through the run context; each is recorded at once and,
+    while `delivering`, handed to `on_progress` in order by a task of its own, so the
+    graph does not wait for the reporter (a Slack edit) between steps.
+    """
 
     def __init__(self, thread_id: str, on_progress: ProgressCallback | None) -> None:
         self.thread_id = thread_id
@@ -123,16 +127,41 @@ class _Turn:
         bind_log_context(correlation_id=self.correlation_id)
         self.events: list[dict[str, Any]] = []
         self.final: dict[str, Any] = {}
+        self.context = TurnContext(report=self.report)
+        self._undelivered: asyncio.Queue[dict[str, Any] | None] | None = None
 
-    async def emit(self, event: dict[str, Any]) -> None:
+    def report(self, event: dict[str, Any]) -> None:
         event = {"at_ms": int((time.monotonic() - self.started) * 1000), **event}
         self.events.append(event)
+        if self._undelivered is not None:
+            self._undelivered.put_nowait(event)
+
+    @asynccontextmanager
+    async def delivering(self) -> AsyncIterator[None]:
+        """Events reported inside go to `on_progress`, in order; once the block is left
+        normally, all of them have been delivered. A run that raised (superseded,
+        cancelled) reports nothing more."""
         if self.on_progress is None:
+            yield
             return
+        self._undelivered = asyncio.Queue()
+        delivery = asyncio.create_task(self._deliver(self.on_progress, self._undelivered))
         try:
-            await self.on_progress(event)
-        except Exception:  # progress is cosmetic: a failing reporter must not stop the run
-            log.exception("progress callback failed [%s]", self.correlation_id)
+            yield
+        except BaseException:
+            delivery.cancel()
+            raise
+        self._undelivered.put_nowait(None)
+        await delivery
+
+    async def _deliver(
+        self, on_progress: ProgressCallback, events: asyncio.Queue[dict[str, Any] | None]
+    ) -> None:
+        while (event := await events.get()) is not None:
+            try:
+                await on_progress(event)
+            except Exception:  # progress is cosmetic: a failing reporter must not stop the run
+                log.exception("progress callback failed [%s]", self.correlation_id)
 
     def result(self, status: Status, answer: str, **fields: Any) -> InvestigationResult:
         return InvestigationResult(
@@ -172,13 +201,10 @@ class Investigator:
     async def _stream(
         self, graph_input: InvestigationState | None, config: RunnableConfig, turn: _Turn
     ) -> None:
-        async for part in self.graph.astream(
-            graph_input, config, stream_mode=["custom", "values"], version="v2"
+        async for values in self.graph.astream(
+            graph_input, config, context=turn.context, stream_mode="values"
         ):
-            if part["type"] == "values":
-                turn.final = dict(part["data"])
-            elif part["type"] == "custom":
-                await turn.emit(part["data"])
+            turn.final = dict(values)
 
     async def _finish_interrupted_grading(
         self, pending: tuple[str, ...], config: RunnableConfig, turn: _Turn
@@ -188,7 +214,7 @@ class Investigator:
         question supersedes them. True when a pass ran (the state moved on)."""
         if "grade" not in pending:
             return False
-        await turn.emit({"type": "resumed", "pending": list(pending)})
+        turn.report({"type": "resumed", "pending": list(pending)})
         try:
             await self._stream(None, config, turn)
         except GraphRecursionError:
@@ -219,6 +245,23 @@ class Investigator:
         another run holds the thread; that is the one exception this method lets through.
         """
         turn = _Turn(thread_id, on_progress)
+        async with turn.delivering():
+            return await self._investigate(
+                turn, thread_id, text, user, rubric, channel_rubric, turn_id, context, fence
+            )
+
+    async def _investigate(
+        self,
+        turn: _Turn,
+        thread_id: str,
+        text: str,
+        user: str,
+        rubric: str | None,
+        channel_rubric: str | None,
+        turn_id: str | None,
+        context: ThreadContext | None,
+        fence: Fence | None,
+    ) -> InvestigationResult:
         question, notices = clean_question(text, self.limits.question_max_chars)
         if not question:
             return turn.result("rejected", EMPTY_QUESTION)
@@ -227,7 +270,7 @@ class Investigator:
             snapshot = await self.graph.aget_state(config)
             if turn_id is not None and _holds_turn(snapshot.values, turn_id):
                 # Finished super-steps are not run again; an interrupted one is.
-                await turn.emit({"type": "resumed", "pending": list(snapshot.next)})
+                turn.report({"type": "resumed", "pending": list(snapshot.next)})
                 turn.final = dict(snapshot.values)
                 if snapshot.next:
                     await self._stream(None, config, turn)
@@ -243,28 +286,28 @@ class Investigator:
             raise  # another run holds the thread: nothing of this one may be reported
         except GraphRecursionError:
             steps = self.limits.recursion_limit
-            await turn.emit({"type": "stopped", "reason": "recursion_limit", "steps": steps})
+            turn.report({"type": "stopped", "reason": "recursion_limit", "steps": steps})
             log.warning("thread %s hit the recursion limit [%s]", thread_id, turn.correlation_id)
             message = (
                 f"Stopped after {steps} steps; the answer may be incomplete — narrow the question."
             )
             return turn.result(
                 "incomplete",
-                turn.final.get("answer") or message,
+                _answer(turn.final) or message,
                 notices=[*notices, message],
                 stop_reason="recursion_limit",
                 **_turn_fields(turn.final),
             )
         except Exception as exc:
             log.exception("investigation failed for thread %s [%s]", thread_id, turn.correlation_id)
-            await turn.emit({"type": "failed", "error": type(exc).__name__})
+            turn.report({"type": "failed", "error": type(exc).__name__})
             return turn.result(
                 "failed", _failure_message(exc, turn.correlation_id), notices=notices
             )
 
         stop_reason = turn.final.get("stop_reason")
         status: Status = "incomplete" if stop_reason == "step_limit" else "answered"
-        await turn.emit({"type": "final", "status": status})
+        turn.report({"type": "final", "status": status})
         if stop_reason == "step_limit":
             notices.append(
                 f"Stopped near the step limit ({self.limits.recursion_limit} steps); "
@@ -279,7 +322,7 @@ class Investigator:
             notices.append(failed)
         return turn.result(
             status,
-            turn.final.get("answer") or "",
+            _answer(turn.final) or "",
             notices=notices,
             stop_reason=stop_reason,
             **_turn_fields(turn.final),
@@ -303,10 +346,17 @@ def _holds_turn(values: dict[str, Any], turn_id: str) -> bool:
     return any(m.id == turn_id for m in values.get("messages") or [])
 
 
+def _answer(state: dict[str, Any]) -> str | None:
+    """The latest draft as both guards passed it (None: none passed)."""
+    check = state.get("draft_check") or {}
+    return check.get("answer")
+
+
 def _turn_fields(state: dict[str, Any]) -> dict[str, Any]:
-    verdict = state.get("trace_verdict") or {}
+    check = state.get("draft_check") or {}
+    verdict = check.get("traces") or {}
     checks = verdict.get("checks", {})
-    claims = state.get("claim_verdict") or {}
+    claims = check.get("claims") or {}
     return {
         "tool_calls": state.get("tool_calls_used", 0),
         "verified_trace_ids": ids_with(checks, "found"),

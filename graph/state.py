@@ -1,6 +1,6 @@
 """The investigation state: what one Slack thread's LangGraph thread carries between steps.
 
-Per-turn fields (`tool_calls_used`, `trace_revision_count`, `answer`, `stop_reason`, ...)
+Per-turn fields (`tool_calls_used`, `trace_revision_count`, `draft_check`, `stop_reason`, ...)
 are reset by the runner's input at the start of every turn; `messages` and
 `known_traces` accumulate for the life of the thread.
 """
@@ -41,6 +41,14 @@ class ClaimVerdict(TypedDict):
     removed: int  # sentences removed from the posted answer
 
 
+class DraftCheck(TypedDict):
+    """What `check_draft` made of the latest draft: one field, so one write a draft."""
+
+    traces: TraceVerdict
+    claims: ClaimVerdict | None  # None: not checked, the trace guard sent the draft back
+    answer: str | None  # the draft as both guards left it; None: sent back to the agent
+
+
 def merge_known(left: dict[str, str] | None, right: dict[str, str] | None) -> dict[str, str]:
     return {**(left or {}), **(right or {})}
 
@@ -48,13 +56,11 @@ def merge_known(left: dict[str, str] | None, right: dict[str, str] | None) -> di
 class InvestigationState(TypedDict, total=False):
     messages: Annotated[list[AnyMessage], add_messages]
     tool_calls_used: int
-    budget: int
     stop_reason: StopReason | None
     # Trace IDs Tempo confirmed in this thread (normalised id -> "found"): not re-checked.
     known_traces: Annotated[dict[str, str], merge_known]
-    trace_verdict: TraceVerdict | None
+    draft_check: DraftCheck | None
     trace_revision_count: int
-    claim_verdict: ClaimVerdict | None
     claim_revision_count: int
     # Rubric grading. `rubric` is sticky: it stays active for later turns of the thread.
     rubric: str | None
@@ -63,7 +69,6 @@ class InvestigationState(TypedDict, total=False):
     rubric_status: Verdict | None  # the current run's verdict
     rubric_evaluations: Annotated[list[Evaluation], operator.add]  # every pass, every run
     rubric_revision_count: int
-    answer: str | None  # written only by check_draft, after both guards passed the draft
     # Earlier turns folded out of the model's context (graph/history.py): one line each,
     # newest last, bounded; and how many turns were folded in all.
     history_summary: list[str] | None

@@ -43,11 +43,12 @@ class StepBudget:
         """Whether `node` may run next and every path from it still reaches END."""
         return state["remaining_steps"] > self.to_end[node]
 
-    def stop_reason(self, state: InvestigationState) -> StopReason | None:
-        """Why the agent's pending tool calls may not run, if they may not."""
+    def stop_reason(self, state: InvestigationState, tool_budget: int) -> StopReason | None:
+        """Why the agent's pending tool calls may not run, if they may not: `tool_budget`
+        is how many calls a turn may make."""
         last = state["messages"][-1]
         calls = len(last.tool_calls) if isinstance(last, AIMessage) else 0
-        if state.get("tool_calls_used", 0) + calls > state.get("budget", 0):
+        if state.get("tool_calls_used", 0) + calls > tool_budget:
             return "tool_budget"
         if not self.room_for(state, "tools"):
             return "step_limit"

@@ -17,7 +17,6 @@ def _state(remaining: int, calls: int = 1, used: int = 0) -> InvestigationState:
         "messages": [pending],
         "remaining_steps": remaining,
         "tool_calls_used": used,
-        "budget": 8,
     }
 
 
@@ -32,12 +31,12 @@ def test_a_node_added_to_the_wiring_is_counted_on_every_path_through_it() -> Non
 
 
 def test_a_tool_round_needs_room_for_tools_and_the_way_from_there_to_the_end() -> None:
-    assert STEPS.stop_reason(_state(remaining=6)) is None
-    assert STEPS.stop_reason(_state(remaining=5)) == "step_limit"
+    assert STEPS.stop_reason(_state(remaining=6), tool_budget=8) is None
+    assert STEPS.stop_reason(_state(remaining=5), tool_budget=8) == "step_limit"
 
 
 def test_the_tool_budget_is_checked_before_the_steps() -> None:
-    assert STEPS.stop_reason(_state(remaining=20, calls=2, used=7)) == "tool_budget"
+    assert STEPS.stop_reason(_state(remaining=20, calls=2, used=7), tool_budget=8) == "tool_budget"
 
 
 def test_a_revision_needs_revisions_left_and_room_for_another_draft() -> None:

@@ -2,6 +2,8 @@
 
 import asyncio
 
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
 from graph.config import GraphLimits, TempoSpec
 from graph.runner import Investigator
 from graph.tools.tempo import TempoClient
@@ -154,6 +156,34 @@ async def test_an_id_confirmed_in_an_earlier_turn_is_not_asked_of_tempo_again(
     assert asked_first == 1
     assert len(tempo.requests_for("/api/v2/traces/")) == asked_first
     assert again.verified_trace_ids == [cited]
+
+
+async def test_known_ids_are_stored_again_only_when_tempo_confirmed_a_new_one(
+    investigator: Investigator, gemini: GeminiSimulator, scenario: Scenario, thread_id: str
+) -> None:
+    first, second = scenario.error_trace_ids[:2]
+    gemini.script(
+        Reply.text(f"See {first}."),
+        Reply.text(f"As before, {first}."),
+        Reply.text(f"And {second}."),
+    )
+    versions = []
+    for question in ("why?", "and now?", "anything else?"):
+        await investigator.investigate(thread_id, question, "U1")
+        versions.append(await _version_of(investigator, thread_id, "known_traces"))
+
+    assert versions[1] == versions[0]  # nothing new: not written (every write is stored)
+    assert versions[2] != versions[1]
+    state = await investigator.graph.aget_state({"configurable": {"thread_id": thread_id}})
+    assert state.values["known_traces"] == {first: "found", second: "found"}
+
+
+async def _version_of(investigator: Investigator, thread_id: str, channel: str) -> object:
+    saver = investigator.graph.checkpointer
+    assert isinstance(saver, BaseCheckpointSaver)
+    saved = await saver.aget_tuple({"configurable": {"thread_id": thread_id}})
+    assert saved is not None
+    return saved.checkpoint["channel_versions"][channel]
 
 
 async def test_a_draft_the_trace_guard_sends_back_is_not_checked_for_action_claims(

@@ -9,10 +9,10 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
-from langgraph.config import get_stream_writer
 
 from graph.history import bound_history
 from graph.messages import close_dangling_tool_calls
+from graph.progress import reporter
 from graph.prompts import SYSTEM_PROMPT
 from graph.state import InvestigationState
 
@@ -35,15 +35,15 @@ def make_agent(model: BaseChatModel, tools: Sequence[BaseTool], context_budget_t
     bound = model.bind_tools(list(tools))
 
     async def agent(state: InvestigationState) -> dict[str, Any]:
-        write = get_stream_writer()
-        write({"type": "model_started", "node": "agent"})
+        report = reporter()
+        report({"type": "model_started", "node": "agent"})
         # Earlier turns are compacted in the state itself (same message ids), so the
         # checkpoint shrinks with the model's input and the work is done once per turn.
         history = bound_history(state, context_budget_tokens)
         messages = close_dangling_tool_calls(history.view)
         response = await bound.ainvoke([SystemMessage(SYSTEM_PROMPT), *messages])
         calls = [c["name"] for c in getattr(response, "tool_calls", [])]
-        write({"type": "model_finished", "node": "agent", "tool_calls": calls})
+        report({"type": "model_finished", "node": "agent", "tool_calls": calls})
         update: dict[str, Any] = {"messages": [*history.updates, response]}
         if history.summary is not None:
             update["history_summary"] = history.summary

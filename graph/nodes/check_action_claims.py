@@ -7,16 +7,20 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.config import get_stream_writer
 
 from gates.store import ActionStore
 from graph.action_claims import remove_claims, revision_feedback, unsupported_claims
 from graph.config import GraphLimits
+from graph.progress import reporter
 from graph.state import ClaimVerdict, InvestigationState
 from graph.steps import StepBudget
 
-# (the trace-verified draft, the state, the run's config) -> the state update
-ClaimGuard = Callable[[str, InvestigationState, RunnableConfig], Awaitable[dict[str, Any]]]
+# (the trace-verified draft, the state, the run's config) -> the verdict, the rest of the
+# state update, and the draft as the guard leaves it (None: sent back for revision)
+ClaimGuard = Callable[
+    [str, InvestigationState, RunnableConfig],
+    Awaitable[tuple[ClaimVerdict, dict[str, Any], str | None]],
+]
 
 
 def make_claim_guard(
@@ -26,28 +30,26 @@ def make_claim_guard(
 
     async def check_action_claims(
         draft: str, state: InvestigationState, config: RunnableConfig
-    ) -> dict[str, Any]:
+    ) -> tuple[ClaimVerdict, dict[str, Any], str | None]:
         # Proposals are filed under the LangGraph thread id (see propose_action).
         thread_key = str((config.get("configurable") or {}).get("thread_id", ""))
         requests = await records.for_thread(thread_key) if records is not None else []
         false_claims = unsupported_claims(draft, requests)
-        get_stream_writer()({"type": "claims_checked", "unsupported": len(false_claims)})
+        reporter()({"type": "claims_checked", "unsupported": len(false_claims)})
         sentences = [c.sentence for c in false_claims]
         revisions = state.get("claim_revision_count", 0)
         if false_claims and steps.room_for_revision(state, revisions, limits.claim_max_revisions):
             verdict: ClaimVerdict = {"outcome": "revise", "false_claims": sentences, "removed": 0}
             feedback = revision_feedback(false_claims, requests)
-            return {
-                "claim_verdict": verdict,
-                "claim_revision_count": revisions + 1,
-                "messages": [HumanMessage(feedback, name="action_claim_guard")],
-            }
+            feedback_message = HumanMessage(feedback, name="action_claim_guard")
+            update = {"claim_revision_count": revisions + 1, "messages": [feedback_message]}
+            return verdict, update, None
         answer, removed = remove_claims(draft, false_claims)
         verdict = {
             "outcome": "removed" if removed else "clear",
             "false_claims": sentences,
             "removed": removed,
         }
-        return {"claim_verdict": verdict, "answer": answer}
+        return verdict, {}, answer
 
     return check_action_claims

@@ -8,11 +8,11 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool
-from langgraph.config import get_stream_writer
 
 from graph.history import summary_view
 from graph.messages import close_dangling_tool_calls
 from graph.nodes.agent import Node
+from graph.progress import reporter
 from graph.prompts import FORCE_ANSWER_PROMPT, STOP_REASONS, SYSTEM_PROMPT
 from graph.state import InvestigationState
 from graph.steps import StepBudget
@@ -20,14 +20,16 @@ from graph.steps import StepBudget
 NO_ANSWER = "I could not reach an answer within this question's limits. Narrow the question."
 
 
-def make_force_answer(model: BaseChatModel, tools: Sequence[BaseTool], steps: StepBudget) -> Node:
+def make_force_answer(
+    model: BaseChatModel, tools: Sequence[BaseTool], steps: StepBudget, tool_budget: int
+) -> Node:
     # Same tool declarations as the agent (the history holds their calls), but none may run.
     answer_only = model.bind_tools(list(tools), tool_choice="none")
 
     async def force_answer(state: InvestigationState) -> dict[str, Any]:
-        reason = steps.stop_reason(state) or "tool_budget"
-        write = get_stream_writer()
-        write({"type": "forced_answer", "reason": reason})
+        reason = steps.stop_reason(state, tool_budget) or "tool_budget"
+        report = reporter()
+        report({"type": "forced_answer", "reason": reason})
         last = state["messages"][-1]
         # Every function call needs a response before the model may speak again.
         skipped = [

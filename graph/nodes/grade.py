@@ -7,12 +7,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain_core.messages import HumanMessage
-from langgraph.config import get_stream_writer
 
 from graph.config import GraphLimits
 from graph.grader import Grader
 from graph.metrics import RUBRIC_VERDICTS
 from graph.nodes.agent import Node
+from graph.progress import reporter
 from graph.rubric import Evaluation, Verdict, decide, revision_feedback
 from graph.state import InvestigationState
 from graph.steps import StepBudget
@@ -36,10 +36,12 @@ def make_grade(
     grader: Grader, limits: GraphLimits, steps: StepBudget, on_evaluation: OnEvaluation | None
 ) -> Node:
     async def grade(state: InvestigationState) -> dict[str, Any]:
-        write = get_stream_writer()
+        report = reporter()
         run_id = state.get("rubric_run_id") or "unknown"
         iteration = state.get("rubric_iteration", 0)
-        write({"type": "rubric_evaluation_start", "grading_run_id": run_id, "iteration": iteration})
+        report(
+            {"type": "rubric_evaluation_start", "grading_run_id": run_id, "iteration": iteration}
+        )
         feedback: str | None = None
         try:
             outcome = await grader.grade(
@@ -70,7 +72,7 @@ def make_grade(
                 "criteria": [],
                 "unverified": False,
             }
-        write({"type": "rubric_evaluation_end", **evaluation})
+        report({"type": "rubric_evaluation_end", **evaluation})
         RUBRIC_VERDICTS.labels(evaluation["result"]).inc()
         if on_evaluation is not None:
             try:

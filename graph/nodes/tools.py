@@ -21,6 +21,7 @@ from langgraph.types import Command
 
 from graph.metrics import TOOL_CALLS
 from graph.nodes.agent import ConfigNode
+from graph.progress import reporter
 from graph.state import InvestigationState
 from graph.tools.errors import ToolFailed
 
@@ -57,13 +58,13 @@ async def bounded(request: ToolCallRequest, execute: Execute) -> ToolMessage | C
 async def _observed(request: ToolCallRequest, execute: Execute) -> ToolMessage | Command[Any]:
     """`bounded`, with progress events and the per-tool metric around it."""
     name = request.tool_call["name"]
-    write = request.runtime.stream_writer
-    write({"type": "tool_started", "tool": name, "args": request.tool_call["args"]})
+    report = reporter(request.runtime.context)
+    report({"type": "tool_started", "tool": name, "args": request.tool_call["args"]})
     result = await bounded(request, execute)
     status = result.status if isinstance(result, ToolMessage) else "success"
     outcome = "failed" if status == "error" else "succeeded"
     TOOL_CALLS.labels(name, outcome).inc()
-    write({"type": "tool_finished", "tool": name, "status": status, "outcome": outcome})
+    report({"type": "tool_finished", "tool": name, "status": status, "outcome": outcome})
     return result
 
 

@@ -6,10 +6,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
-from langgraph.config import get_stream_writer
 
 from graph.config import GraphLimits
 from graph.metrics import TRACE_GUARD
+from graph.progress import reporter
 from graph.state import InvestigationState, TraceCheck, TraceVerdict
 from graph.steps import StepBudget
 from graph.trace_guard import TraceVerifier, finalise_answer, ids_with, revision_feedback
@@ -36,17 +36,22 @@ def _finished(verdict: TraceVerdict) -> dict[str, Any]:
     }
 
 
-# The state update, and the draft as the guard leaves it (None: sent back for revision).
-TraceGuard = Callable[[InvestigationState], Awaitable[tuple[dict[str, Any], str | None]]]
+# The verdict, the rest of the state update, and the draft as the guard leaves it (None:
+# sent back for revision).
+TraceGuard = Callable[
+    [InvestigationState], Awaitable[tuple[TraceVerdict, dict[str, Any], str | None]]
+]
 
 
 def make_trace_guard(verifier: TraceVerifier, limits: GraphLimits, steps: StepBudget) -> TraceGuard:
-    async def verify_traces(state: InvestigationState) -> tuple[dict[str, Any], str | None]:
-        write = get_stream_writer()
+    async def verify_traces(
+        state: InvestigationState,
+    ) -> tuple[TraceVerdict, dict[str, Any], str | None]:
+        report = reporter()
         draft = _draft(state)
         cited = find_trace_ids(draft)
         known = state.get("known_traces") or {}
-        write({"type": "verification_started", "trace_ids": len(cited)})
+        report({"type": "verification_started", "trace_ids": len(cited)})
         checks: dict[str, TraceCheck] = {
             t: {"status": "found", "detail": "confirmed earlier in this thread"}
             for t in cited
@@ -54,20 +59,21 @@ def make_trace_guard(verifier: TraceVerifier, limits: GraphLimits, steps: StepBu
         }
         checks.update(await verifier.check(t for t in cited if t not in known))
         newly_found = {t: "found" for t in ids_with(checks, "found") if t not in known}
+        # Written only when Tempo confirmed new IDs: every field written is a document stored.
+        learned: dict[str, Any] = {"known_traces": newly_found} if newly_found else {}
         missing = ids_with(checks, "missing")
         for check in checks.values():
             TRACE_GUARD.labels(check["status"]).inc()
         revisions = state.get("trace_revision_count", 0)
         if missing and steps.room_for_revision(state, revisions, limits.trace_max_revisions):
             verdict: TraceVerdict = {"outcome": "revise", "checks": checks, "removed": 0}
-            write(_finished(verdict))
+            report(_finished(verdict))
             feedback = HumanMessage(revision_feedback(missing), name="trace_guard")
-            return {
-                "trace_verdict": verdict,
-                "trace_revision_count": revisions + 1,
-                "known_traces": newly_found,
-                "messages": [feedback],
-            }, None
+            return (
+                verdict,
+                {"trace_revision_count": revisions + 1, **learned, "messages": [feedback]},
+                None,
+            )
         answer, removed = finalise_answer(draft, checks)
         TRACE_GUARD.labels("removed").inc(removed)
         verdict = {
@@ -75,7 +81,7 @@ def make_trace_guard(verifier: TraceVerifier, limits: GraphLimits, steps: StepBu
             "checks": checks,
             "removed": removed,
         }
-        write(_finished(verdict))
-        return {"trace_verdict": verdict, "known_traces": newly_found}, answer
+        report(_finished(verdict))
+        return verdict, learned, answer
 
     return verify_traces

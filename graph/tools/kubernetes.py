@@ -13,6 +13,7 @@ from langgraph.prebuilt import ToolRuntime
 from gates.cluster import ClusterError, DeploymentNotFound
 from gates.pipeline import ActionPipeline
 from graph.action_claims import true_state
+from graph.progress import TurnContext, reporter
 from graph.state import InvestigationState
 from graph.tools.errors import ToolFailed
 from graph.trace_ids import find_trace_ids
@@ -21,7 +22,7 @@ MAX_CONTEXT_CHARS = 6_000
 MAX_EVIDENCE = 20
 
 # The state as a plain dict: a TypedDict in a tool's signature cannot become its schema.
-Run = ToolRuntime[None, dict[str, Any]]
+Run = ToolRuntime[TurnContext, dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ def kubernetes_tools(pipeline: ActionPipeline) -> list[BaseTool]:
             evidence=facts.evidence,
             context=facts.context,
         )
-        runtime.stream_writer(
+        reporter(runtime.context)(
             {"type": "action_proposed", "request_id": request.id, "status": request.status}
         )
         if request.status == "pending_approval":
