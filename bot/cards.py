@@ -18,7 +18,7 @@ from bot.threads import ThreadMemory, in_channel, thread_key
 from gates.breaker import GLOBAL
 from gates.model import ActionRequest, CardLocation
 from gates.pipeline import SYSTEM, ActionPipeline
-from gates.reconciler import Reconciler
+from gates.reconciler import Reconciler, ThreadBusy
 from gates.store import RequestNotFound, TransitionConflict
 
 log = logging.getLogger(__name__)
@@ -66,10 +66,13 @@ class Cards:
         approvers: ApproverGroup,
         grafana_url: str | None,
         datasource: str,
+        thread_busy: ThreadBusy | None = None,
     ) -> None:
+        """`thread_busy`: whether a turn's run holds a thread (its lease), for the reconciler
+        to tell a proposal still being decided from one whose run died."""
         self.client = client
         self.actions = actions
-        self.reconciler = Reconciler(actions) if actions is not None else None
+        self.reconciler = Reconciler(actions, thread_busy) if actions is not None else None
         self.memory = memory
         self.jobs = jobs
         self.approvers = approvers

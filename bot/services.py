@@ -81,6 +81,7 @@ def build_services(
         approvers,
         settings.grafana_url,
         settings.grafana_tempo_datasource,
+        thread_busy=turns.leased,
     )
     presentation = Presentation(
         grafana_url=settings.grafana_url,

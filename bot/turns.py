@@ -410,6 +410,10 @@ class TurnStore:
         """1: renewed; 2: it was gone and is ours again; 0: another worker holds it."""
         return int(await self._renew(keys=[self._lease(thread)], args=[token, int(ttl_s * 1000)]))
 
+    async def leased(self, thread: str) -> bool:
+        """Whether some run holds the thread (its lease is renewed while the run lives)."""
+        return bool(await self.redis.exists(self._lease(thread)))
+
     async def holds(self, thread: str, token: str) -> bool:
         return as_text(await self.redis.get(self._lease(thread)) or b"") == token
 

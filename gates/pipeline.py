@@ -32,6 +32,7 @@ from gates.model import (
     ClusterSnapshot,
     GateDecision,
     Outcome,
+    RequestStatus,
     RolloutHealth,
     fingerprint,
     rollback_target,
@@ -142,10 +143,9 @@ class ActionPipeline:
         snapshot = ctx.fetched_snapshot
         refused = next((d for d in decisions if not d.allowed), None)
         if refused is not None:
-            return await self.store.transition(
+            return await self._decide(
                 request.id,
                 "refused",
-                SYSTEM,
                 f"{refused.gate}: {refused.reason}",
                 gate_decisions=decisions,
                 snapshot=snapshot,
@@ -154,20 +154,18 @@ class ActionPipeline:
         verdict = await self.judge.assess(request, snapshot)
         GATE_DECISIONS.labels("judge", "allowed" if verdict.safe_to_proceed else "refused").inc()
         if not verdict.safe_to_proceed:
-            return await self.store.transition(
+            return await self._decide(
                 request.id,
                 "refused",
-                SYSTEM,
                 f"judge: {verdict.reason}",
                 gate_decisions=decisions,
                 judge=verdict,
                 snapshot=snapshot,
                 fingerprint=fingerprint(request, snapshot),
             )
-        pending = await self.store.transition(
+        pending = await self._decide(
             request.id,
             "pending_approval",
-            SYSTEM,
             "rule gates and judge allowed",
             gate_decisions=decisions,
             judge=verdict,
@@ -178,8 +176,21 @@ class ActionPipeline:
             fingerprint=fingerprint(request, snapshot),
             expires_at=time.time() + self.policy.approval_ttl_s,
         )
-        await self.store.remember_fingerprint(pending)
+        if pending.status == "pending_approval":
+            await self.store.remember_fingerprint(pending)
         return pending
+
+    async def _decide(
+        self, request_id: str, to: RequestStatus, note: str, **changes: object
+    ) -> ActionRequest:
+        """proposed → `to`; if the request was moved meanwhile (refused by a reconciler that
+        took this run for a dead one), what it became is the answer."""
+        try:
+            return await self.store.transition(
+                request_id, to, SYSTEM, note, expect="proposed", **changes
+            )
+        except TransitionConflict as conflict:
+            return conflict.current
 
     # --- the human's side -------------------------------------------------------------
     def is_approver(self, user: str, in_approver_group: bool) -> bool:

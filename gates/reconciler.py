@@ -1,8 +1,9 @@
 """The reconciler: settles what a dead process left behind, in every process.
 
 It reads the store's index of open requests (no key scans) and takes the due ones:
-- `proposed` past its lease → `refused`: the process running the gates and the judge died
-  before they decided, so nobody was ever asked to approve it;
+- `proposed` past its lease, unless a live run still holds its thread (`thread_busy`: the
+  judge may be slow) → `refused`: the run deciding it died before the gates and the judge
+  decided, so nobody was ever asked to approve it;
 - `pending_approval` past its expiry → `expired`, whether or not a card was ever posted;
 - `approved` past its lease → `aborted`: the executor moves to `executing` before it sends
   the write, so nothing was sent;
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 
 from gates.cluster import ClusterError
 from gates.model import ActionRequest, Outcome
@@ -31,10 +33,17 @@ RECONCILER = "tracegate:reconciler"
 INTERRUPTED = "settled after interruption"
 
 
+ThreadBusy = Callable[[str], Awaitable[bool]]
+
+
 class Reconciler:
-    def __init__(self, pipeline: ActionPipeline) -> None:
+    def __init__(self, pipeline: ActionPipeline, thread_busy: ThreadBusy | None = None) -> None:
+        """`thread_busy(thread_key)`: whether a live run holds the thread (the bot's turn
+        lease); an undecided proposal of a busy thread is still being decided. Without it,
+        every undecided proposal past its lease is taken for a dead run's."""
         self.pipeline = pipeline
         self.store = pipeline.store
+        self.thread_busy = thread_busy
 
     async def run_once(self) -> list[ActionRequest]:
         """Settle every due request; returns the ones this call moved (their cards are stale)."""
@@ -70,6 +79,8 @@ class Reconciler:
     async def _settle(self, request: ActionRequest) -> ActionRequest | None:
         store = self.store
         if request.status == "proposed":
+            if self.thread_busy is not None and await self.thread_busy(request.thread_key):
+                return None  # its run is alive (a slow judge): looked at again next period
             return await self.refuse_undecided(request)
         if request.status == "pending_approval":
             return await self.pipeline.expire_if_due(request, RECONCILER)

@@ -9,16 +9,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis.asyncio as aioredis
 
+from bot.turns import TurnStore
 from gates.model import ActionRequest
 from gates.pipeline import ActionPipeline
 from gates.reconciler import Reconciler
 from gates.store import ActionStore, TransitionConflict
-from sandbox import GeminiSimulator
+from sandbox import GeminiSimulator, Reply
 from sandbox.kubernetes import KubernetesSimulator
 from tests.gates_fixtures import (
     APPROVER,
     REQUESTER,
+    SAFE,
     PipelineFactory,
     kill_mid_approval,
     propose_scale,
@@ -228,10 +231,9 @@ async def test_a_write_that_landed_before_the_fence_is_settled_as_succeeded(
     assert kube.deployments[("shop", "payment-api")]["spec"]["replicas"] == 6
 
 
-async def test_a_proposal_its_process_died_deciding_is_refused_once_its_lease_ends(
-    crashable: ActionPipeline,
-) -> None:
-    request = ActionRequest(
+def _undecided() -> ActionRequest:
+    """A proposal as `propose` records it before its gates and judge decide."""
+    return ActionRequest(
         action="scale",
         namespace="shop",
         deployment="payment-api",
@@ -240,6 +242,12 @@ async def test_a_proposal_its_process_died_deciding_is_refused_once_its_lease_en
         requester=REQUESTER,
         reason="saturated since 13:58",
     )
+
+
+async def test_a_proposal_its_process_died_deciding_is_refused_once_its_lease_ends(
+    crashable: ActionPipeline,
+) -> None:
+    request = _undecided()
     await crashable.store.create(request)  # what a process dying in the gates or judge leaves
     reconciler = Reconciler(crashable)
 
@@ -253,3 +261,42 @@ async def test_a_proposal_its_process_died_deciding_is_refused_once_its_lease_en
     assert stored.status == "refused"
     assert "stopped before the rule gates and the judge had decided" in stored.history[-1].note
     assert await crashable.store.due(time.time() + 3600) == []  # closed for good
+
+
+async def test_a_proposal_a_live_run_is_still_deciding_is_left_alone_until_the_run_ends(
+    crashable: ActionPipeline, redis_url: str
+) -> None:
+    redis = aioredis.from_url(redis_url)
+    turns = TurnStore(redis, 3600, crashable.store.prefix)
+    await turns.renew(THREAD, "live-run", 60)  # the run's lease on the thread
+    request = _undecided()
+    await crashable.store.create(request)
+    reconciler = Reconciler(crashable, thread_busy=turns.leased)
+    await asyncio.sleep(LEASE_S + 0.1)
+
+    while_held = await reconciler.run_once()  # a slow judge, not a dead run
+    await turns.release(THREAD, "live-run")  # the run is gone
+    after = await reconciler.run_once()
+    await redis.aclose()
+
+    assert while_held == []
+    assert [r.id for r in after] == [request.id]
+    assert (await crashable.store.get(request.id)).status == "refused"
+
+
+async def test_a_proposal_refused_under_its_slow_judge_is_answered_refused_not_as_an_error(
+    crashable: ActionPipeline, gemini: GeminiSimulator
+) -> None:
+    gemini.script(Reply(parts=SAFE.parts, delay_s=LEASE_S + 1.0))
+    args = _undecided().model_dump(include={"action", "namespace", "deployment", "replicas"})
+    proposing = asyncio.create_task(
+        crashable.propose(**args, thread_key=THREAD, requester=REQUESTER, reason="saturated")
+    )
+    await until(lambda: len(gemini.requests) == 1, "the judge to be asked")
+    await asyncio.sleep(LEASE_S + 0.1)
+    await Reconciler(crashable).run_once()  # no thread_busy: taken for a dead run's
+
+    decided = await proposing
+
+    assert decided.status == "refused"
+    assert "stopped before the rule gates and the judge had decided" in decided.history[-1].note

@@ -292,3 +292,23 @@ async def test_a_killed_approval_is_settled_after_restart_and_its_card_tells_the
         ":large_green_circle: rolled out: 4/4 available",
     ]
     assert not any(b["type"] == "actions" for b in card.blocks)
+
+
+async def test_a_proposal_whose_judge_outlasts_the_action_lease_is_still_decided(
+    bot_for: BotFactory, slack: SlackSimulator, gemini: GeminiSimulator
+) -> None:
+    """The reconciler refuses a proposal left undecided by a dead run, not one a live run is
+    still deciding: the turn's run holds its thread, so a slow judge's verdict stands."""
+    gemini.script(
+        ROLLBACK,
+        Reply(parts=SAFE.parts, delay_s=5.0),  # the judge: slower than lease + one period
+        ROLLBACK_PROPOSED,
+    )
+    async with bot_for(kube_timeout=0.5, action_lease="3s", reconcile_interval="1s") as running:
+        driver = SlackDriver(running.url, SECRET, team=f"T{uuid.uuid4().hex[:8].upper()}")
+        await driver.mention("fix checkout", ts=ROOT, user=REQUESTER)
+        await settled(running, 30)
+
+    answer, card = slack.thread("C1", ROOT)
+    assert "needs your approval" in answer.text
+    assert "approve_action" in _buttons(card)
