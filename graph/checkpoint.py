@@ -170,6 +170,8 @@ class LatestCheckpointSaver(AsyncShallowRedisSaver):
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         found = await super().aget_tuple(config)
+        if found is not None:
+            upgrade_channels(found.checkpoint)
         if found is None or not self._ttl_s:
             return found
         # A thread read is a thread in use. Its pending writes are expired again too: a
@@ -184,6 +186,32 @@ class LatestCheckpointSaver(AsyncShallowRedisSaver):
             pipeline.expire(expiring, self._ttl_s)
         await pipeline.execute()
         return found
+
+
+# Channels of checkpoints written before `draft_check` (one field for check_draft's whole
+# judgement) replaced them; a turn running across the deploy resumes from such a checkpoint.
+_LEGACY = ("trace_verdict", "claim_verdict", "answer")
+
+
+def upgrade_channels(checkpoint: Checkpoint) -> None:
+    """Read a checkpoint of the previous layout as today's graph expects it: its draft's
+    trace verdict, claim verdict and answer become `draft_check` (a turn resumed after its
+    graph finished, or at `grade`, still has its checked answer); the tool budget, now
+    configuration, is dropped. A checkpoint of today's layout is left as it is."""
+    values = checkpoint["channel_values"]
+    versions = checkpoint["channel_versions"]
+    legacy = {name: values.pop(name, None) for name in _LEGACY}
+    values.pop("budget", None)
+    if "draft_check" in values or legacy["trace_verdict"] is None:
+        return
+    values["draft_check"] = {
+        "traces": legacy["trace_verdict"],
+        "claims": legacy["claim_verdict"],
+        "answer": legacy["answer"],
+    }
+    written = [versions[name] for name in _LEGACY if name in versions]
+    if written:  # as new as the newest of the fields it replaces
+        versions["draft_check"] = max(written)
 
 
 async def setup_saver(saver: AsyncShallowRedisSaver | AsyncRedisSaver, attempts: int = 3) -> None:
