@@ -175,7 +175,9 @@ class Conversations:
         root = thread_ts or ts
         if not mentioned and not (thread_ts and await self.memory.joined(team, channel, root)):
             return
-        question = _MENTION.sub("", text).strip()
+        # JSON may carry a lone surrogate ("\udcff"), which no UTF-8 store can hold: the
+        # question keeps the rest ("?" in its place) instead of failing to be recorded.
+        question = _MENTION.sub("", text).strip().encode("utf-8", "replace").decode()
         turn = _turn(team, channel, root, ts, user, question, event_id=event_id or "")
         if _RUBRIC_STATUS.match(question):
             if not event_id or await self.memory.first_delivery(event_id):

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import redis.asyncio as aioredis
-from redis.exceptions import NoScriptError
+from redis.exceptions import ConnectionError, NoScriptError, TimeoutError
 
 from bot.threads import RECENT_THREADS_KEPT, membership_key, recent_threads_key
 from gates.store import as_text
@@ -148,8 +148,16 @@ class ScriptBatch:
         task.add_done_callback(self._flushing.discard)
 
     async def _flush(self, batch: list[tuple[Sequence[Any], asyncio.Future[Any]]]) -> None:
+        calls = [call for call, _ in batch]
         try:
-            replies = await self._run([call for call, _ in batch])
+            try:
+                replies = await self._run(calls)
+            except Exception as error:
+                if len(calls) == 1 or isinstance(error, ConnectionError | TimeoutError | OSError):
+                    raise  # Redis is unreachable: for all of them alike
+                # One call that fails the whole pipeline (an argument that cannot be
+                # encoded) must not fail the others: each goes alone, with its own outcome.
+                replies = [await self._alone(call) for call in calls]
         except BaseException as error:
             for _, reply in batch:
                 if reply.done():  # its caller was cancelled
@@ -168,6 +176,12 @@ class ScriptBatch:
                 reply.set_exception(result)
             else:
                 reply.set_result(result)
+
+    async def _alone(self, call: Sequence[Any]) -> Any:
+        try:
+            return (await self._run([call]))[0]
+        except Exception as error:
+            return error
 
     async def _run(self, calls: list[Sequence[Any]]) -> list[Any]:
         replies: list[Any] = [None] * len(calls)

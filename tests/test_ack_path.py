@@ -65,3 +65,15 @@ async def test_the_start_up_heap_is_out_of_the_garbage_collector_s_scans_while_s
 
     assert frozen_while_serving > 10_000  # modules, compiled graphs, clients
     assert frozen_after == 0  # a process that starts the bot again keeps nothing frozen
+
+
+async def test_a_mention_with_a_lone_surrogate_is_recorded_not_refused(
+    bot_for: BotFactory, slack: SlackSimulator
+) -> None:
+    async with bot_for(worker_mode="queue") as bot:
+        driver = SlackDriver(bot.url, SECRET, team="TSUR", slack=slack)
+        status, _ = await driver.mention("why \udcff 500s?", ts=ROOT)
+        turn = await bot.services.turns.get(turn_id_of(f"TSUR:C1:{ROOT}", ROOT))
+
+    assert status == 200
+    assert turn is not None and turn.text == "why ? 500s?"

@@ -129,3 +129,20 @@ async def test_a_redis_that_lost_its_scripts_is_given_them_again(
 
     assert replies == ["queued"] * 3
     assert [await store.head(turns[0].thread)] == [turns[0].id]
+
+
+async def test_a_record_that_cannot_be_sent_fails_alone_not_its_whole_batch(
+    redis: aioredis.Redis, prefix: str
+) -> None:
+    store, queue = TurnStore(redis, 3600, prefix), turn_queue(redis, prefix)
+    good, bad = _turn("1700000003.000100"), _turn("1700000003.000200")
+    bad = Turn(**{**bad.__dict__, "text": "why \udcff?"})  # not encodable as UTF-8
+
+    replies = await asyncio.gather(
+        *(store.record(t, job_for_record(queue, t.id, TIMING)) for t in (good, bad)),
+        return_exceptions=True,
+    )
+
+    assert replies[0] == "queued"
+    assert isinstance(replies[1], UnicodeEncodeError)
+    assert await store.get(good.id) is not None
