@@ -110,7 +110,8 @@ class TurnJobQueue(RedisQueue):
     cancelled, run again and an attempt counted for nothing. Here a job still marked queued
     in the active list is swept only once it has been seen so for its heartbeat — the same
     time a started job may go without a beat — the first sighting kept in Redis, so whichever
-    worker sweeps next knows it. Everything else is swept as saq sweeps it."""
+    worker sweeps next knows it. Everything else is swept as saq sweeps it, except that the
+    abort waits of a sweep's jobs run side by side."""
 
     def __init__(self, redis: aioredis.Redis, name: str) -> None:
         super().__init__(redis, name=name)
@@ -124,6 +125,7 @@ class TurnJobQueue(RedisQueue):
         jobs = [(job_id, self.deserialize(raw)) for job_id, raw in id_jobs]
         picking = await self._picking_up([(i, j) for i, j in jobs if j is not None])
         swept = []
+        dead: list[Job] = []
         for job_id, job in jobs:
             if job is None:  # its record is gone: drop it, as saq does
                 async with self.redis.pipeline(transaction=True) as pipe:
@@ -133,16 +135,23 @@ class TurnJobQueue(RedisQueue):
                 swept.append(job_id)
             elif job_id not in picking and (job.status != Status.ACTIVE or job.stuck):
                 swept.append(job_id)
-                await self.abort(job, error=self.swept_error_message)
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await job.refresh(abort)
-                if job.retryable:
-                    await self.retry(job, error=self.swept_error_message)
-                else:
-                    await self.finish(job, Status.ABORTED, error=self.swept_error_message)
+                dead.append(job)
+        # Each is asked to abort and given `abort` seconds to do so — all at once, not one
+        # after another as saq does: a dead worker's 30 turns are back in one abort wait,
+        # within RECOVERY, not 30 of them.
+        await asyncio.gather(*(self._abort_and_retry(job, abort) for job in dead))
         if swept:
             log.info("swept %d job(s) of %s", len(swept), self.name)
         return [as_text(job_id) for job_id in swept]
+
+    async def _abort_and_retry(self, job: Job, abort: float) -> None:
+        await self.abort(job, error=self.swept_error_message)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await job.refresh(abort)
+        if job.retryable:
+            await self.retry(job, error=self.swept_error_message)
+        else:
+            await self.finish(job, Status.ABORTED, error=self.swept_error_message)
 
     async def _picking_up(self, jobs: list[tuple[bytes, Job]]) -> set[bytes]:
         """The jobs that are still being picked up (see the class); forgets the rest."""

@@ -4,6 +4,7 @@ a dead worker's job; a job a worker died picking up, or stopped beating, is stil
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator
 
@@ -76,3 +77,25 @@ async def test_a_started_job_whose_heartbeat_stopped_is_swept(queue: TurnJobQueu
 
     assert swept == [queue.job_id(key)]
     assert await queue.count("queued") == 1
+
+
+async def test_a_dead_worker_s_jobs_are_all_back_within_one_abort_wait(
+    queue: TurnJobQueue,
+) -> None:
+    """RECOVERY budgets one abort wait per sweep: a worker that died holding five turns
+    gets all five back in one, not five waits in a row (saq's own sweep)."""
+    keys = [await _half_picked_up(queue, heartbeat=1) for _ in range(5)]
+    for key in keys:
+        job = await queue.job(key)
+        assert job is not None
+        await job.update(status=Status.ACTIVE)  # started, then the worker died
+    await asyncio.sleep(1.2)
+
+    started = time.monotonic()
+    await queue.redis.delete(queue._sweep)
+    swept = await queue.sweep(lock=60, abort=1.0)
+    took = time.monotonic() - started
+
+    assert sorted(swept) == sorted(queue.job_id(k) for k in keys)
+    assert await queue.count("queued") == 5
+    assert took < 3.0  # one abort wait (1 s) and the round trips; one after another: 5 s
