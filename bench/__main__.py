@@ -625,30 +625,56 @@ def _p(run: FleetRun, q: float) -> float:
     return percentile(run.load.latencies_s, q) * 1000 if run.load.latencies_s else float("nan")
 
 
+async def _by_workers(
+    redis_url: str, tmp: Path, counts: Sequence[int], **load: Any
+) -> dict[int, list[FleetRun]]:
+    """REPEATS runs of one load for each worker count, interleaved (the same machine load)."""
+    runs: dict[int, list[FleetRun]] = {workers: [] for workers in counts}
+    for _ in range(REPEATS):
+        for workers in counts:
+            runs[workers].append(await _fleet(redis_url, tmp, receivers=1, workers=workers, **load))
+    return runs
+
+
+def _throughput_rows(name: str, runs: dict[int, list[FleetRun]], *, ceiling: bool) -> list[Row]:
+    """Turns a second per worker count, against 1 worker; with `ceiling`, the CPU of all
+    processes and the rate 2 cores allow at it."""
+    base = statistics.median(r.load.answered / r.wall_s for r in runs[1])
+    rows = []
+    for workers, measured in runs.items():
+        rates = [r.load.answered / r.wall_s for r in measured]
+        cpu_ms = [r.worker_cpu_s * 1000 / max(1, r.load.answered) for r in measured]
+        figure = f"{spread(rates, 'turns/s')}; CPU per answer: workers {spread(cpu_ms, 'ms', 0)}"
+        if ceiling:
+            all_ms = [r.total_cpu_s * 1000 / max(1, r.load.answered) for r in measured]
+            allowed = (os.cpu_count() or 1) * 1000 / statistics.median(all_ms)
+            figure += (
+                f", all processes {spread(all_ms, 'ms', 0)} "
+                f"(so {os.cpu_count()} cores allow ≤ {allowed:.0f} turns/s)"
+            )
+        rows.append(
+            Row(
+                name,
+                f"{workers} worker process{'es' if workers > 1 else ''}"
+                + (" (baseline)" if workers == 1 else ""),
+                figure,
+                ratio(statistics.median(rates), base),
+                "≥ 1.8× at 2 workers" if workers == 2 else "",
+            )
+        )
+    return rows
+
+
 async def bench_processes(redis_url: str) -> list[Row]:
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as folder:
         tmp = Path(folder)
         # B4: 20 threads mentioned at once, a model that answers at once.
-        b4: dict[int, list[FleetRun]] = {1: [], 2: []}
-        for _ in range(REPEATS):
-            for workers in (1, 2):
-                b4[workers].append(
-                    await _fleet(
-                        redis_url,
-                        tmp,
-                        receivers=1,
-                        workers=workers,
-                        threads=20,
-                        turns_per_thread=1,
-                        delay_s=0.0,
-                    )
-                )
+        b4 = await _by_workers(redis_url, tmp, (1, 2), threads=20, turns_per_thread=1, delay_s=0.0)
         name = "B4 mention → answer, 20 threads at once, model 0 ms"
         base50 = statistics.median(_p(r, 0.5) for r in b4[1])
         base99 = statistics.median(_p(r, 0.99) for r in b4[1])
-        for workers in (1, 2):
-            runs = b4[workers]
+        for workers, runs in b4.items():
             lost = sum(r.load.lost for r in runs)
             p50 = statistics.median(_p(r, 0.5) for r in runs)
             p99 = statistics.median(_p(r, 0.99) for r in runs)
@@ -663,73 +689,17 @@ async def bench_processes(redis_url: str) -> list[Row]:
                 )
             )
         # B5: answered turns a second, model 500 ms, 1/2/4 worker processes.
-        b5: dict[int, list[FleetRun]] = {1: [], 2: [], 4: []}
-        for _ in range(REPEATS):
-            for workers in (1, 2, 4):
-                b5[workers].append(
-                    await _fleet(
-                        redis_url,
-                        tmp,
-                        receivers=1,
-                        workers=workers,
-                        threads=100,
-                        turns_per_thread=2,
-                        delay_s=0.5,
-                    )
-                )
-        name = "B5 throughput, 200 turns in 100 threads, model 500 ms"
-        base = statistics.median(r.load.answered / r.wall_s for r in b5[1])
-        for workers in (1, 2, 4):
-            runs = b5[workers]
-            rates = [r.load.answered / r.wall_s for r in runs]
-            cpu_ms = [r.worker_cpu_s * 1000 / max(1, r.load.answered) for r in runs]
-            all_ms = [r.total_cpu_s * 1000 / max(1, r.load.answered) for r in runs]
-            ceiling = (os.cpu_count() or 1) * 1000 / statistics.median(all_ms)
-            rows.append(
-                Row(
-                    name,
-                    f"{workers} worker process{'es' if workers > 1 else ''}"
-                    + (" (baseline)" if workers == 1 else ""),
-                    f"{spread(rates, 'turns/s')}; CPU per answer: workers "
-                    f"{spread(cpu_ms, 'ms', 0)}, all processes {spread(all_ms, 'ms', 0)} "
-                    f"(so {os.cpu_count()} cores allow ≤ {ceiling:.0f} turns/s)",
-                    ratio(statistics.median(rates), base),
-                    "≥ 1.8× at 2 workers" if workers == 2 else "",
-                )
-            )
+        b5_load = {"threads": 100, "turns_per_thread": 2, "delay_s": 0.5}
+        b5 = await _by_workers(redis_url, tmp, (1, 2, 4), **b5_load)
+        rows += _throughput_rows(
+            "B5 throughput, 200 turns in 100 threads, model 500 ms", b5, ceiling=True
+        )
         # B5 again with each worker taking at most 8 turns at once: one worker then does not
         # fill a core, so the ratio shows how the queue scales out, not the machine's size.
-        capped: dict[int, list[FleetRun]] = {1: [], 2: []}
-        for _ in range(REPEATS):
-            for workers in (1, 2):
-                capped[workers].append(
-                    await _fleet(
-                        redis_url,
-                        tmp,
-                        receivers=1,
-                        workers=workers,
-                        threads=100,
-                        turns_per_thread=2,
-                        delay_s=0.5,
-                        concurrency=8,
-                    )
-                )
-        name = "B5 throughput, same load, WORKER_CONCURRENCY=8"
-        base = statistics.median(r.load.answered / r.wall_s for r in capped[1])
-        for workers in (1, 2):
-            rates = [r.load.answered / r.wall_s for r in capped[workers]]
-            cpu_ms = [r.worker_cpu_s * 1000 / max(1, r.load.answered) for r in capped[workers]]
-            rows.append(
-                Row(
-                    name,
-                    f"{workers} worker process{'es' if workers > 1 else ''}"
-                    + (" (baseline)" if workers == 1 else ""),
-                    f"{spread(rates, 'turns/s')}; CPU per answer: workers "
-                    f"{spread(cpu_ms, 'ms', 0)}",
-                    ratio(statistics.median(rates), base),
-                    "≥ 1.8× at 2 workers" if workers == 2 else "",
-                )
-            )
+        capped = await _by_workers(redis_url, tmp, (1, 2), **b5_load, concurrency=8)
+        rows += _throughput_rows(
+            "B5 throughput, same load, WORKER_CONCURRENCY=8", capped, ceiling=False
+        )
         # Durable turns under load (kept from earlier runs): one inline `serve` against
         # 2 `serve` + 2 workers with 20% of the events delivered again to the other one.
         fleet = partial(

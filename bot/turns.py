@@ -148,40 +148,30 @@ class ScriptBatch:
         task.add_done_callback(self._flushing.discard)
 
     async def _flush(self, batch: list[tuple[Sequence[Any], asyncio.Future[Any]]]) -> None:
-        calls = [call for call, _ in batch]
         try:
-            try:
-                replies = await self._run(calls)
-            except Exception as error:
-                if len(calls) == 1 or isinstance(error, ConnectionError | TimeoutError | OSError):
-                    raise  # Redis is unreachable: for all of them alike
-                # One call that fails the whole pipeline (an argument that cannot be
-                # encoded) must not fail the others: each goes alone, with its own outcome.
-                replies = [await self._alone(call) for call in calls]
-        except BaseException as error:
+            replies = await self._replies([call for call, _ in batch])
+        except BaseException:  # cancelled: the process is stopping, and so are the callers
             for _, reply in batch:
-                if reply.done():  # its caller was cancelled
-                    continue
-                if isinstance(error, Exception):
-                    reply.set_exception(error)
-                else:  # cancelled (the process is stopping): so are the callers
-                    reply.cancel()
-            if not isinstance(error, Exception):
-                raise
-            return
+                reply.cancel()
+            raise
         for (_, reply), result in zip(batch, replies, strict=True):
-            if reply.done():
+            if reply.done():  # its caller was cancelled
                 continue
             if isinstance(result, Exception):
                 reply.set_exception(result)
             else:
                 reply.set_result(result)
 
-    async def _alone(self, call: Sequence[Any]) -> Any:
+    async def _replies(self, calls: list[Sequence[Any]]) -> list[Any]:
+        """One reply, or error, per call."""
         try:
-            return (await self._run([call]))[0]
+            return await self._run(calls)
         except Exception as error:
-            return error
+            if len(calls) == 1 or isinstance(error, ConnectionError | TimeoutError | OSError):
+                return [error] * len(calls)  # Redis is unreachable: for all of them alike
+            # One call that fails the whole pipeline (an argument that cannot be encoded)
+            # must not fail the others: each goes alone, with its own outcome.
+            return [(await self._replies([call]))[0] for call in calls]
 
     async def _run(self, calls: list[Sequence[Any]]) -> list[Any]:
         replies: list[Any] = [None] * len(calls)

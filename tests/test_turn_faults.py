@@ -106,6 +106,36 @@ async def test_after_redis_comes_back_empty_new_questions_still_get_answers(
 STALE = "STALE: the paused worker's answer, written after another worker finished the turn."
 
 
+def _actions_fleet(fleet_for: Callable[..., Fleet], kube: KubernetesSimulator, tmp: Path) -> Fleet:
+    """Processes that may propose actions on the Kubernetes simulator."""
+    return fleet_for(
+        KUBECONFIG=str(write_kubeconfig(tmp / "kubeconfig", kube.url)),
+        ACTIONS_ENABLED="true",
+        ACTION_APPROVERS=f"{APPROVER},{SECOND_APPROVER}",
+    )
+
+
+async def _ask_and_kill_after(
+    fleet: Fleet, slack: SlackSimulator, gemini: GeminiSimulator, *, requests: int
+) -> str:
+    """Ask a `serve` of the fleet to fix checkout, SIGKILL it once the model has had
+    `requests` requests, and start another; the thread's root."""
+    first = await serving(fleet)
+    root = await ask(slack, first, "fix checkout", user=REQUESTER)
+    await requests_reach(gemini, requests)
+    first.signal(signal.SIGKILL)
+    await first.exited(5)
+    fleet.serve()
+    return root
+
+
+async def _settled_thread(slack: SlackSimulator, root: str, fleet: Fleet) -> list[SlackMessage]:
+    """The thread once the resumed turn asked for approval, and its card had time to come."""
+    await answered(slack, root, "needs your approval", fleet, timeout_s=60)
+    await asyncio.sleep(2)
+    return slack.thread("C1", root)
+
+
 async def test_a_turn_resumed_after_proposing_an_action_still_posts_its_card(
     fleet_for: Callable[..., Fleet],
     slack: SlackSimulator,
@@ -121,21 +151,10 @@ async def test_a_turn_resumed_after_proposing_an_action_still_posts_its_card(
         Reply(parts=({"text": "too late"},), delay_s=120.0),  # the process dies waiting
         ROLLBACK_PROPOSED,
     )
-    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", kube.url)
-    fleet = fleet_for(
-        KUBECONFIG=str(kubeconfig),
-        ACTIONS_ENABLED="true",
-        ACTION_APPROVERS=f"{APPROVER},{SECOND_APPROVER}",
-    )
-    first = await serving(fleet)
-    root = await ask(slack, first, "fix checkout", user=REQUESTER)
-    await requests_reach(gemini, 3)  # proposed, judged; the answer is being written
-    first.signal(signal.SIGKILL)
-    await first.exited(5)
-    fleet.serve()
-    thread = await answered(slack, root, "needs your approval", fleet, timeout_s=60)
-    await asyncio.sleep(2)
-    thread = slack.thread("C1", root)
+    fleet = _actions_fleet(fleet_for, kube, tmp_path)
+    # Killed once the proposal is judged, while the answer is being written.
+    root = await _ask_and_kill_after(fleet, slack, gemini, requests=3)
+    thread = await _settled_thread(slack, root, fleet)
 
     cards = [m for m in thread if m.text.startswith("Proposed action:")]
     assert len(cards) == 1, f"{len(cards)} approval card(s); thread: {_texts(thread)}"
@@ -262,21 +281,10 @@ async def test_a_proposal_killed_while_the_judge_decides_is_refused_and_never_sh
         SAFE,  # the judge, asked again by the resumed turn
         ROLLBACK_PROPOSED,
     )
-    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", kube.url)
-    fleet = fleet_for(
-        KUBECONFIG=str(kubeconfig),
-        ACTIONS_ENABLED="true",
-        ACTION_APPROVERS=f"{APPROVER},{SECOND_APPROVER}",
-    )
-    first = await serving(fleet)
-    root = await ask(slack, first, "fix checkout", user=REQUESTER)
-    await requests_reach(gemini, 2)  # proposed; the judge is being asked
-    first.signal(signal.SIGKILL)
-    await first.exited(5)
-    fleet.serve()
-    await answered(slack, root, "needs your approval", fleet, timeout_s=60)
-    await asyncio.sleep(2)
-    thread = slack.thread("C1", root)
+    fleet = _actions_fleet(fleet_for, kube, tmp_path)
+    # Killed once the proposal is recorded, while the judge is being asked.
+    root = await _ask_and_kill_after(fleet, slack, gemini, requests=2)
+    thread = await _settled_thread(slack, root, fleet)
     prefix = fleet.env["REDIS_PREFIX"]
     redis = aioredis.from_url(redis_url)
     store = ActionStore(redis, prefix)

@@ -6,13 +6,15 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 from saq.job import Status
+from saq.queue.redis import RedisQueue
 
-from bot.turns import Turn, TurnStore, turn_id_of
+from bot.turns import Recorded, Turn, TurnStore, turn_id_of
 from bot.worker import JOB_FUNCTION, WorkerTiming, enqueue_turn, job_for_record, turn_queue
 
 TIMING = WorkerTiming(recovery_budget_s=30)
@@ -25,9 +27,26 @@ async def redis(redis_url: str) -> AsyncIterator[aioredis.Redis]:
     await client.aclose()
 
 
+@dataclass
+class Records:
+    """A turn store and its job queue under a prefix of their own."""
+
+    store: TurnStore
+    queue: RedisQueue
+
+    async def record(self, turn: Turn) -> Recorded:
+        """What the ack path does: the record and its saq job in one step."""
+        return await self.store.record(turn, job_for_record(self.queue, turn.id, TIMING))
+
+    async def record_together(self, turns: list[Turn]) -> list[Recorded | BaseException]:
+        """Records made in the same pass of the event loop; each its own reply or error."""
+        return await asyncio.gather(*(self.record(t) for t in turns), return_exceptions=True)
+
+
 @pytest.fixture
-def prefix() -> str:
-    return f"rec{uuid.uuid4().hex[:8]}"
+def records(redis: aioredis.Redis) -> Records:
+    prefix = f"rec{uuid.uuid4().hex[:8]}"
+    return Records(TurnStore(redis, 3600, prefix), turn_queue(redis, prefix))
 
 
 def _turn(ts: str, root: str = "1700000000.000100") -> Turn:
@@ -46,15 +65,14 @@ def _turn(ts: str, root: str = "1700000000.000100") -> Turn:
 
 
 async def test_a_recorded_turn_s_job_is_saq_s_own_queued_in_the_same_step(
-    redis: aioredis.Redis, prefix: str
+    records: Records,
 ) -> None:
-    store, queue = TurnStore(redis, 3600, prefix), turn_queue(redis, prefix)
     turn = _turn("1700000000.000100")
 
-    recorded = await store.record(turn, job_for_record(queue, turn.id, TIMING))
-    job = await queue.job(turn.id)
+    recorded = await records.record(turn)
+    job = await records.queue.job(turn.id)
     # What saq's own enqueue does for the same turn: nothing more to queue.
-    queued_again = await enqueue_turn(queue, turn.id, TIMING)
+    queued_again = await enqueue_turn(records.queue, turn.id, TIMING)
 
     assert recorded == "queued"
     assert job is not None
@@ -64,85 +82,72 @@ async def test_a_recorded_turn_s_job_is_saq_s_own_queued_in_the_same_step(
         Status.QUEUED,
     )
     assert (job.heartbeat, job.retries, job.timeout) == (TIMING.heartbeat_s, 1000, 0)
-    assert await queue.count("queued") == 1
+    assert await records.queue.count("queued") == 1
     assert queued_again is False
 
 
 async def test_a_redelivered_turn_is_recorded_before_and_queues_nothing_new(
-    redis: aioredis.Redis, prefix: str
+    records: Records,
 ) -> None:
-    store, queue = TurnStore(redis, 3600, prefix), turn_queue(redis, prefix)
     turn = _turn("1700000000.000200")
 
-    first = await store.record(turn, job_for_record(queue, turn.id, TIMING))
-    again = await store.record(turn, job_for_record(queue, turn.id, TIMING))
+    first = await records.record(turn)
+    again = await records.record(turn)
 
     assert (first, again) == ("queued", "before")
-    assert await queue.count("queued") == 1
+    assert await records.queue.count("queued") == 1
 
 
 async def test_a_job_saq_s_keys_refuse_leaves_the_record_standing(
-    redis: aioredis.Redis, prefix: str
+    redis: aioredis.Redis, records: Records
 ) -> None:
-    store, queue = TurnStore(redis, 3600, prefix), turn_queue(redis, prefix)
     turn = _turn("1700000000.000300")
-    await redis.set(queue._incomplete, "not a sorted set")
+    await redis.set(records.queue._incomplete, "not a sorted set")
 
-    recorded = await store.record(turn, job_for_record(queue, turn.id, TIMING))
+    recorded = await records.record(turn)
 
     assert recorded == "recorded"  # the caller queues the job later; the sweep would too
-    assert await store.get(turn.id) is not None
-    assert await store.head(turn.thread) == turn.id
+    assert await records.store.get(turn.id) is not None
+    assert await records.store.head(turn.thread) == turn.id
 
 
 async def test_a_burst_of_records_shares_one_connection_and_each_gets_its_own_reply(
-    redis: aioredis.Redis, prefix: str
+    redis: aioredis.Redis, records: Records
 ) -> None:
-    store, queue = TurnStore(redis, 3600, prefix), turn_queue(redis, prefix)
     turns = [_turn(f"1700000001.{i:06d}", root=f"1700000001.{i:06d}") for i in range(50)]
     broken = turns[7]
-    await redis.set(store._queue(broken.thread), "not a sorted set")
+    await redis.set(records.store._queue(broken.thread), "not a sorted set")
 
-    replies = await asyncio.gather(
-        *(store.record(t, job_for_record(queue, t.id, TIMING)) for t in turns),
-        return_exceptions=True,
-    )
+    replies = await records.record_together(turns)
     name = (await redis.client_getname()) or ""
     ours = [c for c in await redis.client_list() if c.get("name") == name]
 
     assert isinstance(replies[7], ResponseError)
     assert replies[:7] + replies[8:] == ["queued"] * 49
-    assert await queue.count("queued") == 49
+    assert await records.queue.count("queued") == 49
     assert len(ours) <= 2  # not one connection per record
 
 
 async def test_a_redis_that_lost_its_scripts_is_given_them_again(
-    redis: aioredis.Redis, prefix: str
+    redis: aioredis.Redis, records: Records
 ) -> None:
-    store, queue = TurnStore(redis, 3600, prefix), turn_queue(redis, prefix)
     await redis.script_flush()
     turns = [_turn(f"1700000002.{i:06d}") for i in range(3)]
 
-    replies = await asyncio.gather(
-        *(store.record(t, job_for_record(queue, t.id, TIMING)) for t in turns)
-    )
+    replies = await records.record_together(turns)
 
     assert replies == ["queued"] * 3
-    assert [await store.head(turns[0].thread)] == [turns[0].id]
+    assert [await records.store.head(turns[0].thread)] == [turns[0].id]
 
 
 async def test_a_record_that_cannot_be_sent_fails_alone_not_its_whole_batch(
-    redis: aioredis.Redis, prefix: str
+    records: Records,
 ) -> None:
-    store, queue = TurnStore(redis, 3600, prefix), turn_queue(redis, prefix)
     good, bad = _turn("1700000003.000100"), _turn("1700000003.000200")
     bad = Turn(**{**bad.__dict__, "text": "why \udcff?"})  # not encodable as UTF-8
 
-    replies = await asyncio.gather(
-        *(store.record(t, job_for_record(queue, t.id, TIMING)) for t in (good, bad)),
-        return_exceptions=True,
-    )
+    replies = await records.record_together([good, bad])
 
     assert replies[0] == "queued"
     assert isinstance(replies[1], UnicodeEncodeError)
-    assert await store.get(good.id) is not None
+    assert await records.store.get(good.id) is not None
