@@ -73,13 +73,9 @@ class Readiness:
         return found
 
 
-def health_app(
-    readiness: Readiness,
-    app: web.Application | None = None,
-    queue_stats: QueueStats | None = None,
-) -> web.Application:
-    """The probe and metrics routes, added to `app` (the Bolt app's, in HTTP mode)."""
-    web_app = app or web.Application()
+def health_app(readiness: Readiness, queue_stats: QueueStats | None = None) -> web.Application:
+    """The probe and metrics routes (`tracegate serve` adds Slack's endpoint in HTTP mode)."""
+    web_app = web.Application()
 
     async def livez(request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})

@@ -13,8 +13,6 @@ from prometheus_client.exposition import generate_latest
 
 from graph.runner import InvestigationResult
 
-SLACK_PATH = "/slack/events"
-
 EVENTS_RECEIVED = Counter(
     "tracegate_slack_events_total", "Requests from Slack (events, clicks, commands) received"
 )
@@ -42,21 +40,6 @@ OLDEST_WAITING = Gauge(
 )
 
 QueueStats = Callable[[], Awaitable[tuple[int, float | None]]]  # (queued, oldest recorded at)
-
-
-@web.middleware
-async def count_slack_requests(
-    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-) -> web.StreamResponse:
-    """Bolt acknowledges a Slack request by answering it: the answer's delay is the ack."""
-    if request.path != SLACK_PATH:
-        return await handler(request)
-    EVENTS_RECEIVED.inc()
-    started = time.perf_counter()
-    try:
-        return await handler(request)
-    finally:
-        ACK_SECONDS.observe(time.perf_counter() - started)
 
 
 def observe_turn(result: InvestigationResult) -> None:

@@ -8,7 +8,7 @@ import contextlib
 import gc
 import logging
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
@@ -17,16 +17,15 @@ from aiohttp import web
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
-from slack_bolt.request.internals import parse_body
-from slack_sdk.signature import SignatureVerifier
 
 from bot.app import build_app
 from bot.health import Readiness, health_app
 from bot.logs import log_startup
-from bot.metrics import SLACK_PATH, QueueStats, count_slack_requests
+from bot.metrics import QueueStats
 from bot.runtime import open_runtime
 from bot.services import Services, build_services
 from bot.settings import Settings
+from bot.slack_http import SLACK_PATH, slack_endpoint
 from bot.worker import running_worker
 
 log = logging.getLogger(__name__)
@@ -57,9 +56,6 @@ async def _listen(web_app: web.Application, host: str, port: int) -> tuple[web.A
     return runner, int(runner.addresses[0][1])
 
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
 @contextlib.contextmanager
 def startup_heap_frozen() -> Iterator[None]:
     """Everything alive after start-up (modules, compiled graphs, clients) is moved out of
@@ -75,31 +71,6 @@ def startup_heap_frozen() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
-
-
-def refuse_malformed_bodies(signing_secret: str) -> Callable[..., Awaitable[web.StreamResponse]]:
-    """A signed body that is not a JSON object, or a form whose `payload` is not one, is
-    the sender's mistake: 400 (Bolt would fail on it with a 500, which Slack retries).
-    Unsigned, it is refused as Bolt refuses any unsigned request: 401."""
-    verifier = SignatureVerifier(signing_secret)
-
-    @web.middleware
-    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.method != "POST" or request.path != SLACK_PATH:
-            return await handler(request)
-        raw = await request.read()
-        try:
-            parsed: object = parse_body(raw.decode(), request.content_type)
-        except ValueError:  # invalid JSON, or bytes that are not UTF-8
-            parsed = None
-        if isinstance(parsed, dict):
-            return await handler(request)
-        if not verifier.is_valid_request(raw, dict(request.headers)):
-            return web.json_response({"error": "invalid request"}, status=401)
-        log.warning("refused a malformed %s body on %s", request.content_type, request.path)
-        return web.json_response({"error": "malformed request body"}, status=400)
-
-    return middleware
 
 
 async def _reconcile(services: Services, interval_s: float, stop: asyncio.Event) -> None:
@@ -136,16 +107,11 @@ async def running_bot(
         app = build_app(settings, services)
         socket_mode = settings.slack_app_token is not None
         readiness = Readiness(runtime.redis, check_indexes=not embedded)
-        web_app = health_app(
-            readiness,
-            None if socket_mode else app.web_app(path=SLACK_PATH),
-            _queue_stats(services),
-        )
-        web_app.middlewares.append(count_slack_requests)
+        web_app = health_app(readiness, queue_stats=_queue_stats(services))
         if not socket_mode:
             secret = settings.slack_signing_secret
             assert secret is not None  # check_for_serve demands it in HTTP mode
-            web_app.middlewares.append(refuse_malformed_bodies(secret.get_secret_value()))
+            web_app.router.add_post(SLACK_PATH, slack_endpoint(app, secret.get_secret_value()))
         runner, port = await _listen(web_app, host, settings.port)
         async with AsyncExitStack() as stack:
             stack.enter_context(startup_heap_frozen())

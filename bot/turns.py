@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import redis.asyncio as aioredis
-from redis.exceptions import ConnectionError, NoScriptError, TimeoutError
+from redis.exceptions import ConnectionError, NoScriptError, ResponseError, TimeoutError
 
 from bot.threads import RECENT_THREADS_KEPT, membership_key, recent_threads_key
 from gates.store import as_text
@@ -122,21 +122,48 @@ class QueuedJob:
     scheduled: int = 0
 
 
+# A script run for a batch of calls in one invocation: each call's keys and arguments are
+# sliced out of KEYS/ARGV (ARGV[1]: how many calls; then per call, its key and argument
+# counts and its arguments) and given to `one` (the script itself, as a function). Under
+# pcall, one call's error is its own reply ({0, message}) and the others go on ({1, reply}).
+_BATCHED = """
+local function one(KEYS, ARGV)
+%s
+end
+local replies, k, a = {}, 0, 2
+for i = 1, tonumber(ARGV[1]) do
+    local nkeys, nargs = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+    local keys = {unpack(KEYS, k + 1, k + nkeys)}
+    local args = {unpack(ARGV, a + 2, a + 1 + nargs)}
+    local ok, reply = pcall(one, keys, args)
+    if ok then
+        replies[i] = {1, reply}
+    else
+        replies[i] = {0, type(reply) == 'table' and reply.err or tostring(reply)}
+    end
+    k, a = k + nkeys, a + 2 + nargs
+end
+return replies
+"""
+
+
 class ScriptBatch:
-    """Calls of one script made in the same pass of the event loop go to Redis as one
-    pipeline: a burst of mentions costs one round trip and one connection, not one each.
-    Each caller gets its own reply or error."""
+    """Calls of one script made in the same pass of the event loop run as one invocation of
+    it (`_BATCHED`): a burst of mentions costs one round trip, one command and one script
+    call in Redis, not one each. Each caller gets its own reply or error."""
+
+    MAX_CALLS = 64  # per invocation: a bigger burst is several, pipelined
 
     def __init__(self, redis: aioredis.Redis, script: str) -> None:
         self.redis = redis
-        self.script = redis.register_script(script)
-        self._pending: list[tuple[Sequence[Any], asyncio.Future[Any]]] = []
+        self.script = redis.register_script(_BATCHED % script)
+        self._pending: list[tuple[tuple[Sequence[Any], Sequence[Any]], asyncio.Future[Any]]] = []
         self._flushing: set[asyncio.Task[None]] = set()
 
     async def __call__(self, keys: Sequence[str], args: Sequence[Any]) -> Any:
         loop = asyncio.get_running_loop()
         reply: asyncio.Future[Any] = loop.create_future()
-        self._pending.append(((len(keys), *keys, *args), reply))
+        self._pending.append(((keys, args), reply))
         if len(self._pending) == 1:
             loop.call_soon(self._start_flush)
         return await reply
@@ -147,7 +174,9 @@ class ScriptBatch:
         self._flushing.add(task)
         task.add_done_callback(self._flushing.discard)
 
-    async def _flush(self, batch: list[tuple[Sequence[Any], asyncio.Future[Any]]]) -> None:
+    async def _flush(
+        self, batch: list[tuple[tuple[Sequence[Any], Sequence[Any]], asyncio.Future[Any]]]
+    ) -> None:
         try:
             replies = await self._replies([call for call, _ in batch])
         except BaseException:  # cancelled: the process is stopping, and so are the callers
@@ -162,32 +191,57 @@ class ScriptBatch:
             else:
                 reply.set_result(result)
 
-    async def _replies(self, calls: list[Sequence[Any]]) -> list[Any]:
+    async def _replies(self, calls: list[tuple[Sequence[Any], Sequence[Any]]]) -> list[Any]:
         """One reply, or error, per call."""
         try:
             return await self._run(calls)
         except Exception as error:
             if len(calls) == 1 or isinstance(error, ConnectionError | TimeoutError | OSError):
                 return [error] * len(calls)  # Redis is unreachable: for all of them alike
-            # One call that fails the whole pipeline (an argument that cannot be encoded)
+            # One call that fails the whole invocation (an argument that cannot be encoded)
             # must not fail the others: each goes alone, with its own outcome.
             return [(await self._replies([call]))[0] for call in calls]
 
-    async def _run(self, calls: list[Sequence[Any]]) -> list[Any]:
-        replies: list[Any] = [None] * len(calls)
-        todo = list(range(len(calls)))
+    async def _run(self, calls: list[tuple[Sequence[Any], Sequence[Any]]]) -> list[Any]:
+        chunks = [calls[i : i + self.MAX_CALLS] for i in range(0, len(calls), self.MAX_CALLS)]
+        invocations = [_invocation(chunk) for chunk in chunks]
+        found: list[Any] = [None] * len(chunks)
+        todo = list(range(len(chunks)))
         for attempt in range(2):  # a Redis that lost its scripts (restarted) is given it once
             if attempt:
                 await self.redis.script_load(self.script.script)
             async with self.redis.pipeline(transaction=False) as pipe:
                 for i in todo:
-                    pipe.evalsha(self.script.sha, *calls[i])
+                    pipe.evalsha(self.script.sha, *invocations[i])
                 for i, reply in zip(todo, await pipe.execute(raise_on_error=False), strict=True):
-                    replies[i] = reply
-            todo = [i for i in todo if isinstance(replies[i], NoScriptError)]
+                    found[i] = reply
+            todo = [i for i in todo if isinstance(found[i], NoScriptError)]
             if not todo:
                 break
+        replies: list[Any] = []
+        for chunk, reply in zip(chunks, found, strict=True):
+            if isinstance(reply, Exception):  # Redis refused the whole invocation (OOM, ...)
+                replies.extend([reply] * len(chunk))
+            else:
+                replies.extend(_reply(each) for each in reply)
         return replies
+
+
+def _invocation(calls: list[tuple[Sequence[Any], Sequence[Any]]]) -> list[Any]:
+    """EVALSHA's arguments after the sha for `calls` run by `_BATCHED`."""
+    keys: list[Any] = []
+    args: list[Any] = [len(calls)]
+    for call_keys, call_args in calls:
+        keys.extend(call_keys)
+        args.extend((len(call_keys), len(call_args), *call_args))
+    return [len(keys), *keys, *args]
+
+
+def _reply(each: list[Any]) -> Any:
+    """One call's reply from `_BATCHED`: its value, or its error as redis-py raises it."""
+    if each[0] == 1:
+        return each[1] if len(each) > 1 else None  # Lua's false/nil ends the table
+    return ResponseError(as_text(each[1]))
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ its saq job in one step, and a burst of records sharing one round trip."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -86,6 +87,24 @@ async def test_a_recorded_turn_s_job_is_saq_s_own_queued_in_the_same_step(
     assert queued_again is False
 
 
+@pytest.mark.parametrize(
+    "turn_id",
+    ["TREC:C1:1700000000.000100@1700000000.000200", 'q"uote\\ é 9999999999999 \x00turn'],
+    ids=["plain", "escapes-digits-and-the-stand-in"],
+)
+async def test_a_record_s_job_is_byte_for_byte_what_saq_serialises(
+    records: Records, turn_id: str
+) -> None:
+    ours = job_for_record(records.queue, turn_id, TIMING)
+    await enqueue_turn(records.queue, turn_id, TIMING)  # saq's own enqueue, for comparison
+    saqs = await records.queue.job(turn_id)
+
+    assert ours is not None and saqs is not None
+    saqs.queued = json.loads(ours.payload)["queued"]  # the one field that is a clock
+    assert ours.payload == records.queue.serialize(saqs)
+    assert ours.keys == (records.queue._incomplete, saqs.id, records.queue._queued, saqs.abort_id)
+
+
 async def test_a_redelivered_turn_is_recorded_before_and_queues_nothing_new(
     records: Records,
 ) -> None:
@@ -126,6 +145,24 @@ async def test_a_burst_of_records_shares_one_connection_and_each_gets_its_own_re
     assert replies[:7] + replies[8:] == ["queued"] * 49
     assert await records.queue.count("queued") == 49
     assert len(ours) <= 2  # not one connection per record
+
+
+async def _script_calls(redis: aioredis.Redis) -> int:
+    stats = await redis.info("commandstats")
+    return int(stats.get("cmdstat_evalsha", {}).get("calls", 0))
+
+
+@pytest.mark.parametrize(("burst", "invocations"), [(50, 1), (70, 2)])
+async def test_a_burst_of_records_is_one_script_call_per_64_records(
+    redis: aioredis.Redis, records: Records, burst: int, invocations: int
+) -> None:
+    turns = [_turn(f"1700000004.{i:06d}", root=f"1700000004.{i:06d}") for i in range(burst)]
+    before = await _script_calls(redis)
+
+    replies = await records.record_together(turns)
+
+    assert replies == ["queued"] * burst
+    assert await _script_calls(redis) - before == invocations
 
 
 async def test_a_redis_that_lost_its_scripts_is_given_them_again(
