@@ -12,12 +12,35 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp, AsyncBoltContext
+from slack_bolt.middleware.async_middleware import AsyncMiddleware
+from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_bolt.response import BoltResponse
 
 from bot.services import Services
 
-Next = Callable[[], Awaitable[None]]
 # A plain reply, one also sent to the channel, one with a screenshot: all questions.
 QUESTION_SUBTYPES = (None, "thread_broadcast", "file_share")
+
+Record = Callable[[dict[str, Any], dict[str, Any], AsyncBoltContext], Awaitable[None]]
+
+
+class Recording(AsyncMiddleware):
+    """Listener middleware as a Bolt middleware class: Bolt hands it the request as is,
+    where a middleware function would have its arguments found by name on every event (a
+    measurable share of an ack)."""
+
+    def __init__(self, record: Record) -> None:
+        self.record = record
+
+    async def async_process(
+        self,
+        *,
+        req: AsyncBoltRequest,
+        resp: BoltResponse,
+        next: Callable[[], Awaitable[BoltResponse]],
+    ) -> BoltResponse:
+        await self.record(req.body, req.body["event"], req.context)
+        return await next()
 
 
 def register(app: AsyncApp, services: Services) -> None:
@@ -33,25 +56,25 @@ def register(app: AsyncApp, services: Services) -> None:
             mentioned=mentioned,
         )
 
-    async def record_mention(body: dict[str, Any], event: dict[str, Any], next: Next) -> None:
+    async def record_mention(
+        body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext
+    ) -> None:
         await deliver(body, event, mentioned=True)
-        await next()
 
     async def record_reply(
-        body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext, next: Next
+        body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext
     ) -> None:
         if (
             event.get("subtype") not in QUESTION_SUBTYPES
             or event.get("bot_id")
             or not event.get("thread_ts")
         ):
-            pass  # edits, joins, bots, and top-level chatter are not questions
-        elif f"<@{context.bot_user_id}>" not in event.get("text", ""):
+            return  # edits, joins, bots, and top-level chatter are not questions
+        if f"<@{context.bot_user_id}>" not in event.get("text", ""):
             await deliver(body, event, mentioned=False)  # a mention: app_mention carries it
-        await next()
 
     async def recorded() -> None:
         """Acknowledged by Bolt; the middleware already did the work."""
 
-    app.event("app_mention", middleware=[record_mention])(recorded)
-    app.event("message", middleware=[record_reply])(recorded)
+    app.event("app_mention", middleware=[Recording(record_mention)])(recorded)
+    app.event("message", middleware=[Recording(record_reply)])(recorded)
