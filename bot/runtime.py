@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+import aiohttp
 import redis.asyncio as aioredis
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
@@ -18,12 +19,18 @@ from graph.checkpoint import redis_options
 from graph.model import make_chat_model
 from graph.runner import Investigator, open_investigator
 
+# slack_sdk's own default: what one Web API call may take, retries apart.
+SLACK_CALL_TIMEOUT_S = 30
+
 
 @dataclass(frozen=True)
 class Runtime:
     investigator: Investigator
     actions: ActionPipeline | None  # None: no KUBECONFIG and not in a cluster
     redis: aioredis.Redis
+    # The Slack client's connections, kept open between calls: without a session of its
+    # own, slack_sdk opens (and closes) a connection, and a TLS handshake, per call.
+    slack_http: aiohttp.ClientSession
 
 
 @asynccontextmanager
@@ -38,6 +45,7 @@ async def open_runtime(
         redis if redis is not None else aioredis.from_url(settings.redis_url, **redis_options())
     )
     cluster: KubernetesCluster | None = None
+    slack_http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=SLACK_CALL_TIMEOUT_S))
     try:
         if redis is None:
             await check_redis(client, settings.redis_url)
@@ -64,8 +72,9 @@ async def open_runtime(
             default_rubric=settings.rubric,
             saver=saver,
         ) as investigator:
-            yield Runtime(investigator, actions, client)
+            yield Runtime(investigator, actions, client, slack_http)
     finally:
+        await slack_http.close()
         if cluster is not None:
             await cluster.close()
         if redis is None:

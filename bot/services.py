@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import aiohttp
 import redis.asyncio as aioredis
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
@@ -38,9 +39,9 @@ class Services:
     runner: TurnRunner
 
 
-def slack_client(settings: Settings) -> AsyncWebClient:
+def slack_client(settings: Settings, session: aiohttp.ClientSession) -> AsyncWebClient:
     token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else None
-    client = AsyncWebClient(token=token, base_url=settings.slack_api_url)
+    client = AsyncWebClient(token=token, base_url=settings.slack_api_url, session=session)
     # 429s honour Retry-After; dropped connections and 500/503 are retried, except for
     # chat.postMessage, where a blind retry can post twice (bot/slack_posts.py decides).
     client.retry_handlers = [
@@ -56,7 +57,7 @@ def build_services(
 ) -> Services:
     """`in_process`: turns run as tasks of this process, not through the Redis job queue
     (the demo's embedded store, which has no Redis server to queue on)."""
-    client = slack_client(settings)
+    client = slack_client(settings, runtime.slack_http)
     ttl_s = int(settings.checkpoint_ttl_minutes * 60)
     memory = ThreadMemory(redis, ttl_s, settings.redis_prefix)
     turns = TurnStore(redis, ttl_s, settings.redis_prefix)

@@ -45,6 +45,7 @@ TEAM = "T1"
 class SlackCall:
     method: str
     args: dict[str, Any]
+    connection: str = ""  # the caller's address and port: one per TCP connection
 
 
 @dataclass
@@ -251,7 +252,8 @@ class SlackSimulator(SimulatorServer):
     async def _api(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
         args = await self._args(request)
-        self.calls.append(SlackCall(method, args))
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        self.calls.append(SlackCall(method, args, f"{peer[0]}:{peer[1]}" if peer else ""))
         self._seen(*(args[k] for k in ("ts", "thread_ts", "timestamp") if args.get(k)))
         times, retry_after = self._limits.get(method, (0, 0))
         if times > 0:

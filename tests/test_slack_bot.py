@@ -36,6 +36,20 @@ async def test_a_mention_gets_a_placeholder_then_the_answer_in_the_thread(
     assert "traces: 1 verified, 0 unverified, 0 removed" in answer.blocks[-2]["elements"][0]["text"]
 
 
+async def test_an_answer_s_slack_calls_share_open_connections(
+    bot: RunningBot, driver: SlackDriver, slack: SlackSimulator, gemini: GeminiSimulator
+) -> None:
+    gemini.script(Reply.text("one answer"))
+    await driver.mention("why?", ts=ROOT)
+    await settled(bot)
+
+    turn_calls = [c for c in slack.calls if c.method != "auth.test"]
+    # Reaction, placeholder, progress, answer: over HTTPS each new connection is a TLS
+    # handshake.
+    assert len(turn_calls) >= 4
+    assert len({c.connection for c in turn_calls}) <= 2
+
+
 async def test_an_event_delivered_three_times_is_answered_once(
     bot: RunningBot, driver: SlackDriver, slack: SlackSimulator, gemini: GeminiSimulator
 ) -> None:
