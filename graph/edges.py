@@ -1,8 +1,12 @@
-"""Routing: the only place that decides where the graph goes next."""
+"""Routing: the only place that decides where the graph goes next.
+
+The routes are coroutine functions although they never wait: LangGraph runs a plain
+function in a thread pool (a hand-over to a thread and back at every step), a coroutine
+function in the event loop."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Literal
 
 from langchain_core.messages import AIMessage
@@ -13,10 +17,12 @@ from graph.steps import StepBudget
 AfterAgent = Literal["tools", "force_answer", "check_draft"]
 
 
-def after_agent(steps: StepBudget, tool_budget: int) -> Callable[[InvestigationState], AfterAgent]:
+def after_agent(
+    steps: StepBudget, tool_budget: int
+) -> Callable[[InvestigationState], Awaitable[AfterAgent]]:
     """Tools while the tool budget and the steps allow them, else a forced answer."""
 
-    def route(state: InvestigationState) -> AfterAgent:
+    async def route(state: InvestigationState) -> AfterAgent:
         last = state["messages"][-1]
         if not (isinstance(last, AIMessage) and last.tool_calls):
             return "check_draft"
@@ -25,7 +31,7 @@ def after_agent(steps: StepBudget, tool_budget: int) -> Callable[[InvestigationS
     return route
 
 
-def after_check(state: InvestigationState) -> Literal["agent", "grade", "__end__"]:
+async def after_check(state: InvestigationState) -> Literal["agent", "grade", "__end__"]:
     """Back to the agent when a guard sent the draft back; then grading, if a rubric is
     active and this turn is not graded yet."""
     check = state.get("draft_check")
@@ -36,5 +42,5 @@ def after_check(state: InvestigationState) -> Literal["agent", "grade", "__end__
     return "__end__"
 
 
-def after_grade(state: InvestigationState) -> Literal["agent", "__end__"]:
+async def after_grade(state: InvestigationState) -> Literal["agent", "__end__"]:
     return "agent" if state.get("rubric_status") == "needs_revision" else "__end__"

@@ -1,4 +1,12 @@
-"""Step accounting: how many steps a tool round or a revision needs, counted from the wiring."""
+"""Step accounting: how many steps a tool round or a revision needs, counted from the wiring;
+and the routing between steps, which stays in the event loop."""
+
+import asyncio
+import sys
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from types import FrameType
+from typing import Any
 
 from langchain_core.messages import AIMessage
 from langgraph.graph import END, START
@@ -7,6 +15,7 @@ from graph.build import ROUTES, STEPS
 from graph.runner import Investigator
 from graph.state import InvestigationState
 from graph.steps import StepBudget
+from sandbox import GeminiSimulator, Reply
 
 
 def _state(remaining: int, calls: int = 1, used: int = 0) -> InvestigationState:
@@ -50,3 +59,42 @@ def test_the_accounting_counts_the_graph_that_runs(investigator: Investigator) -
     edges = {(e.source, e.target) for e in drawn.edges}
     declared = {(node, ahead) for node, aheads in ROUTES.items() for ahead in aheads}
     assert edges == declared | {(START, "agent")}
+
+
+class _WatchedExecutor(ThreadPoolExecutor):
+    """The event loop's default executor, noting the source file of every Python function
+    called on its threads."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=4)
+        self.sources: list[str] = []
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        def watched() -> Any:
+            def note(frame: FrameType, event: str, arg: object) -> None:
+                if event == "call":
+                    self.sources.append(frame.f_code.co_filename)
+
+            sys.setprofile(note)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                sys.setprofile(None)
+
+        return super().submit(watched)
+
+
+async def test_routing_between_steps_stays_in_the_event_loop(
+    investigator: Investigator, gemini: GeminiSimulator, thread_id: str
+) -> None:
+    executor = _WatchedExecutor()
+    asyncio.get_running_loop().set_default_executor(executor)
+    gemini.script(
+        Reply.call("query_tempo_traces", traceql="{ status = error }"), Reply.text("done")
+    )
+
+    await investigator.investigate(thread_id, "why?", "U1")
+
+    # A route that is a plain function is run on a thread: a hand-over there and back at
+    # every step of every turn.
+    assert [source for source in executor.sources if source.endswith("graph/edges.py")] == []
