@@ -30,6 +30,14 @@ PAGE = 200  # Slack recommends at most 200 per page
 MAX_PAGES = 10  # a 2,000-message thread; beyond that the oldest replies are not read
 MAX_MESSAGE_CHARS = 2000
 
+# The watermark moves to ARGV[1] unless it is there or further already.
+_FORWARD = """
+local current = redis.call('GET', KEYS[1])
+if current and tonumber(current) >= tonumber(ARGV[1]) then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+return 1
+"""
+
 
 @dataclass(frozen=True)
 class ContextLimits:
@@ -46,6 +54,9 @@ class ThreadReader:
     ttl_s: int
     prefix: str = "tracegate"
     _bot: tuple[str, str] | None = field(default=None, init=False)  # our user id and bot id
+
+    def __post_init__(self) -> None:
+        self._forward = self.redis.register_script(_FORWARD)
 
     def _watermark(self, thread: str) -> str:
         return f"{self.prefix}:context-seen:{thread}"
@@ -76,12 +87,10 @@ class ThreadReader:
         return self._bounded(candidates, root=turn.root)
 
     async def mark_seen(self, turn: Turn) -> None:
-        """Everything before `turn` has been handed over (call once the answer is stored)."""
-        key = self._watermark(turn.thread)
-        # Only forward: a late turn of the thread must not make context be read twice.
-        current = await self.redis.get(key)
-        if current is None or float(as_text(current)) < float(turn.ts):
-            await self.redis.set(key, turn.ts, ex=self.ttl_s)
+        """Everything before `turn` has been handed over (call once the answer is stored).
+        Only forward, in one step: a late turn of the thread must not make context be read
+        twice."""
+        await self._forward(keys=[self._watermark(turn.thread)], args=[turn.ts, self.ttl_s])
 
     async def _read(self, turn: Turn) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = []

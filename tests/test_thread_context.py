@@ -4,14 +4,19 @@ message shortcut starts an investigation (signed requests against the running ap
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 import uuid
 from datetime import UTC, datetime
 
 import pytest
+import redis.asyncio as aioredis
+from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.server import RunningBot
+from bot.thread_context import ContextLimits, ThreadReader
+from bot.turns import Turn, TurnStore
 from sandbox import GeminiRequest, GeminiSimulator, Reply, TempoSimulator
 from sandbox.slack import SlackDriver, SlackSimulator
 from tests.slack_fixtures import BotFactory, settled
@@ -268,3 +273,27 @@ async def test_the_message_shortcut_investigates_an_alert_in_its_thread(
     section = context_section(gemini.requests[0])
     assert "FIRING CheckoutLatency (grafana)" in section and "service=checkout" in section
     assert slack.reactions_on(CHANNEL, alert.ts) == ["white_check_mark"]
+
+
+async def test_the_watermark_only_moves_forward_when_two_turns_mark_it_at_once(
+    redis_url: str,
+) -> None:
+    redis = aioredis.from_url(redis_url)
+    reader = ThreadReader(
+        AsyncWebClient(token="xoxb-unused"), redis, TurnStore(redis, 60), ContextLimits(5, 500), 60
+    )
+    root = "1700000000.000100"
+    watermarks = []
+    try:
+        for _ in range(20):  # each a new thread: its first mark is the race
+            thread = f"T{uuid.uuid4().hex[:6]}:{CHANNEL}:{root}"
+            later, earlier = (
+                Turn(f"{thread}@{ts}", thread, "T", CHANNEL, root, ts, "U1", "?", "")
+                for ts in ("1700000000.000300", "1700000000.000200")
+            )
+            await asyncio.gather(reader.mark_seen(later), reader.mark_seen(earlier))
+            watermarks.append(await redis.get(reader._watermark(thread)))
+    finally:
+        await redis.aclose()
+
+    assert watermarks == [b"1700000000.000300"] * 20
