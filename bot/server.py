@@ -111,7 +111,8 @@ async def running_bot(
         if not socket_mode:
             secret = settings.slack_signing_secret
             assert secret is not None  # check_for_serve demands it in HTTP mode
-            web_app.router.add_post(SLACK_PATH, slack_endpoint(app, secret.get_secret_value()))
+            endpoint = slack_endpoint(app, secret.get_secret_value())
+            web_app.router.add_route("*", SLACK_PATH, endpoint)  # counted; 405 unless POST
         runner, port = await _listen(web_app, host, settings.port)
         async with AsyncExitStack() as stack:
             stack.enter_context(startup_heap_frozen())

@@ -169,10 +169,17 @@ class ScriptBatch:
         return await reply
 
     def _start_flush(self) -> None:
-        batch, self._pending = self._pending, []
+        # A caller cancelled while it waited for this pass is not sent: not recorded, and
+        # not answered, so Slack delivers it again.
+        batch = [(call, reply) for call, reply in self._pending if not reply.done()]
+        self._pending = []
+        if not batch:
+            return
         task = asyncio.create_task(self._flush(batch))
         self._flushing.add(task)
         task.add_done_callback(self._flushing.discard)
+        # A flush cancelled before it first ran never reaches its own clean-up.
+        task.add_done_callback(lambda _: [reply.cancel() for _, reply in batch])
 
     async def _flush(
         self, batch: list[tuple[tuple[Sequence[Any], Sequence[Any]], asyncio.Future[Any]]]

@@ -234,9 +234,26 @@ def job_for_record(queue: TurnQueue, turn_id: str, timing: WorkerTiming) -> Queu
     tests/test_ack_path.py checks a recorded job is saq's own."""
     if not isinstance(queue, RedisQueue):
         return None
-    payload = _job_template(queue, timing.heartbeat_s).fill(turn_id, saq_now())
+    template = _job_template(queue, timing.heartbeat_s)
+    payload: str | bytes
+    if template is not None:
+        payload = template.fill(turn_id, saq_now())
+    else:
+        payload = queue.serialize(_job(queue, timing.heartbeat_s, turn_id, saq_now()))
     keys = (queue._incomplete, queue.job_id(turn_id), queue._queued, f"{ABORT_ID_PREFIX}{turn_id}")
     return QueuedJob(keys=keys, payload=payload)
+
+
+def _job(queue: RedisQueue, heartbeat_s: int, turn_id: str, queued: int) -> Job:
+    return Job(
+        function=JOB_FUNCTION,
+        kwargs={"turn_id": turn_id},
+        key=turn_id,
+        queue=queue,
+        queued=queued,
+        status=Status.QUEUED,
+        **_job_options(heartbeat_s),
+    )
 
 
 @dataclass(frozen=True)
@@ -248,28 +265,26 @@ class _JobTemplate:
 
     text: str
 
-    TURN: ClassVar[str] = "\x00turn"
-    QUEUED: ClassVar[int] = 9_999_999_999_999
+    TURN: ClassVar[str] = json.dumps("\x00turn")  # as it stands in the JSON, quoted
+    QUEUED: ClassVar[str] = '"queued": 9999999999999'  # the field, not just its digits
 
     def fill(self, turn_id: str, queued: int) -> str:
-        # The time first: a turn id may hold any digits, the stand-in for it none.
-        filled = self.text.replace(str(self.QUEUED), str(queued), 1)
-        return filled.replace(json.dumps(self.TURN), json.dumps(turn_id))
+        filled = self.text.replace(self.QUEUED, f'"queued": {queued}')
+        return filled.replace(self.TURN, json.dumps(turn_id))  # last: the id is not read again
 
 
 @functools.lru_cache(maxsize=64)
-def _job_template(queue: RedisQueue, heartbeat_s: int) -> _JobTemplate:
-    job = Job(
-        function=JOB_FUNCTION,
-        kwargs={"turn_id": _JobTemplate.TURN},
-        key=_JobTemplate.TURN,
-        queue=queue,
-        queued=_JobTemplate.QUEUED,
-        status=Status.QUEUED,
-        **_job_options(heartbeat_s),
-    )
-    serialized = queue.serialize(job)
-    return _JobTemplate(serialized if isinstance(serialized, str) else serialized.decode())
+def _job_template(queue: RedisQueue, heartbeat_s: int) -> _JobTemplate | None:
+    """None when the stand-ins are not found where the template needs them, once for the
+    time and twice for the turn id (a serialiser of another layout): each job is then
+    serialised whole."""
+    turn = json.loads(_JobTemplate.TURN)
+    queued = int(_JobTemplate.QUEUED.rsplit(" ", 1)[1])
+    serialized = queue.serialize(_job(queue, heartbeat_s, turn, queued))
+    text = serialized if isinstance(serialized, str) else serialized.decode()
+    if text.count(_JobTemplate.QUEUED) != 1 or text.count(_JobTemplate.TURN) != 2:
+        return None
+    return _JobTemplate(text)
 
 
 class TurnRunner:

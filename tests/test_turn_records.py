@@ -188,3 +188,49 @@ async def test_a_record_that_cannot_be_sent_fails_alone_not_its_whole_batch(
     assert replies[0] == "queued"
     assert isinstance(replies[1], UnicodeEncodeError)
     assert await records.store.get(good.id) is not None
+
+
+async def test_a_caller_cancelled_before_its_batch_is_sent_is_not_recorded(
+    records: Records,
+) -> None:
+    turns = [_turn(f"1700000005.{i:06d}", root=f"1700000005.{i:06d}") for i in range(3)]
+    calls = [asyncio.create_task(records.record(t)) for t in turns]
+    await asyncio.sleep(0)  # each has joined the batch; the batch is sent in the next pass
+    calls[1].cancel()
+
+    replies = await asyncio.gather(*calls, return_exceptions=True)
+
+    assert replies[0] == replies[2] == "queued"
+    assert isinstance(replies[1], asyncio.CancelledError)
+    assert await records.store.get(turns[1].id) is None  # Slack gets no 200: it delivers again
+
+
+async def test_callers_of_a_flush_cancelled_before_it_ran_are_cancelled_not_left_waiting(
+    records: Records,
+) -> None:
+    turns = [_turn(f"1700000006.{i:06d}", root=f"1700000006.{i:06d}") for i in range(3)]
+    calls = [asyncio.create_task(records.record(t)) for t in turns]
+    await asyncio.sleep(0)  # the callers have joined the batch
+    await asyncio.sleep(0)  # the batch's flush task exists, not yet started
+    for flush in records.store._record._flushing:
+        flush.cancel()
+
+    async with asyncio.timeout(5):
+        replies = await asyncio.gather(*calls, return_exceptions=True)
+
+    assert all(isinstance(reply, asyncio.CancelledError) for reply in replies)
+
+
+async def test_a_queue_named_with_the_stand_in_s_digits_still_gets_saq_s_own_job(
+    redis: aioredis.Redis,
+) -> None:
+    queue = turn_queue(redis, f"tg-9999999999999-{uuid.uuid4().hex[:6]}")
+    turn_id = "TREC:C1:1700000000.000100@1700000000.000300"
+
+    ours = job_for_record(queue, turn_id, TIMING)
+    await enqueue_turn(queue, turn_id, TIMING)
+    saqs = await queue.job(turn_id)
+
+    assert ours is not None and saqs is not None
+    saqs.queued = json.loads(ours.payload)["queued"]
+    assert ours.payload == queue.serialize(saqs)

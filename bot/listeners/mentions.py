@@ -8,6 +8,8 @@ just after, or by the workers' orphan sweep). The listeners themselves have noth
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -18,8 +20,35 @@ from slack_bolt.response import BoltResponse
 
 from bot.services import Services
 
+log = logging.getLogger(__name__)
+
 # A plain reply, one also sent to the channel, one with a screenshot: all questions.
 QUESTION_SUBTYPES = (None, "thread_broadcast", "file_share")
+_ID = re.compile(r"[A-Za-z0-9_-]+")  # Slack's team, channel, user and event ids
+_TS = re.compile(r"[0-9]+\.[0-9]+")  # a message ts: seconds.micros
+
+
+def well_formed(body: dict[str, Any], event: dict[str, Any]) -> bool:
+    """The fields a turn is made of, as Slack sends them: anything else (a signed request
+    of the wrong shape) would become a turn under a garbage key, or fail as a 500 that
+    Slack retries for nothing."""
+    optional = (
+        (_ID, event.get("user")),
+        (_TS, event.get("thread_ts")),
+        (_ID, body.get("event_id")),
+    )
+    return (
+        _fullmatch(_ID, body.get("team_id"))
+        and _fullmatch(_ID, event.get("channel"))
+        and _fullmatch(_TS, event.get("ts"))
+        and all(value is None or _fullmatch(pattern, value) for pattern, value in optional)
+        and isinstance(event.get("text", ""), str)
+    )
+
+
+def _fullmatch(pattern: re.Pattern[str], value: object) -> bool:
+    return isinstance(value, str) and pattern.fullmatch(value) is not None
+
 
 Record = Callable[[dict[str, Any], dict[str, Any], AsyncBoltContext], Awaitable[None]]
 
@@ -46,7 +75,7 @@ class Recording(AsyncMiddleware):
 def register(app: AsyncApp, services: Services) -> None:
     async def deliver(body: dict[str, Any], event: dict[str, Any], mentioned: bool) -> None:
         await services.conversations.on_message(
-            team=str(body.get("team_id", "")),
+            team=body["team_id"],
             channel=event["channel"],
             user=event.get("user", ""),
             text=event.get("text", ""),
@@ -59,6 +88,8 @@ def register(app: AsyncApp, services: Services) -> None:
     async def record_mention(
         body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext
     ) -> None:
+        if _malformed(body, event):
+            return
         await deliver(body, event, mentioned=True)
 
     async def record_reply(
@@ -70,6 +101,8 @@ def register(app: AsyncApp, services: Services) -> None:
             or not event.get("thread_ts")
         ):
             return  # edits, joins, bots, and top-level chatter are not questions
+        if _malformed(body, event):
+            return
         if f"<@{context.bot_user_id}>" not in event.get("text", ""):
             await deliver(body, event, mentioned=False)  # a mention: app_mention carries it
 
@@ -78,3 +111,11 @@ def register(app: AsyncApp, services: Services) -> None:
 
     app.event("app_mention", middleware=[Recording(record_mention)])(recorded)
     app.event("message", middleware=[Recording(record_reply)])(recorded)
+
+
+def _malformed(body: dict[str, Any], event: dict[str, Any]) -> bool:
+    if well_formed(body, event):
+        return False
+    # Acknowledged all the same: Slack sending it again would not make it well formed.
+    log.warning("ignored a %s event with malformed fields", event.get("type"))
+    return True
