@@ -512,7 +512,7 @@ def build_pipeline(
         CircuitBreaker(redis, policy, prefix),
         ActionJudge(judge_model, policy.judge_fail_mode),
         policy,
-        follow_lease_s=min(FOLLOW_LEASE_S, lease_s),
+        follow_lease_s=max(min(FOLLOW_LEASE_S, lease_s), 0.1),  # a test's zero lease too
     )
 
 
