@@ -78,6 +78,7 @@ class Cards:
         self.approvers = approvers
         self.grafana_url = grafana_url
         self.datasource = datasource
+        self._following: set[str] = set()  # requests whose rollout this process follows
 
     @property
     def dry_run(self) -> bool:
@@ -197,9 +198,17 @@ class Cards:
             await self._follow_rollout(self.actions, result.request)
 
     async def _follow_rollout(self, actions: ActionPipeline, request: ActionRequest) -> None:
-        """After a real success, the card says whether the rollout became healthy."""
-        if request.status == "succeeded" and not request.dry_run:
-            await self._show(await actions.follow_rollout(request))
+        """After a real success, the card says whether the rollout became healthy — shown
+        by whichever process follows it (one at a time, see `ActionPipeline.follow_rollout`)."""
+        if request.status != "succeeded" or request.dry_run or request.id in self._following:
+            return
+        self._following.add(request.id)
+        try:
+            followed = await actions.follow_rollout(request)
+        finally:
+            self._following.discard(request.id)
+        if followed is not None:
+            await self._show(followed)
 
     async def reject(self, request_id: str, user: str, channel: str, message_ts: str) -> None:
         if self.actions is None:
@@ -238,7 +247,8 @@ class Cards:
 
     async def reconcile(self) -> int:
         """Settle what dead processes left, expire stale proposals (card or no card), and
-        show the truth on their cards; returns how many requests were settled."""
+        show the truth on their cards; count and follow the executions a dead process did
+        not. Returns how many requests were settled."""
         if self.reconciler is None:
             return 0
         settled = await self.reconciler.run_once()
@@ -247,10 +257,13 @@ class Cards:
                 await self._show(request)
             except SlackApiError as exc:  # the next request's card still gets its update
                 log.warning("cannot update the card of %s: %s", request.id, exc)
-            # Followed in the background: the next reconcile must not wait for a rollout.
-            self.jobs.submit(
-                self._follow_rollout(self.reconciler.pipeline, request), f"follow {request.id}"
-            )
+        # Followed in the background: the next reconcile must not wait for a rollout.
+        for request in await self.reconciler.to_follow():
+            if request.id not in self._following:
+                self.jobs.submit(
+                    self._follow_rollout(self.reconciler.pipeline, request),
+                    f"follow {request.id}",
+                )
         return len(settled)
 
     async def show_steps(self, correlation_id: str, user: str, clicked: Click) -> None:

@@ -8,11 +8,17 @@ Every path out of `approved` ends terminal: anything that goes wrong before the 
 sent aborts (nothing changed); once it may have been sent, the cluster is read back and
 says whether it `succeeded` or `failed` — a timeout or a dropped connection says neither.
 When even the read-back fails, the request stays `executing` and the reconciler settles it.
+
+A real execution that ended is counted by the circuit breaker exactly once, and a real
+success's rollout is followed until one follower records it: the transition that ends it
+marks both in the store, so a process that dies before counting or while following leaves
+them to the reconciler of any process (see gates/store.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -21,6 +27,7 @@ from typing import Literal
 
 import redis.asyncio as aioredis
 from langchain_core.language_models import BaseChatModel
+from redis.asyncio.lock import Lock
 
 from gates.breaker import GLOBAL, CircuitBreaker
 from gates.cluster import ClusterError, KubernetesCluster, PlannedWrite, RolloutStatus
@@ -61,6 +68,9 @@ SYSTEM = "tracegate"
 CHANGED = "the deployment changed since this was proposed; ask again"
 READ_BACK_ATTEMPTS = 3
 READ_BACK_PAUSE_S = 0.5
+# One process follows a rollout at a time: it holds a lease this long, renewed a few times
+# per lease while it follows; a dead follower's rollout is taken over once it lapses.
+FOLLOW_LEASE_S = 15.0
 
 # succeeded / failed / aborted: how the approved action ended; executing: the cluster could
 # not be read back yet, and the reconciler will settle it.
@@ -92,12 +102,14 @@ class ActionPipeline:
         breaker: CircuitBreaker,
         judge: ActionJudge,
         policy: ActionPolicy,
+        follow_lease_s: float = FOLLOW_LEASE_S,
     ) -> None:
         self.store = store
         self.cluster = cluster
         self.breaker = breaker
         self.judge = judge
         self.policy = policy
+        self.follow_lease_s = follow_lease_s
 
     async def _run_rule_gates(self, ctx: GateContext) -> list[GateDecision]:
         decisions = []
@@ -333,8 +345,9 @@ class ActionPipeline:
         self, request: ActionRequest, *, done: str, failed: str, actor: str = SYSTEM
     ) -> ActionRequest | None:
         """executing → succeeded (outcome `done`) | failed (`failed`), as the cluster shows
-        it, and the breaker counts that. None when the cluster cannot be read: the request
-        stays executing for the reconciler."""
+        it, and the breaker counts that (once: the transition marked it to count, and a
+        reconciler counts it if this process dies first). None when the cluster cannot be
+        read: the request stays executing for the reconciler."""
         now = await self._read_back(request)
         if now is None:
             await self.store.audit(request, "outcome_unknown", actor, "cannot read the cluster")
@@ -344,8 +357,15 @@ class ActionPipeline:
         settled = await self._conclude(
             request, applied, done if applied else failed, dry_run=False, actor=actor
         )
-        await self.breaker.record(request.target, applied, request.id)
+        await self.count(settled)
         return settled
+
+    async def count(self, request: ActionRequest, at: float | None = None) -> bool:
+        """The breaker counts the ended execution `request`, unless it did before."""
+        ended = request.history[-1].at if at is None else at
+        return await self.breaker.record(
+            request.target, request.status == "succeeded", request.id, ended
+        )
 
     async def _conclude(
         self,
@@ -376,37 +396,66 @@ class ActionPipeline:
                     await asyncio.sleep(READ_BACK_PAUSE_S)
         return None
 
-    async def follow_rollout(self, request: ActionRequest) -> ActionRequest:
+    async def follow_rollout(self, request: ActionRequest) -> ActionRequest | None:
         """After a real success: wait for the rollout to be healthy (what `kubectl rollout
-        status` checks) up to ROLLOUT_WATCH_TIMEOUT, and record what was seen. When it is not
-        healthy, name the reverse action; it is only ever proposed, never run from here."""
-        deadline = time.monotonic() + self.policy.rollout_watch_s
+        status` checks) until ROLLOUT_WATCH_TIMEOUT after the success, and record what was
+        seen. When it is not healthy, name the reverse action; it is only ever proposed,
+        never run from here.
+
+        One follower at a time, in any process: None (nothing recorded here) when another
+        holds the follow lease, loses it meanwhile, or recorded the rollout first."""
+        lease = self.store.redis.lock(
+            self.store.follow_lease_key(request.id), timeout=self.follow_lease_s
+        )
+        if not await lease.acquire(blocking=False):
+            return None
+        renewing = asyncio.create_task(_renew(lease, self.follow_lease_s / 3))
+        renewing.add_done_callback(_lost)
+        try:
+            current = await self.store.get(request.id)
+            if current.rollout is not None:  # recorded by a follower before this one
+                await self.store.unfollow(request.id)
+                return None
+            health = await self._watch(current, renewing)
+            if health is None:
+                return None
+            return await self.store.record_rollout(request.id, health, SYSTEM)
+        finally:
+            renewing.cancel()
+            with contextlib.suppress(Exception):  # lapsed, or Redis is gone: it expires
+                await lease.release()
+
+    async def _watch(
+        self, request: ActionRequest, renewing: asyncio.Task[None]
+    ) -> RolloutHealth | None:
+        """Poll the rollout until healthy, past its progress deadline, or ROLLOUT_WATCH_TIMEOUT
+        after the success (a resumed follow keeps the first one's deadline); None when the
+        lease was lost (another process follows now)."""
+        deadline = _succeeded_at(request) + self.policy.rollout_watch_s
         status: RolloutStatus | None = None
-        while True:
+        while not renewing.done():
             try:
                 status = await self.cluster.rollout_status(request.namespace, request.deployment)
             except ClusterError as exc:
                 log.warning("following the rollout of %s: %s", request.target, exc)
             if status is not None and (status.healthy or status.deadline_exceeded):
                 break
-            if time.monotonic() >= deadline:
+            left = deadline - time.time()
+            if left <= 0:
                 break
-            await asyncio.sleep(self.policy.rollout_poll_s)
+            await asyncio.sleep(min(self.policy.rollout_poll_s, left))
+        if renewing.done():
+            log.warning("lost the lease on following %s; another process follows it", request.id)
+            return None
         seen = status.describe() if status else "status unreadable"
         if status is not None and status.healthy:
-            health = RolloutHealth(healthy=True, detail=f"rolled out: {seen}")
-        else:
-            why = (
-                "progress deadline exceeded"
-                if status and status.deadline_exceeded
-                else f"not healthy after {_duration(self.policy.rollout_watch_s)}"
-            )
-            health = RolloutHealth(
-                healthy=False, detail=f"{why}: {seen}", reverse=request.reverse()
-            )
-        return await self.store.update(
-            request.id, "rollout_followed", SYSTEM, health.detail, rollout=health
+            return RolloutHealth(healthy=True, detail=f"rolled out: {seen}")
+        why = (
+            "progress deadline exceeded"
+            if status and status.deadline_exceeded
+            else f"not healthy after {_duration(self.policy.rollout_watch_s)}"
         )
+        return RolloutHealth(healthy=False, detail=f"{why}: {seen}", reverse=request.reverse())
 
     async def reject(
         self, request_id: str, user: str, reason: str = "", *, in_approver_group: bool = False
@@ -455,13 +504,15 @@ def build_pipeline(
     """The action pipeline as every process assembles it (`serve`, the worker, tests, bench):
     requests and the circuit breaker under one Redis prefix (REDIS_PREFIX), approved and
     executing requests leased for `lease_s` (ACTION_LEASE), the judge failing as
-    JUDGE_FAIL_MODE says."""
+    JUDGE_FAIL_MODE says. A rollout's follower holds its lease for FOLLOW_LEASE_S, or
+    `lease_s` when shorter: a dead process's work is never left longer than ACTION_LEASE."""
     return ActionPipeline(
         ActionStore(redis, prefix, lease_s),
         cluster,
         CircuitBreaker(redis, policy, prefix),
         ActionJudge(judge_model, policy.judge_fail_mode),
         policy,
+        follow_lease_s=max(min(FOLLOW_LEASE_S, lease_s), 0.1),  # a test's zero lease too
     )
 
 
@@ -476,6 +527,27 @@ def _result(request: ActionRequest) -> ApprovalResult:
     """How an approved request ended (or, `executing`, that it is not settled yet)."""
     detail = request.outcome.detail if request.outcome else "the outcome is not known yet"
     return ApprovalResult(_ENDINGS.get(request.status, "executing"), detail, request)
+
+
+def _succeeded_at(request: ActionRequest) -> float:
+    """When the request moved to `succeeded` (its rollout's deadline counts from there)."""
+    return next(
+        (step.at for step in reversed(request.history) if step.to_status == "succeeded"),
+        time.time(),
+    )
+
+
+def _lost(renewing: asyncio.Task[None]) -> None:
+    """A renewal that failed ends the follow (see `_watch`); nothing more to report."""
+    if not renewing.cancelled():
+        renewing.exception()
+
+
+async def _renew(lease: Lock, every_s: float) -> None:
+    """Keep the follow lease while following; ends (LockError) when it was lost."""
+    while True:
+        await asyncio.sleep(every_s)
+        await lease.reacquire()
 
 
 def _duration(seconds: float) -> str:

@@ -14,6 +14,13 @@ It reads the store's index of open requests (no key scans) and takes the due one
   the verdict.
 There is no leader: every move is a compare-and-set, so of two reconcilers (or a reconciler
 and a slow executor) exactly one wins and the other leaves the request alone.
+
+Then it finishes what a dead process left after an execution ended:
+- executions the circuit breaker has not counted (the executor died right after the
+  transition) are counted, once (`count_uncounted`; the count itself is idempotent);
+- succeeded executions whose rollout nobody recorded (the follower died or was stopped)
+  are handed out to be followed again (`to_follow`), under the follow lease, with the
+  deadline counted from the success.
 """
 
 from __future__ import annotations
@@ -63,7 +70,40 @@ class Reconciler:
                 continue
             if settled is not None:
                 moved.append(settled)
+        await self.count_uncounted()
         return moved
+
+    async def count_uncounted(self) -> int:
+        """Count in the breaker the ended executions nobody counted; returns how many this
+        call counted (one counted meanwhile by its executor is not counted again)."""
+        counted = 0
+        for request_id, ended in await self.store.uncounted():
+            try:
+                request = await self.store.get(request_id)
+            except RequestNotFound:  # past retention: nothing left to count
+                await self.store.forget_uncounted(request_id)
+                continue
+            try:
+                counted += await self.pipeline.count(request, ended)
+            except Exception:  # one request must not stop the others being counted
+                log.exception("counting %s failed; retrying next period", request_id)
+        return counted
+
+    async def to_follow(self) -> list[ActionRequest]:
+        """Succeeded executions whose rollout is not recorded yet: each is followed by
+        whoever takes its follow lease (`ActionPipeline.follow_rollout`)."""
+        found = []
+        for request_id in await self.store.unfollowed():
+            try:
+                request = await self.store.get(request_id)
+            except RequestNotFound:  # past retention
+                await self.store.unfollow(request_id)
+                continue
+            if request.rollout is not None:  # recorded; the mark was left by a race
+                await self.store.unfollow(request_id)
+                continue
+            found.append(request)
+        return found
 
     async def refuse_undecided(self, request: ActionRequest) -> ActionRequest:
         """proposed → refused: its gates and judge never finished (the process stopped)."""

@@ -10,6 +10,16 @@ The open index is a sorted set of the requests a reconciler may have to settle, 
 when: a pending request at its expiry; a proposed (not yet decided), approved or executing
 one when its lease ends.
 Terminal requests leave it in the transition that ends them.
+
+The same transition that ends a real execution (executing → succeeded | failed) marks it
+in two more indexes, so a process that dies right after it loses neither promise:
+- to count (`actions:uncounted`): the circuit breaker has not counted it yet; the breaker's
+  count removes the mark in its own atomic step (`CircuitBreaker.record`), and a reconciler
+  counts what is left;
+- to follow (`actions:unfollowed`, a success only): nobody has recorded yet whether its
+  rollout became healthy; recording that removes the mark (`record_rollout`), and a
+  reconciler resumes what is left under a short lease (`actions:following:<id>`).
+Both are scored by when the execution ended.
 """
 
 from __future__ import annotations
@@ -21,7 +31,13 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from gates.metrics import ACTION_REQUESTS
-from gates.model import ActionRequest, RequestStatus, Transition, check_transition
+from gates.model import (
+    ActionRequest,
+    RequestStatus,
+    RolloutHealth,
+    Transition,
+    check_transition,
+)
 
 AUDIT_MAXLEN = 100_000
 RETENTION_S = 30 * 24 * 3600  # requests are kept 30 days; the audit stream keeps the rest
@@ -39,6 +55,8 @@ return 1
 """
 
 # ARGV[8]: when a reconciler should look at the request; empty: it is closed (or not yet open).
+# ARGV[10]: when the execution ended, to mark it to count (KEYS[4]); empty: no mark.
+# ARGV[11]: the same to mark it to follow (KEYS[5]); '-': unmark it; empty: leave it.
 _TRANSITION = """
 if redis.call('HGET', KEYS[1], 'version') ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'doc', ARGV[2], 'status', ARGV[3], 'version', ARGV[4])
@@ -50,8 +68,20 @@ else
   redis.call('ZADD', KEYS[3], ARGV[8], ARGV[9])
   redis.call('EXPIRE', KEYS[3], ARGV[5])
 end
+if ARGV[10] ~= '' then
+  redis.call('ZADD', KEYS[4], ARGV[10], ARGV[9])
+  redis.call('EXPIRE', KEYS[4], ARGV[5])
+end
+if ARGV[11] == '-' then
+  redis.call('ZREM', KEYS[5], ARGV[9])
+elseif ARGV[11] ~= '' then
+  redis.call('ZADD', KEYS[5], ARGV[11], ARGV[9])
+  redis.call('EXPIRE', KEYS[5], ARGV[5])
+end
 return 1
 """
+
+UNFOLLOW = "-"
 
 
 class RequestNotFound(Exception):
@@ -71,6 +101,24 @@ def as_text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def request_key(prefix: str, request_id: str) -> str:
+    return f"{prefix}:action:{request_id}"
+
+
+def uncounted_key(prefix: str) -> str:
+    """The index of executions the circuit breaker has not counted yet."""
+    return f"{prefix}:actions:uncounted"
+
+
+def ended_execution(before: ActionRequest, after: ActionRequest) -> bool:
+    """Does moving `before` to `after` end a real execution (one the breaker counts)?"""
+    return (
+        before.status == "executing"
+        and after.status in ("succeeded", "failed")
+        and not after.dry_run
+    )
+
+
 def _flat(fields: dict[str, str]) -> str:
     return json.dumps([item for pair in fields.items() for item in pair])
 
@@ -84,11 +132,17 @@ class ActionStore:
         self.lease_s = lease_s  # ACTION_LEASE: how long proposed/approved/executing may last
         self.audit_stream = f"{prefix}:audit"
         self.open_index = f"{prefix}:actions:open"
+        self.uncounted_index = uncounted_key(prefix)
+        self.unfollowed_index = f"{prefix}:actions:unfollowed"
         self._create = redis.register_script(_CREATE)
         self._transition = redis.register_script(_TRANSITION)
 
     def key(self, request_id: str) -> str:
-        return f"{self.prefix}:action:{request_id}"
+        return request_key(self.prefix, request_id)
+
+    def follow_lease_key(self, request_id: str) -> str:
+        """Held by the one process following the request's rollout."""
+        return f"{self.prefix}:actions:following:{request_id}"
 
     @staticmethod
     def _entry(event: str, actor: str, note: str, **about: str) -> dict[str, str]:
@@ -189,22 +243,57 @@ class ActionStore:
     async def update(
         self, request_id: str, event: str, actor: str, note: str, **changes: Any
     ) -> ActionRequest:
-        """Change facts about the request (where its card is, how its rollout went) without
-        moving it; compare-and-set like a transition, and audited as `event`."""
+        """Change facts about the request (where its card is) without moving it;
+        compare-and-set like a transition, and audited as `event`."""
         while True:
             current = await self.get(request_id)
             updated = current.model_copy(update=changes)
             if await self._compare_and_set(current, updated, event, actor, note):
                 return updated.model_copy(update={"version": current.version + 1})
 
+    async def record_rollout(
+        self, request_id: str, health: RolloutHealth, actor: str
+    ) -> ActionRequest | None:
+        """Record how the request's rollout went and unmark it to follow, in one step; once:
+        None when it was recorded already (by another follower)."""
+        while True:
+            current = await self.get(request_id)
+            if current.rollout is not None:
+                await self.unfollow(request_id)
+                return None
+            updated = current.model_copy(update={"rollout": health})
+            if await self._compare_and_set(
+                current, updated, "rollout_followed", actor, health.detail, follow=UNFOLLOW
+            ):
+                return updated.model_copy(update={"version": current.version + 1})
+
     async def _compare_and_set(
-        self, current: ActionRequest, updated: ActionRequest, event: str, actor: str, note: str
+        self,
+        current: ActionRequest,
+        updated: ActionRequest,
+        event: str,
+        actor: str,
+        note: str,
+        *,
+        follow: str = "",
     ) -> bool:
         stored = updated.model_copy(update={"version": current.version + 1})
         fields = self._audit_fields(stored, event, actor, current.status, note)
+        count = ""
+        if ended_execution(current, stored):  # marked in the same step that ends it
+            ended = repr(stored.history[-1].at)
+            count = ended
+            if stored.status == "succeeded":
+                follow = ended
         return bool(
             await self._transition(
-                keys=[self.key(current.id), self.audit_stream, self.open_index],
+                keys=[
+                    self.key(current.id),
+                    self.audit_stream,
+                    self.open_index,
+                    self.uncounted_index,
+                    self.unfollowed_index,
+                ],
                 args=[
                     current.version,
                     stored.model_dump_json(),
@@ -215,6 +304,8 @@ class ActionStore:
                     _flat(fields),
                     self._due(stored),
                     stored.id,
+                    count,
+                    follow,
                 ],
             )
         )
@@ -235,6 +326,23 @@ class ActionStore:
     async def forget_open(self, request_id: str) -> None:
         """Drop an index entry whose request is gone (retention) or already terminal."""
         await self.redis.zrem(self.open_index, request_id)
+
+    async def uncounted(self) -> list[tuple[str, float]]:
+        """Executions not counted by the breaker yet, with when each ended, oldest first."""
+        found = await self.redis.zrange(self.uncounted_index, 0, -1, withscores=True)
+        return [(as_text(entry[0]), float(entry[1])) for entry in found]
+
+    async def forget_uncounted(self, request_id: str) -> None:
+        """Drop a mark whose request is gone (retention): there is nothing left to count."""
+        await self.redis.zrem(self.uncounted_index, request_id)
+
+    async def unfollowed(self) -> list[str]:
+        """Succeeded executions whose rollout nobody has recorded yet, oldest first."""
+        return [as_text(raw) for raw in await self.redis.zrange(self.unfollowed_index, 0, -1)]
+
+    async def unfollow(self, request_id: str) -> None:
+        """Drop a mark whose request is gone or whose rollout is recorded."""
+        await self.redis.zrem(self.unfollowed_index, request_id)
 
     async def audit(self, request: ActionRequest, event: str, actor: str, note: str) -> None:
         """An audit entry that is not a transition (e.g. a refused approval)."""

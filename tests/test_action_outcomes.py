@@ -164,7 +164,7 @@ async def test_a_healthy_rollout_is_reported_once_its_pods_are_available(
     request = await _pending(pipeline, gemini)
     await pipeline.approve(request.id, APPROVER)
     followed = await pipeline.follow_rollout(await pipeline.store.get(request.id))
-    assert followed.rollout is not None
+    assert followed is not None and followed.rollout is not None
     assert (followed.rollout.healthy, followed.rollout.detail) == (
         True,
         "rolled out: 6/6 available",
@@ -179,7 +179,7 @@ async def test_a_rollback_is_not_healthy_while_old_pods_still_serve(
     request = await _pending(pipeline, gemini, action="rollout_undo", replicas=None)
     await pipeline.approve(request.id, APPROVER)
     followed = await pipeline.follow_rollout(await pipeline.store.get(request.id))
-    assert followed.rollout is not None
+    assert followed is not None and followed.rollout is not None
     assert followed.rollout.detail == (
         "not healthy after 0.5 s: 4/4 available, 4 old pods not replaced yet"
     )
@@ -193,7 +193,7 @@ async def test_an_unhealthy_rollout_names_the_reverse_action_and_runs_nothing(
     request = await _pending(pipeline, gemini)
     await pipeline.approve(request.id, APPROVER)
     followed = await pipeline.follow_rollout(await pipeline.store.get(request.id))
-    assert followed.rollout is not None
+    assert followed is not None and followed.rollout is not None
     assert followed.rollout.model_dump() == {
         "healthy": False,
         "detail": "not healthy after 1 s: 4/6 available",
@@ -211,7 +211,7 @@ async def test_a_rollout_past_its_progress_deadline_is_reported_at_once(
     request = await _pending(pipeline, gemini, action="rollout_undo", replicas=None)
     await pipeline.approve(request.id, APPROVER)
     followed = await pipeline.follow_rollout(await pipeline.store.get(request.id))
-    assert followed.rollout is not None
+    assert followed is not None and followed.rollout is not None
     assert followed.rollout.detail == (
         "progress deadline exceeded: 4/4 available, 4 old pods not replaced yet"
     )
