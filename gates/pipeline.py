@@ -44,7 +44,7 @@ from gates.model import (
     fingerprint,
     rollback_target,
 )
-from gates.rules.base import GateContext, RuleGate
+from gates.rules.base import GateContext, RuleGate, refuse
 from gates.rules.blast_radius import BlastRadiusGate
 from gates.rules.circuit_breaker import CircuitBreakerGate
 from gates.rules.duplicate import DuplicateGate
@@ -175,7 +175,25 @@ class ActionPipeline:
                 snapshot=snapshot,
                 fingerprint=fingerprint(request, snapshot),
             )
-        pending = await self._decide(
+        fp = fingerprint(request, snapshot)
+        # The duplicate gate's read, confirmed in one step: of two identical proposals
+        # decided at once (one response calling propose_action twice), one is shown.
+        seen = ctx.fingerprint_seen
+        if seen is None:  # the gate had no cluster state to compare
+            seen = await self.store.fingerprint_holder(request.thread_key, fp)
+        holder = await self.store.claim_fingerprint(request.thread_key, fp, request.id, seen)
+        if holder:
+            late = refuse(DuplicateGate.name, f"the same action was proposed meanwhile as {holder}")
+            return await self._decide(
+                request.id,
+                "refused",
+                f"{late.gate}: {late.reason}",
+                gate_decisions=[late if d.gate == late.gate else d for d in decisions],
+                judge=verdict,
+                snapshot=snapshot,
+                fingerprint=fp,
+            )
+        return await self._decide(
             request.id,
             "pending_approval",
             "rule gates and judge allowed",
@@ -185,12 +203,9 @@ class ActionPipeline:
             target_revision=rollback_target(snapshot.revisions, to_revision)
             if snapshot is not None and action == "rollout_undo"
             else None,
-            fingerprint=fingerprint(request, snapshot),
+            fingerprint=fp,
             expires_at=time.time() + self.policy.approval_ttl_s,
         )
-        if pending.status == "pending_approval":
-            await self.store.remember_fingerprint(pending)
-        return pending
 
     async def _decide(
         self, request_id: str, to: RequestStatus, note: str, **changes: object

@@ -83,6 +83,15 @@ return 1
 
 UNFOLLOW = "-"
 
+# Compare-and-set of a fingerprint's holder: ARGV[1] what was read ('' for nobody), ARGV[2]
+# the claimer. Returns false when claimed, else the holder that got there first.
+_CLAIM = """
+local holder = redis.call('GET', KEYS[1])
+if (holder or '') ~= ARGV[1] then return holder end
+redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
+return false
+"""
+
 
 class RequestNotFound(Exception):
     pass
@@ -136,6 +145,7 @@ class ActionStore:
         self.unfollowed_index = f"{prefix}:actions:unfollowed"
         self._create = redis.register_script(_CREATE)
         self._transition = redis.register_script(_TRANSITION)
+        self._claim = redis.register_script(_CLAIM)
 
     def key(self, request_id: str) -> str:
         return request_key(self.prefix, request_id)
@@ -363,15 +373,18 @@ class ActionStore:
         return [e for e in decoded if request_id is None or e["request_id"] == request_id]
 
     # --- the duplicate gate's index: one live request per (incident, fingerprint) ----
-    async def remember_fingerprint(self, request: ActionRequest) -> None:
-        key = f"{self.prefix}:fingerprint:{request.thread_key}:{request.fingerprint}"
-        await self.redis.set(key, request.id, ex=RETENTION_S)
+    def _fingerprint_key(self, thread_key: str, fp: str) -> str:
+        return f"{self.prefix}:fingerprint:{thread_key}:{fp}"
 
-    async def by_fingerprint(self, thread_key: str, fp: str) -> ActionRequest | None:
-        found = await self.redis.get(f"{self.prefix}:fingerprint:{thread_key}:{fp}")
-        if found is None:
-            return None
-        try:
-            return await self.get(as_text(found))
-        except RequestNotFound:
-            return None
+    async def fingerprint_holder(self, thread_key: str, fp: str) -> str:
+        """The id of the request that last claimed the fingerprint; '' when none did."""
+        found = await self.redis.get(self._fingerprint_key(thread_key, fp))
+        return as_text(found) if found is not None else ""
+
+    async def claim_fingerprint(self, thread_key: str, fp: str, request_id: str, seen: str) -> str:
+        """Claim the fingerprint for `request_id` if it is still held by `seen` (what the
+        duplicate gate read; '' for nobody): '' when claimed, else the id of the request
+        that claimed it since — two identical proposals at once leave one live."""
+        key = self._fingerprint_key(thread_key, fp)
+        holder = await self._claim(keys=[key], args=[seen, request_id, RETENTION_S])
+        return as_text(holder) if holder else ""

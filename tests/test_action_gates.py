@@ -1,5 +1,6 @@
 """Each rule gate refuses its case, with its name and reason (real Redis, Kubernetes simulator)."""
 
+import asyncio
 import time
 from typing import Any
 
@@ -113,6 +114,18 @@ async def test_the_same_proposal_twice_in_one_incident_is_refused_as_duplicate(
     assert second.refusal is not None
     assert second.refusal.gate == "duplicate"
     assert f"already pending_approval as {first.id}" in second.refusal.reason
+
+
+async def test_the_same_proposal_twice_at_once_is_one_pending_request(
+    pipeline: ActionPipeline, gemini: GeminiSimulator
+) -> None:
+    gemini.script(SAFE, SAFE)  # the agent's one response called propose_action twice
+
+    both = await asyncio.gather(propose_rollback(pipeline), propose_rollback(pipeline))
+
+    assert sorted(r.status for r in both) == ["pending_approval", "refused"]
+    refused = next(r for r in both if r.status == "refused")
+    assert refused.refusal is not None and refused.refusal.gate == "duplicate"
 
 
 async def test_a_proposal_past_its_window_does_not_block_the_same_proposal(

@@ -20,6 +20,8 @@ class GateContext:
     store: ActionStore
     breaker: CircuitBreaker
     recheck: bool = False  # True when re-run at approval time, before execution
+    # The duplicate gate's read of the fingerprint's holder ('' for none); None: not read.
+    fingerprint_seen: str | None = None
     _snapshot: ClusterSnapshot | None = field(default=None, repr=False)
 
     async def snapshot(self) -> ClusterSnapshot:

@@ -9,6 +9,7 @@ import time
 
 from gates.model import GateDecision, fingerprint
 from gates.rules.base import GateContext, allow, refuse
+from gates.store import RequestNotFound
 
 LIVE = frozenset({"pending_approval", "approved", "executing"})
 
@@ -22,7 +23,12 @@ class DuplicateGate:
         if ctx.fetched_snapshot is None:
             return allow(self.name, "no cluster state to compare")
         fp = fingerprint(ctx.request, ctx.fetched_snapshot)
-        existing = await ctx.store.by_fingerprint(ctx.request.thread_key, fp)
+        holder = await ctx.store.fingerprint_holder(ctx.request.thread_key, fp)
+        ctx.fingerprint_seen = holder  # the proposal claims the fingerprint against it
+        try:
+            existing = await ctx.store.get(holder) if holder else None
+        except RequestNotFound:  # past retention
+            existing = None
         if existing is None or existing.id == ctx.request.id:
             return allow(self.name, "first of its kind in this incident")
         done = existing.status == "succeeded" and not (
