@@ -147,14 +147,26 @@ class Cards:
             )
 
     async def _show(self, request: ActionRequest, note: str = "") -> None:
-        if request.card is None:
-            return  # never posted: nothing to update
-        await self.client.chat_update(
-            channel=request.card.channel,
-            ts=request.card.ts,
-            text=escape(f"{request.describe()}: {request.status.replace('_', ' ')}"),
-            blocks=self._blocks(request, note),
-        )
+        """Update the card; then, if the request moved on meanwhile (another process showed
+        a newer version, which this update may just have overwritten), show the newer one."""
+        for _ in range(3):
+            if request.card is None:
+                return  # never posted: nothing to update
+            await self.client.chat_update(
+                channel=request.card.channel,
+                ts=request.card.ts,
+                text=escape(f"{request.describe()}: {request.status.replace('_', ' ')}"),
+                blocks=self._blocks(request, note),
+            )
+            if self.actions is None:
+                return
+            try:
+                latest = await self.actions.store.get(request.id)
+            except RequestNotFound:
+                return
+            if latest.version <= request.version:
+                return
+            request = latest
 
     async def _tell(self, channel: str, user: str, text: str) -> None:
         await self.client.chat_postEphemeral(channel=channel, user=user, text=escape(text))

@@ -9,6 +9,12 @@ after it ended, or a reconciler when the executor died first (the store marked t
 request to count in the transition that ended it; counting removes the mark). The count is
 one Lua script: the request remembers it was counted (`counted` on its hash), the windows'
 members are request ids, and the failure streak moves only for a request counted now.
+
+The streak is kept in the order executions *ended*, not the order they are counted (a
+reconciler counts a dead executor's late): it is the set of failures that ended after the
+scope's newest success or reset (`since` on the state hash; the failures in
+`breaker:failures:<scope>`). A late count of an older execution moves it only as far as its
+end time says, and failures that ended before a reset never reopen the breaker.
 """
 
 from __future__ import annotations
@@ -26,8 +32,8 @@ GLOBAL = "*"
 # target; an open breaker never expires.
 FORGET_CLOSED_S = 30 * 24 * 3600
 
-# KEYS[1]: the request; KEYS[2]: the index of executions to count; KEYS[3], KEYS[4]: the
-# target's window and state; KEYS[5], KEYS[6]: the global scope's.
+# KEYS[1]: the request; KEYS[2]: the index of executions to count; KEYS[3..5]: the target's
+# window, state and failures since its newest success; KEYS[6..8]: the global scope's.
 # ARGV: request id, when it ended, '1' succeeded | '0' failed, failure threshold, window (s),
 # FORGET_CLOSED_S. Returns 1 when this call counted it, 0 when it had been counted before.
 # A request that is not stored (past retention, or a bare id) is counted once per window
@@ -37,25 +43,34 @@ redis.call('ZREM', KEYS[2], ARGV[1])
 if redis.call('EXISTS', KEYS[1]) == 1 then
   if redis.call('HSETNX', KEYS[1], 'counted', ARGV[2]) == 0 then return 0 end
 end
+local at = tonumber(ARGV[2])
 local counted = 0
-for i = 3, 5, 2 do
-  local window, state = KEYS[i], KEYS[i + 1]
+for i = 3, 6, 3 do
+  local window, state, fails = KEYS[i], KEYS[i + 1], KEYS[i + 2]
   if redis.call('ZADD', window, 'NX', ARGV[2], ARGV[1]) == 1 then
     counted = 1
     -- Nothing older than the window counts: the key may go once its newest entry has.
     redis.call('EXPIRE', window, ARGV[5])
-    local failures = 0
-    if ARGV[3] == '1' then
-      redis.call('HSET', state, 'failures', 0)
-    else
-      failures = redis.call('HINCRBY', state, 'failures', 1)
+    -- The streak is the failures that ENDED after the newest success (or reset): a late
+    -- count of an older execution moves it only as far as its end time says.
+    local since = tonumber(redis.call('HGET', state, 'since') or '0')
+    local newer = at > since
+    if newer and ARGV[3] == '1' then
+      redis.call('HSET', state, 'since', ARGV[2])
+      redis.call('ZREMRANGEBYSCORE', fails, '-inf', ARGV[2])
+    elseif newer then
+      redis.call('ZADD', fails, ARGV[2], ARGV[1])
     end
-    if failures >= tonumber(ARGV[4]) then
+    local failures = redis.call('ZCARD', fails)
+    redis.call('HSET', state, 'failures', failures)
+    if ARGV[3] == '0' and newer and failures >= tonumber(ARGV[4]) then
       local reason = failures .. ' consecutive failed actions (last: ' .. ARGV[1] .. ')'
       redis.call('HSET', state, 'open', '1', 'reason', reason)
       redis.call('PERSIST', state)  -- open stays open until an approver resets it
+      redis.call('PERSIST', fails)
     elseif redis.call('HGET', state, 'open') ~= '1' then
       redis.call('EXPIRE', state, ARGV[6])
+      if failures > 0 then redis.call('EXPIRE', fails, ARGV[6]) end
     end
   end
 end
@@ -103,7 +118,11 @@ class CircuitBreaker:
         False when it was counted before. `at`: when it ended (default: now)."""
         keys = [request_key(self.store_prefix, request_id), uncounted_key(self.store_prefix)]
         for scope in (target, GLOBAL):
-            keys += [f"{self.prefix}:executions:{scope}", f"{self.prefix}:state:{scope}"]
+            keys += [
+                f"{self.prefix}:executions:{scope}",
+                f"{self.prefix}:state:{scope}",
+                f"{self.prefix}:failures:{scope}",
+            ]
         counted = await self._record(
             keys=keys,
             args=[
@@ -118,4 +137,10 @@ class CircuitBreaker:
         return bool(counted)
 
     async def reset(self, scope: str) -> None:
-        await self.redis.delete(f"{self.prefix}:state:{scope}")
+        """Closed, and failures that ended before now no longer count toward a streak."""
+        state = f"{self.prefix}:state:{scope}"
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.delete(state, f"{self.prefix}:failures:{scope}")
+            pipe.hset(state, "since", repr(time.time()))
+            pipe.expire(state, FORGET_CLOSED_S)
+            await pipe.execute()

@@ -71,6 +71,7 @@ READ_BACK_PAUSE_S = 0.5
 # One process follows a rollout at a time: it holds a lease this long, renewed a few times
 # per lease while it follows; a dead follower's rollout is taken over once it lapses.
 FOLLOW_LEASE_S = 15.0
+UNREADABLE_READS = 3  # reads of a rollout's status before "unreadable" is what is recorded
 
 # succeeded / failed / aborted: how the approved action ended; executing: the cluster could
 # not be read back yet, and the reconciler will settle it.
@@ -448,7 +449,9 @@ class ActionPipeline:
         lease was lost (another process follows now)."""
         deadline = _succeeded_at(request) + self.policy.rollout_watch_s
         status: RolloutStatus | None = None
+        reads = 0
         while not renewing.done():
+            reads += 1
             try:
                 status = await self.cluster.rollout_status(request.namespace, request.deployment)
             except ClusterError as exc:
@@ -456,14 +459,21 @@ class ActionPipeline:
             if status is not None and (status.healthy or status.deadline_exceeded):
                 break
             left = deadline - time.time()
-            if left <= 0:
+            # Past the deadline (a follow resumed late), one failed read is not a verdict.
+            if left <= 0 and (status is not None or reads >= UNREADABLE_READS):
                 break
-            await asyncio.sleep(min(self.policy.rollout_poll_s, left))
+            await asyncio.sleep(
+                self.policy.rollout_poll_s if left <= 0 else min(self.policy.rollout_poll_s, left)
+            )
         if renewing.done():
             log.warning("lost the lease on following %s; another process follows it", request.id)
             return None
-        seen = status.describe() if status else "status unreadable"
-        if status is not None and status.healthy:
+        if status is None:  # nothing seen: no claim about its health, no undo to suggest
+            return RolloutHealth(
+                healthy=False, detail=f"rollout status unreadable ({reads} attempts)"
+            )
+        seen = status.describe()
+        if status.healthy:
             return RolloutHealth(healthy=True, detail=f"rolled out: {seen}")
         why = (
             "progress deadline exceeded"

@@ -51,6 +51,7 @@ _APPS = "/apis/apps/v1/namespaces/{ns}"
 class KubeFaults:
     latency_s: float = 0.0
     status: int | None = None  # answer matching requests with this status
+    status_times: int = 0  # > 0: only the next this many matching requests (a blip)
     methods: tuple[str, ...] = ("GET", "PATCH", "PUT")
     path_contains: str = ""
     hang: tuple[str, ...] = ()  # these methods are held unanswered, and nothing is applied
@@ -459,7 +460,12 @@ class KubernetesSimulator(SimulatorServer):
             reason = {403: "Forbidden", 404: "NotFound", 409: "Conflict"}.get(
                 fault.status, "InternalError"
             )
-            return _status(fault.status, reason, f"injected {fault.status} for {request.path}")
+            injected = fault.status
+            if fault.status_times > 0:
+                fault.status_times -= 1
+                if fault.status_times == 0:
+                    fault.status = None  # the blip is over
+            return _status(injected, reason, f"injected {injected} for {request.path}")
         if "dryRun" in request.query and request.query["dryRun"] != "All":
             return _status(
                 400, "BadRequest", f"dryRun: Unsupported value: {request.query['dryRun']!r}"

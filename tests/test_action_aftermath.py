@@ -333,6 +333,39 @@ async def _stopped_while_following(
     return posted, request_id
 
 
+async def test_a_follow_resumed_past_its_deadline_is_not_judged_on_one_failed_read(
+    pipeline_for: PipelineFactory, gemini: GeminiSimulator, kube: KubernetesSimulator
+) -> None:
+    pipeline = pipeline_for(rollout_watch_s=1, rollout_poll_s=0.05)
+    request = await propose_scale(pipeline, gemini, THREAD)
+    approved = await pipeline.approve(request.id, APPROVER)
+    assert approved.request is not None and approved.request.status == "succeeded"
+    await asyncio.sleep(1.2)  # its follower died; every process was down past the timeout
+    (resumed,) = await Reconciler(pipeline).to_follow()
+    kube.faults.status, kube.faults.status_times, kube.faults.methods = 500, 1, ("GET",)
+
+    followed = await pipeline.follow_rollout(resumed)
+
+    assert followed is not None and followed.rollout is not None
+    assert followed.rollout.healthy, followed.rollout.detail
+
+
+async def test_a_rollout_never_read_is_recorded_unreadable_with_no_undo_suggested(
+    pipeline_for: PipelineFactory, gemini: GeminiSimulator, kube: KubernetesSimulator
+) -> None:
+    pipeline = pipeline_for(rollout_watch_s=0.2, rollout_poll_s=0.05)
+    request = await propose_scale(pipeline, gemini, THREAD)
+    approved = await pipeline.approve(request.id, APPROVER)
+    assert approved.request is not None and approved.request.status == "succeeded"
+    kube.faults.status, kube.faults.methods = 500, ("GET",)  # the API server reads fail
+
+    followed = await pipeline.follow_rollout(approved.request)
+
+    assert followed is not None and followed.rollout is not None
+    assert followed.rollout.detail.startswith("rollout status unreadable")
+    assert (followed.rollout.healthy, followed.rollout.reverse) == (False, "")
+
+
 @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM], ids=["killed", "stopped"])
 async def test_a_rollout_its_follower_left_is_followed_to_the_end_by_another_process(
     signum: signal.Signals,

@@ -105,6 +105,26 @@ async def test_approve_changes_the_deployment_once_and_updates_the_card(
     assert refusals == ["Not approved: already succeeded."] * 3
 
 
+async def test_a_card_update_from_an_older_copy_of_the_request_ends_showing_the_newest(
+    bot: RunningBot, card: SlackMessage, driver: SlackDriver
+) -> None:
+    """Two processes update one card (the executor shows the success, another process's
+    follower the rollout): an update built from the older copy may land last."""
+    request_id = str(_buttons(card)["approve_action"]["value"])
+    await driver.click(
+        "approve_action", request_id, user=APPROVER, channel="C1", message_ts=card.ts
+    )
+    await settled(bot)
+    cards = bot.services.cards
+    assert cards.actions is not None
+    followed = await cards.actions.store.get(request_id)
+    older = followed.model_copy(update={"rollout": None, "version": followed.version - 1})
+
+    await cards._show(older)  # the executor's late "Succeeded"
+
+    assert _status_line(card).endswith(":large_green_circle: rolled out: 4/4 available")
+
+
 async def test_an_unauthorised_click_gets_an_ephemeral_refusal_and_the_card_is_untouched(
     bot: RunningBot,
     card: SlackMessage,

@@ -1,0 +1,66 @@
+"""The circuit breaker's failure streak follows the order executions ended, not the order
+they were counted: a reconciler counts a dead executor's execution late (real Redis; the
+default threshold, 3 consecutive failures)."""
+
+from __future__ import annotations
+
+import time
+
+from gates.breaker import GLOBAL
+from gates.pipeline import ActionPipeline
+
+TARGET = "shop/payment-api"
+
+
+async def _count(pipeline: ActionPipeline, *executions: tuple[str, bool, float]) -> None:
+    """Count (id, succeeded, ended at) in the order given."""
+    for request_id, succeeded, ended in executions:
+        await pipeline.breaker.record(TARGET, succeeded, request_id, ended)
+
+
+async def test_a_failure_counted_late_does_not_open_a_breaker_a_newer_success_closed(
+    pipeline: ActionPipeline,
+) -> None:
+    t = time.time() - 60
+    # Ended F0, S1, F2, F3: two failures since the last success. F0's executor died, so
+    # the reconciler counts it last.
+    await _count(pipeline, ("S1", True, t + 1), ("F2", False, t + 2), ("F3", False, t + 3))
+    await _count(pipeline, ("F0", False, t))
+
+    state = await pipeline.breaker.state(TARGET)
+    assert (state.open, state.consecutive_failures) == (False, 2)
+
+
+async def test_a_success_counted_late_does_not_hide_the_failures_that_followed_it(
+    pipeline: ActionPipeline,
+) -> None:
+    t = time.time() - 60
+    # Ended S0, F1, F2, F3: three consecutive failures. S0 is counted late, between them.
+    await _count(pipeline, ("F1", False, t + 1), ("F2", False, t + 2), ("S0", True, t))
+    await _count(pipeline, ("F3", False, t + 3))
+
+    state = await pipeline.breaker.state(TARGET)
+    assert (state.open, state.consecutive_failures) == (True, 3)
+
+
+async def test_failures_that_ended_before_a_reset_do_not_reopen_the_breaker(
+    pipeline: ActionPipeline,
+) -> None:
+    t = time.time() - 60
+    await _count(pipeline, *((f"F{i}", False, t + i) for i in range(3)))
+    opened = await pipeline.breaker.state(GLOBAL)
+    await pipeline.breaker.reset(GLOBAL)
+    await _count(pipeline, *((f"F{i}", False, t + i) for i in range(3, 6)))  # counted late
+
+    state = await pipeline.breaker.state(GLOBAL)
+    assert opened.open
+    assert (state.open, state.consecutive_failures) == (False, 0)
+
+
+async def test_failures_that_ended_after_a_reset_open_it_again(pipeline: ActionPipeline) -> None:
+    await _count(pipeline, *((f"F{i}", False, time.time() - 60 + i) for i in range(3)))
+    await pipeline.breaker.reset(TARGET)
+    await _count(pipeline, *((f"G{i}", False, time.time() + i) for i in range(3)))
+
+    state = await pipeline.breaker.state(TARGET)
+    assert (state.open, state.consecutive_failures) == (True, 3)
