@@ -651,7 +651,11 @@ def _throughput_rows(name: str, runs: dict[int, list[FleetRun]], *, ceiling: boo
     for workers, measured in runs.items():
         rates = [r.load.answered / r.wall_s for r in measured]
         cpu_ms = [r.worker_cpu_s * 1000 / max(1, r.load.answered) for r in measured]
-        figure = f"{spread(rates, 'turns/s')}; CPU per answer: workers {spread(cpu_ms, 'ms', 0)}"
+        busy = statistics.median(r.worker_cpu_s / r.wall_s / workers for r in measured)
+        figure = (
+            f"{spread(rates, 'turns/s')}; CPU per answer: workers {spread(cpu_ms, 'ms', 0)}"
+            f" (each worker busy {busy:.0%} of a core)"
+        )
         if ceiling:
             all_ms = [r.total_cpu_s * 1000 / max(1, r.load.answered) for r in measured]
             allowed = (os.cpu_count() or 1) * 1000 / statistics.median(all_ms)
