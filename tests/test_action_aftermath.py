@@ -333,13 +333,19 @@ async def _stopped_while_following(
     return posted, request_id
 
 
+async def _scaled(pipeline: ActionPipeline, gemini: GeminiSimulator) -> ActionRequest:
+    """A scale proposed, approved and executed: succeeded, its rollout not followed yet."""
+    request = await propose_scale(pipeline, gemini, THREAD)
+    approved = await pipeline.approve(request.id, APPROVER)
+    assert approved.request is not None and approved.request.status == "succeeded"
+    return approved.request
+
+
 async def test_a_follow_resumed_past_its_deadline_is_not_judged_on_one_failed_read(
     pipeline_for: PipelineFactory, gemini: GeminiSimulator, kube: KubernetesSimulator
 ) -> None:
     pipeline = pipeline_for(rollout_watch_s=1, rollout_poll_s=0.05)
-    request = await propose_scale(pipeline, gemini, THREAD)
-    approved = await pipeline.approve(request.id, APPROVER)
-    assert approved.request is not None and approved.request.status == "succeeded"
+    await _scaled(pipeline, gemini)
     await asyncio.sleep(1.2)  # its follower died; every process was down past the timeout
     (resumed,) = await Reconciler(pipeline).to_follow()
     kube.faults.status, kube.faults.status_times, kube.faults.methods = 500, 1, ("GET",)
@@ -354,12 +360,10 @@ async def test_a_rollout_never_read_is_recorded_unreadable_with_no_undo_suggeste
     pipeline_for: PipelineFactory, gemini: GeminiSimulator, kube: KubernetesSimulator
 ) -> None:
     pipeline = pipeline_for(rollout_watch_s=0.2, rollout_poll_s=0.05)
-    request = await propose_scale(pipeline, gemini, THREAD)
-    approved = await pipeline.approve(request.id, APPROVER)
-    assert approved.request is not None and approved.request.status == "succeeded"
+    scaled = await _scaled(pipeline, gemini)
     kube.faults.status, kube.faults.methods = 500, ("GET",)  # the API server reads fail
 
-    followed = await pipeline.follow_rollout(approved.request)
+    followed = await pipeline.follow_rollout(scaled)
 
     assert followed is not None and followed.rollout is not None
     assert followed.rollout.detail.startswith("rollout status unreadable")
