@@ -122,6 +122,8 @@ class QueuedJob:
     scheduled: int = 0
 
 
+Call = tuple[Sequence[Any], Sequence[Any]]  # one call of a script: its keys, its arguments
+
 # A script run for a batch of calls in one invocation: each call's keys and arguments are
 # sliced out of KEYS/ARGV (ARGV[1]: how many calls; then per call, its key and argument
 # counts and its arguments) and given to `one` (the script itself, as a function). Under
@@ -157,7 +159,7 @@ class ScriptBatch:
     def __init__(self, redis: aioredis.Redis, script: str) -> None:
         self.redis = redis
         self.script = redis.register_script(_BATCHED % script)
-        self._pending: list[tuple[tuple[Sequence[Any], Sequence[Any]], asyncio.Future[Any]]] = []
+        self._pending: list[tuple[Call, asyncio.Future[Any]]] = []
         self._flushing: set[asyncio.Task[None]] = set()
 
     async def __call__(self, keys: Sequence[str], args: Sequence[Any]) -> Any:
@@ -181,9 +183,7 @@ class ScriptBatch:
         # A flush cancelled before it first ran never reaches its own clean-up.
         task.add_done_callback(lambda _: [reply.cancel() for _, reply in batch])
 
-    async def _flush(
-        self, batch: list[tuple[tuple[Sequence[Any], Sequence[Any]], asyncio.Future[Any]]]
-    ) -> None:
+    async def _flush(self, batch: list[tuple[Call, asyncio.Future[Any]]]) -> None:
         try:
             replies = await self._replies([call for call, _ in batch])
         except BaseException:  # cancelled: the process is stopping, and so are the callers
@@ -198,7 +198,7 @@ class ScriptBatch:
             else:
                 reply.set_result(result)
 
-    async def _replies(self, calls: list[tuple[Sequence[Any], Sequence[Any]]]) -> list[Any]:
+    async def _replies(self, calls: list[Call]) -> list[Any]:
         """One reply, or error, per call."""
         try:
             return await self._run(calls)
@@ -209,7 +209,7 @@ class ScriptBatch:
             # must not fail the others: each goes alone, with its own outcome.
             return [(await self._replies([call]))[0] for call in calls]
 
-    async def _run(self, calls: list[tuple[Sequence[Any], Sequence[Any]]]) -> list[Any]:
+    async def _run(self, calls: list[Call]) -> list[Any]:
         chunks = [calls[i : i + self.MAX_CALLS] for i in range(0, len(calls), self.MAX_CALLS)]
         invocations = [_invocation(chunk) for chunk in chunks]
         found: list[Any] = [None] * len(chunks)
@@ -234,7 +234,7 @@ class ScriptBatch:
         return replies
 
 
-def _invocation(calls: list[tuple[Sequence[Any], Sequence[Any]]]) -> list[Any]:
+def _invocation(calls: list[Call]) -> list[Any]:
     """EVALSHA's arguments after the sha for `calls` run by `_BATCHED`."""
     keys: list[Any] = []
     args: list[Any] = [len(calls)]
