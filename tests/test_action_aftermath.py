@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 import pytest
 import redis.asyncio as aioredis
 
-from gates.model import ActionRequest
+from gates.model import ActionRequest, RolloutHealth
 from gates.pipeline import ActionPipeline
 from gates.reconciler import Reconciler
 from sandbox import GeminiSimulator
@@ -333,19 +333,27 @@ async def _stopped_while_following(
     return posted, request_id
 
 
-async def _scaled(pipeline: ActionPipeline, gemini: GeminiSimulator) -> ActionRequest:
-    """A scale proposed, approved and executed: succeeded, its rollout not followed yet."""
-    request = await propose_scale(pipeline, gemini, THREAD)
-    approved = await pipeline.approve(request.id, APPROVER)
-    assert approved.request is not None and approved.request.status == "succeeded"
-    return approved.request
+async def test_a_rollout_two_followers_finish_together_is_recorded_once(
+    pipeline: ActionPipeline, gemini: GeminiSimulator
+) -> None:
+    request = await _succeeded(pipeline, gemini)
+    health = RolloutHealth(healthy=True, detail="rolled out: 4/4 available")
+
+    both = await asyncio.gather(
+        pipeline.store.record_rollout(request.id, health, "follower-a"),
+        pipeline.store.record_rollout(request.id, health, "follower-b"),
+    )
+
+    assert sum(recorded is not None for recorded in both) == 1
+    assert await _rollouts_recorded(pipeline, request.id) == 1
+    assert await pipeline.store.unfollowed() == []
 
 
 async def test_a_follow_resumed_past_its_deadline_is_not_judged_on_one_failed_read(
     pipeline_for: PipelineFactory, gemini: GeminiSimulator, kube: KubernetesSimulator
 ) -> None:
     pipeline = pipeline_for(rollout_watch_s=1, rollout_poll_s=0.05)
-    await _scaled(pipeline, gemini)
+    await _succeeded(pipeline, gemini)
     await asyncio.sleep(1.2)  # its follower died; every process was down past the timeout
     (resumed,) = await Reconciler(pipeline).to_follow()
     kube.faults.status, kube.faults.status_times, kube.faults.methods = 500, 1, ("GET",)
@@ -360,7 +368,7 @@ async def test_a_rollout_never_read_is_recorded_unreadable_with_no_undo_suggeste
     pipeline_for: PipelineFactory, gemini: GeminiSimulator, kube: KubernetesSimulator
 ) -> None:
     pipeline = pipeline_for(rollout_watch_s=0.2, rollout_poll_s=0.05)
-    scaled = await _scaled(pipeline, gemini)
+    scaled = await _succeeded(pipeline, gemini)
     kube.faults.status, kube.faults.methods = 500, ("GET",)  # the API server reads fail
 
     followed = await pipeline.follow_rollout(scaled)
