@@ -103,6 +103,7 @@ async def test_a_body_that_is_not_utf8_is_a_401(bot: RunningBot) -> None:
         {"text": 5},
         {"user": "U\udcff"},
         {"channel": None},
+        {"team_id": {"id": "T1"}},
     ],
     ids=[
         "channel-an-object",
@@ -111,6 +112,7 @@ async def test_a_body_that_is_not_utf8_is_a_401(bot: RunningBot) -> None:
         "text-a-number",
         "user-a-lone-surrogate",
         "no-channel",
+        "team-an-object",
     ],
 )
 async def test_a_signed_mention_with_malformed_fields_is_acknowledged_and_nothing_runs(
@@ -121,9 +123,12 @@ async def test_a_signed_mention_with_malformed_fields_is_acknowledged_and_nothin
     fields: dict[str, object],
 ) -> None:
     mention = {"type": "app_mention", "user": "U1", "text": "<@UBOT> why?", "channel": "C1"}
-    event = {**mention, "ts": "1700000000.000100", **fields}
+    team = fields.pop("team_id", None)  # the envelope's field, not the event's
+    envelope = driver.envelope({**mention, "ts": "1700000000.000100", **fields})
+    if team is not None:
+        envelope["team_id"] = team
 
-    status, _ = await driver.post(json.dumps(driver.envelope(event)), "application/json")
+    status, _ = await driver.post(json.dumps(envelope), "application/json")
 
     assert status == 200  # Slack sending it again would not make it well formed
     await _nothing_happened(bot, slack, gemini)

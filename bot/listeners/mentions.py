@@ -33,13 +33,13 @@ def well_formed(body: dict[str, Any], event: dict[str, Any]) -> bool:
     of the wrong shape) would become a turn under a garbage key, or fail as a 500 that
     Slack retries for nothing."""
     optional = (
+        (_ID, body.get("team_id")),
         (_ID, event.get("user")),
         (_TS, event.get("thread_ts")),
         (_ID, body.get("event_id")),
     )
     return (
-        _fullmatch(_ID, body.get("team_id"))
-        and _fullmatch(_ID, event.get("channel"))
+        _fullmatch(_ID, event.get("channel"))
         and _fullmatch(_TS, event.get("ts"))
         and all(value is None or _fullmatch(pattern, value) for pattern, value in optional)
         and isinstance(event.get("text", ""), str)
@@ -75,7 +75,7 @@ class Recording(AsyncMiddleware):
 def register(app: AsyncApp, services: Services) -> None:
     async def deliver(body: dict[str, Any], event: dict[str, Any], mentioned: bool) -> None:
         await services.conversations.on_message(
-            team=body["team_id"],
+            team=body.get("team_id", ""),
             channel=event["channel"],
             user=event.get("user", ""),
             text=event.get("text", ""),
