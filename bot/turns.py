@@ -130,7 +130,7 @@ Call = tuple[Sequence[Any], Sequence[Any]]  # one call of a script: its keys, it
 # pcall, one call's error is its own reply ({0, message}) and the others go on ({1, reply}).
 _BATCHED = """
 local function one(KEYS, ARGV)
-%s
+-- the script
 end
 local replies, k, a = {}, 0, 2
 for i = 1, tonumber(ARGV[1]) do
@@ -158,7 +158,7 @@ class ScriptBatch:
 
     def __init__(self, redis: aioredis.Redis, script: str) -> None:
         self.redis = redis
-        self.script = redis.register_script(_BATCHED % script)
+        self.script = redis.register_script(_BATCHED.replace("-- the script", script))
         self._pending: list[tuple[Call, asyncio.Future[Any]]] = []
         self._flushing: set[asyncio.Task[None]] = set()
 
