@@ -425,6 +425,7 @@ class ActionPipeline:
         )
         if not await lease.acquire(blocking=False):
             return None
+        log.info("following the rollout of %s after %s", request.target, request.id)
         renewing = asyncio.create_task(_renew(lease, self.follow_lease_s / 3))
         renewing.add_done_callback(_lost)
         try:

@@ -84,7 +84,9 @@ class Reconciler:
                 await self.store.forget_uncounted(request_id)
                 continue
             try:
-                counted += await self.pipeline.count(request, ended)
+                if await self.pipeline.count(request, ended):
+                    counted += 1
+                    log.info("counted %s (%s) in the circuit breaker", request_id, request.status)
             except Exception:  # one request must not stop the others being counted
                 log.exception("counting %s failed; retrying next period", request_id)
         return counted
