@@ -128,6 +128,27 @@ async def test_the_same_proposal_twice_at_once_is_one_pending_request(
     assert refused.refusal is not None and refused.refusal.gate == "duplicate"
 
 
+async def test_a_proposal_that_claimed_the_action_and_is_not_pending_yet_is_a_duplicate(
+    pipeline: ActionPipeline, gemini: GeminiSimulator
+) -> None:
+    """Between its claim and its move to pending_approval, the first proposal is still
+    `proposed`: an identical one decided in that moment is a duplicate of it."""
+    gemini.script(SAFE)
+    first = await propose_rollback(pipeline)
+    # The same proposal again, as far as its claim: recorded, gated, judged, claimed.
+    claimer = first.model_copy(update={"id": "claimed-not-pending", "status": "proposed"})
+    await pipeline.store.create(claimer)
+    holder = await pipeline.store.fingerprint_holder(first.thread_key, first.fingerprint)
+    await pipeline.store.claim_fingerprint(
+        first.thread_key, first.fingerprint, claimer.id, seen=holder
+    )
+
+    second = await propose_rollback(pipeline)
+
+    assert second.refusal is not None and second.refusal.gate == "duplicate"
+    assert "already proposed as claimed-not-pending" in second.refusal.reason
+
+
 async def test_a_proposal_past_its_window_does_not_block_the_same_proposal(
     pipeline: ActionPipeline, gemini: GeminiSimulator
 ) -> None:

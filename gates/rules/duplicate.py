@@ -11,7 +11,10 @@ from gates.model import GateDecision, fingerprint
 from gates.rules.base import GateContext, allow, refuse
 from gates.store import RequestNotFound
 
-LIVE = frozenset({"pending_approval", "approved", "executing"})
+# A `proposed` holder has passed its gates and judge and claimed the fingerprint (the claim
+# comes last, `ActionPipeline.propose`): it is about to be pending. If its process died
+# there, the reconciler refuses it after ACTION_LEASE and the fingerprint is free again.
+LIVE = frozenset({"proposed", "pending_approval", "approved", "executing"})
 
 
 class DuplicateGate:
