@@ -449,36 +449,47 @@ class ActionPipeline:
         after the success (a resumed follow keeps the first one's deadline); None when the
         lease was lost (another process follows now)."""
         deadline = _succeeded_at(request) + self.policy.rollout_watch_s
-        status: RolloutStatus | None = None
-        reads = 0
+        status: RolloutStatus | None = None  # the last status read
+        fresh = False  # read by the latest attempt
+        late_failures = 0  # reads that failed past the deadline
         while not renewing.done():
-            reads += 1
             try:
                 status = await self.cluster.rollout_status(request.namespace, request.deployment)
+                fresh = True
             except ClusterError as exc:
+                fresh = False
                 log.warning("following the rollout of %s: %s", request.target, exc)
-            if status is not None and (status.healthy or status.deadline_exceeded):
+            if fresh and status is not None and (status.healthy or status.deadline_exceeded):
                 break
             left = deadline - time.time()
-            # Past the deadline (a follow resumed late), one failed read is not a verdict.
-            if left <= 0 and (status is not None or reads >= UNREADABLE_READS):
-                break
+            if left <= 0:
+                # The verdict is read past the deadline: one failed read is not a verdict,
+                # nor is a status from before it (a follow resumed late, an API blip).
+                if fresh:
+                    break
+                late_failures += 1
+                if late_failures >= UNREADABLE_READS:
+                    break
             await asyncio.sleep(
                 self.policy.rollout_poll_s if left <= 0 else min(self.policy.rollout_poll_s, left)
             )
         if renewing.done():
             log.warning("lost the lease on following %s; another process follows it", request.id)
             return None
-        if status is None:  # nothing seen: no claim about its health, no undo to suggest
-            return RolloutHealth(
-                healthy=False, detail=f"rollout status unreadable ({reads} attempts)"
-            )
+        # Not read when it counted: no claim about its health, no undo to suggest.
+        if status is None:
+            return RolloutHealth(healthy=False, detail="rollout status unreadable")
         seen = status.describe()
+        if not fresh:
+            return RolloutHealth(
+                healthy=False,
+                detail=f"rollout status unreadable at its deadline; last seen: {seen}",
+            )
         if status.healthy:
             return RolloutHealth(healthy=True, detail=f"rolled out: {seen}")
         why = (
             "progress deadline exceeded"
-            if status and status.deadline_exceeded
+            if status.deadline_exceeded
             else f"not healthy after {_duration(self.policy.rollout_watch_s)}"
         )
         return RolloutHealth(healthy=False, detail=f"{why}: {seen}", reverse=request.reverse())

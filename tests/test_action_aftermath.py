@@ -364,6 +364,24 @@ async def test_a_follow_resumed_past_its_deadline_is_not_judged_on_one_failed_re
     assert followed.rollout.healthy, followed.rollout.detail
 
 
+async def test_a_status_read_before_the_deadline_is_not_the_verdict_when_later_reads_fail(
+    pipeline_for: PipelineFactory, gemini: GeminiSimulator, kube: KubernetesSimulator
+) -> None:
+    pipeline = pipeline_for(rollout_watch_s=1, rollout_poll_s=0.1)
+    kube.faults.pods_never_available = True
+    scaled = await _succeeded(pipeline, gemini)
+
+    def reads_fail() -> None:  # from just before the deadline on
+        kube.faults.status, kube.faults.status_times, kube.faults.methods = 500, 100, ("GET",)
+
+    asyncio.get_running_loop().call_later(0.8, reads_fail)
+    followed = await pipeline.follow_rollout(scaled)
+
+    assert followed is not None and followed.rollout is not None
+    assert followed.rollout.detail.startswith("rollout status unreadable at its deadline")
+    assert followed.rollout.reverse == ""  # no undo suggested on a status it could not read
+
+
 async def test_a_rollout_never_read_is_recorded_unreadable_with_no_undo_suggested(
     pipeline_for: PipelineFactory, gemini: GeminiSimulator, kube: KubernetesSimulator
 ) -> None:
