@@ -14,7 +14,10 @@ The streak is kept in the order executions *ended*, not the order they are count
 reconciler counts a dead executor's late): it is the set of failures that ended after the
 scope's newest success or reset (`since` on the state hash; the failures in
 `breaker:failures:<scope>`). A late count of an older execution moves it only as far as its
-end time says, and failures that ended before a reset never reopen the breaker.
+end time says, and failures that ended before a reset never reopen the breaker. One thing
+is not undone by a late count: a breaker the counted failures opened stays open when a
+success that ended among them is counted afterwards (the streak shrinks, the breaker does
+not close): only an approver closes a breaker.
 """
 
 from __future__ import annotations
@@ -34,20 +37,23 @@ FORGET_CLOSED_S = 30 * 24 * 3600
 
 # KEYS[1]: the request; KEYS[2]: the index of executions to count; KEYS[3..5]: the target's
 # window, state and failures since its newest success; KEYS[6..8]: the global scope's.
-# ARGV: request id, when it ended, '1' succeeded | '0' failed, failure threshold, window (s),
+# ARGV: request id, when it ended (the caller's clock: used only when the transition's mark,
+# on Redis's clock, is gone), '1' succeeded | '0' failed, failure threshold, window (s),
 # FORGET_CLOSED_S. Returns 1 when this call counted it, 0 when it had been counted before.
 # A request that is not stored (past retention, or a bare id) is counted once per window
 # member instead.
 _RECORD = """
+local marked = redis.call('ZSCORE', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
+local ended = marked or ARGV[2]  -- the mark is Redis's clock: the same for every host
 if redis.call('EXISTS', KEYS[1]) == 1 then
-  if redis.call('HSETNX', KEYS[1], 'counted', ARGV[2]) == 0 then return 0 end
+  if redis.call('HSETNX', KEYS[1], 'counted', ended) == 0 then return 0 end
 end
-local at = tonumber(ARGV[2])
+local at = tonumber(ended)
 local counted = 0
 for i = 3, 6, 3 do
   local window, state, fails = KEYS[i], KEYS[i + 1], KEYS[i + 2]
-  if redis.call('ZADD', window, 'NX', ARGV[2], ARGV[1]) == 1 then
+  if redis.call('ZADD', window, 'NX', ended, ARGV[1]) == 1 then
     counted = 1
     -- Nothing older than the window counts: the key may go once its newest entry has.
     redis.call('EXPIRE', window, ARGV[5])
@@ -56,10 +62,10 @@ for i = 3, 6, 3 do
     local since = tonumber(redis.call('HGET', state, 'since') or '0')
     local newer = at > since
     if newer and ARGV[3] == '1' then
-      redis.call('HSET', state, 'since', ARGV[2])
-      redis.call('ZREMRANGEBYSCORE', fails, '-inf', ARGV[2])
+      redis.call('HSET', state, 'since', ended)
+      redis.call('ZREMRANGEBYSCORE', fails, '-inf', ended)
     elseif newer then
-      redis.call('ZADD', fails, ARGV[2], ARGV[1])
+      redis.call('ZADD', fails, ended, ARGV[1])
     end
     local failures = redis.call('ZCARD', fails)
     redis.call('HSET', state, 'failures', failures)
@@ -75,6 +81,14 @@ for i = 3, 6, 3 do
   end
 end
 return counted
+"""
+
+_RESET = """
+local time = redis.call('TIME')
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('HSET', KEYS[1], 'since', string.format('%d.%06d', time[1], time[2]))
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+return 1
 """
 
 
@@ -95,6 +109,7 @@ class CircuitBreaker:
         self.store_prefix = prefix
         self.prefix = f"{prefix}:breaker"
         self._record = redis.register_script(_RECORD)
+        self._reset = redis.register_script(_RESET)
 
     async def state(self, scope: str) -> BreakerState:
         now = time.time()
@@ -137,10 +152,9 @@ class CircuitBreaker:
         return bool(counted)
 
     async def reset(self, scope: str) -> None:
-        """Closed, and failures that ended before now no longer count toward a streak."""
-        state = f"{self.prefix}:state:{scope}"
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.delete(state, f"{self.prefix}:failures:{scope}")
-            pipe.hset(state, "since", repr(time.time()))
-            pipe.expire(state, FORGET_CLOSED_S)
-            await pipe.execute()
+        """Closed, and failures that ended before now (Redis's clock, as the executions'
+        end marks) no longer count toward a streak."""
+        await self._reset(
+            keys=[f"{self.prefix}:state:{scope}", f"{self.prefix}:failures:{scope}"],
+            args=[FORGET_CLOSED_S],
+        )

@@ -55,8 +55,10 @@ return 1
 """
 
 # ARGV[8]: when a reconciler should look at the request; empty: it is closed (or not yet open).
-# ARGV[10]: when the execution ended, to mark it to count (KEYS[4]); empty: no mark.
-# ARGV[11]: the same to mark it to follow (KEYS[5]); '-': unmark it; empty: leave it.
+# ARGV[10]: 'now' to mark the execution, ended now, to count (KEYS[4]); empty: no mark.
+# ARGV[11]: 'now' to mark it to follow (KEYS[5]); '-': unmark it; empty: leave it.
+# "Now" is Redis's clock: the breaker orders executions by these marks and a reset by the
+# same clock, whichever host ended them (hosts' clocks drift apart).
 _TRANSITION = """
 if redis.call('HGET', KEYS[1], 'version') ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'doc', ARGV[2], 'status', ARGV[3], 'version', ARGV[4])
@@ -68,14 +70,16 @@ else
   redis.call('ZADD', KEYS[3], ARGV[8], ARGV[9])
   redis.call('EXPIRE', KEYS[3], ARGV[5])
 end
+local time = redis.call('TIME')
+local now = string.format('%d.%06d', time[1], time[2])
 if ARGV[10] ~= '' then
-  redis.call('ZADD', KEYS[4], ARGV[10], ARGV[9])
+  redis.call('ZADD', KEYS[4], now, ARGV[9])
   redis.call('EXPIRE', KEYS[4], ARGV[5])
 end
 if ARGV[11] == '-' then
   redis.call('ZREM', KEYS[5], ARGV[9])
 elseif ARGV[11] ~= '' then
-  redis.call('ZADD', KEYS[5], ARGV[11], ARGV[9])
+  redis.call('ZADD', KEYS[5], now, ARGV[9])
   redis.call('EXPIRE', KEYS[5], ARGV[5])
 end
 return 1
@@ -291,10 +295,9 @@ class ActionStore:
         fields = self._audit_fields(stored, event, actor, current.status, note)
         count = ""
         if ended_execution(current, stored):  # marked in the same step that ends it
-            ended = repr(stored.history[-1].at)
-            count = ended
+            count = "now"
             if stored.status == "succeeded":
-                follow = ended
+                follow = "now"
         return bool(
             await self._transition(
                 keys=[

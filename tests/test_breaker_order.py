@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 from gates.breaker import GLOBAL
+from gates.model import ActionRequest
 from gates.pipeline import ActionPipeline
 
 TARGET = "shop/payment-api"
@@ -43,6 +44,19 @@ async def test_a_success_counted_late_does_not_hide_the_failures_that_followed_i
     assert (state.open, state.consecutive_failures) == (True, 3)
 
 
+async def test_a_success_counted_late_does_not_close_a_breaker_its_failures_opened(
+    pipeline: ActionPipeline,
+) -> None:
+    """Only an approver closes a breaker: a success that ended among the failures that
+    opened it, counted afterwards, shortens the streak and leaves the breaker open."""
+    t = time.time() - 60
+    await _count(pipeline, ("F1", False, t + 1), ("F2", False, t + 2), ("F3", False, t + 3))
+    await _count(pipeline, ("S", True, t + 2.5))
+
+    state = await pipeline.breaker.state(TARGET)
+    assert (state.open, state.consecutive_failures) == (True, 1)
+
+
 async def test_failures_that_ended_before_a_reset_do_not_reopen_the_breaker(
     pipeline: ActionPipeline,
 ) -> None:
@@ -64,3 +78,33 @@ async def test_failures_that_ended_after_a_reset_open_it_again(pipeline: ActionP
 
     state = await pipeline.breaker.state(TARGET)
     assert (state.open, state.consecutive_failures) == (True, 3)
+
+
+async def test_failures_stamped_by_a_host_whose_clock_runs_ahead_do_not_reopen_a_reset(
+    pipeline: ActionPipeline,
+) -> None:
+    """End times are Redis's clock (the transition's mark), as the reset's: a host's own
+    clock, 5 s ahead here, does not decide which side of the reset an execution ended."""
+    ended = [await _failed(pipeline, f"svc-{i}") for i in range(3)]
+    await pipeline.breaker.reset(GLOBAL)
+    for request in ended:  # counted late, by a host whose clock runs 5 s ahead
+        await pipeline.count(request, at=time.time() + 5)
+
+    state = await pipeline.breaker.state(GLOBAL)
+    assert (state.open, state.consecutive_failures) == (False, 0)
+
+
+async def _failed(pipeline: ActionPipeline, deployment: str) -> ActionRequest:
+    """A real execution that failed; its executor died before counting it."""
+    request = ActionRequest(
+        action="scale",
+        namespace="shop",
+        deployment=deployment,
+        replicas=2,
+        thread_key=f"T1:C1:{deployment}",
+        requester="U1",
+    )
+    await pipeline.store.create(request)
+    for status in ("pending_approval", "approved", "executing", "failed"):
+        request = await pipeline.store.transition(request.id, status, "test")
+    return request
