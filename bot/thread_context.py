@@ -32,8 +32,8 @@ MAX_MESSAGE_CHARS = 2000
 
 # The watermark moves to ARGV[1] unless it is there or further already.
 _FORWARD = """
-local current = redis.call('GET', KEYS[1])
-if current and tonumber(current) >= tonumber(ARGV[1]) then return 0 end
+local current = tonumber(redis.call('GET', KEYS[1]) or '')  -- nil: none, or not a ts
+if current and current >= tonumber(ARGV[1]) then return 0 end
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
 return 1
 """
@@ -73,7 +73,7 @@ class ThreadReader:
             log.warning("cannot read thread %s for context: %s", turn.thread, exc)
             return ThreadContext()
         seen = await self.redis.get(self._watermark(turn.thread))
-        watermark = float(as_text(seen)) if seen is not None else 0.0
+        watermark = _ts(seen)
         ours = await self._our_ids()
         candidates = [
             m
@@ -157,3 +157,11 @@ def _author(message: dict[str, Any]) -> str:
         name = message.get("username") or (message.get("bot_profile") or {}).get("name")
         return f"app {name or message.get('bot_id')}"
     return f"person {message.get('user') or 'unknown'}"
+
+
+def _ts(stored: bytes | str | None) -> float:
+    """A stored watermark; 0 (nothing seen) when missing or not a ts."""
+    try:
+        return float(as_text(stored)) if stored is not None else 0.0
+    except ValueError:
+        return 0.0

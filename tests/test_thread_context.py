@@ -297,3 +297,21 @@ async def test_the_watermark_only_moves_forward_when_two_turns_mark_it_at_once(
         await redis.aclose()
 
     assert watermarks == [b"1700000000.000300"] * 20
+
+
+async def test_a_watermark_that_is_not_a_ts_is_replaced_not_an_error(redis_url: str) -> None:
+    redis = aioredis.from_url(redis_url)
+    reader = ThreadReader(
+        AsyncWebClient(token="xoxb-unused"), redis, TurnStore(redis, 60), ContextLimits(5, 500), 60
+    )
+    root = "1700000000.000100"
+    thread = f"T{uuid.uuid4().hex[:6]}:{CHANNEL}:{root}"
+    turn = Turn(f"{thread}@{root}", thread, "T", CHANNEL, root, root, "U1", "?", "")
+    try:
+        await redis.set(reader._watermark(thread), "not a ts")
+        await reader.mark_seen(turn)
+        watermark = await redis.get(reader._watermark(thread))
+    finally:
+        await redis.aclose()
+
+    assert watermark == root.encode()
