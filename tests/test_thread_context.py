@@ -8,6 +8,7 @@ import asyncio
 import re
 import time
 import uuid
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import pytest
@@ -275,43 +276,42 @@ async def test_the_message_shortcut_investigates_an_alert_in_its_thread(
     assert slack.reactions_on(CHANNEL, alert.ts) == ["white_check_mark"]
 
 
-async def test_the_watermark_only_moves_forward_when_two_turns_mark_it_at_once(
-    redis_url: str,
-) -> None:
+@pytest.fixture
+async def reader(redis_url: str) -> AsyncIterator[ThreadReader]:
+    """The thread reader on its own (its watermark needs no Slack)."""
     redis = aioredis.from_url(redis_url)
-    reader = ThreadReader(
+    yield ThreadReader(
         AsyncWebClient(token="xoxb-unused"), redis, TurnStore(redis, 60), ContextLimits(5, 500), 60
     )
+    await redis.aclose()
+
+
+def _turn_at(ts: str) -> Turn:
+    """A turn asked at `ts` in a thread of its own (root 1700000000.000100)."""
     root = "1700000000.000100"
+    thread = f"T{uuid.uuid4().hex[:6]}:{CHANNEL}:{root}"
+    return Turn(f"{thread}@{ts}", thread, "T", CHANNEL, root, ts, "U1", "?", "")
+
+
+async def test_the_watermark_only_moves_forward_when_two_turns_mark_it_at_once(
+    reader: ThreadReader,
+) -> None:
     watermarks = []
-    try:
-        for _ in range(20):  # each a new thread: its first mark is the race
-            thread = f"T{uuid.uuid4().hex[:6]}:{CHANNEL}:{root}"
-            later, earlier = (
-                Turn(f"{thread}@{ts}", thread, "T", CHANNEL, root, ts, "U1", "?", "")
-                for ts in ("1700000000.000300", "1700000000.000200")
-            )
-            await asyncio.gather(reader.mark_seen(later), reader.mark_seen(earlier))
-            watermarks.append(await redis.get(reader._watermark(thread)))
-    finally:
-        await redis.aclose()
+    for _ in range(20):  # each a new thread: its first mark is the race
+        later = _turn_at("1700000000.000300")
+        earlier = Turn(**{**later.__dict__, "ts": "1700000000.000200"})
+        await asyncio.gather(reader.mark_seen(later), reader.mark_seen(earlier))
+        watermarks.append(await reader.redis.get(reader._watermark(later.thread)))
 
     assert watermarks == [b"1700000000.000300"] * 20
 
 
-async def test_a_watermark_that_is_not_a_ts_is_replaced_not_an_error(redis_url: str) -> None:
-    redis = aioredis.from_url(redis_url)
-    reader = ThreadReader(
-        AsyncWebClient(token="xoxb-unused"), redis, TurnStore(redis, 60), ContextLimits(5, 500), 60
-    )
-    root = "1700000000.000100"
-    thread = f"T{uuid.uuid4().hex[:6]}:{CHANNEL}:{root}"
-    turn = Turn(f"{thread}@{root}", thread, "T", CHANNEL, root, root, "U1", "?", "")
-    try:
-        await redis.set(reader._watermark(thread), "not a ts")
-        await reader.mark_seen(turn)
-        watermark = await redis.get(reader._watermark(thread))
-    finally:
-        await redis.aclose()
+async def test_a_watermark_that_is_not_a_ts_is_replaced_not_an_error(
+    reader: ThreadReader,
+) -> None:
+    turn = _turn_at("1700000000.000100")
+    await reader.redis.set(reader._watermark(turn.thread), "not a ts")
 
-    assert watermark == root.encode()
+    await reader.mark_seen(turn)
+
+    assert await reader.redis.get(reader._watermark(turn.thread)) == turn.ts.encode()
