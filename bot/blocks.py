@@ -129,13 +129,32 @@ def _sent_back(drafts: int) -> str:
     return f", {drafts} draft{'s' if drafts != 1 else ''} sent back" if drafts else ""
 
 
+def _facts(result: InvestigationResult) -> str:
+    """The grounding check's counts: what was checked and what became of it."""
+    others = result.facts_checked - result.facts_grounded - result.facts_unchecked
+    marked_unverified = max(0, result.facts_marked - result.facts_unchecked)
+    counts = [f"{result.facts_checked} checked", f"{result.facts_grounded} grounded"]
+    if result.facts_removed or (others and not marked_unverified):
+        counts.append(f"{result.facts_removed} removed")
+    if marked_unverified:
+        counts.append(f"{marked_unverified} marked unverified")
+    counts.append(f"{result.facts_unchecked} unchecked")
+    return "facts: " + ", ".join(counts) + _sent_back(result.grounding_revisions)
+
+
 def how_it_was_reached(result: InvestigationResult) -> str:
+    """The footer. It says "verified" only of an answer every checked fact of which held:
+    a trace ID or a fact left unchecked or marked makes it say what was found instead."""
     parts = [f"{result.tool_calls} tool call{'s' if result.tool_calls != 1 else ''}"]
+    doubtful = result.unverified_trace_ids or result.facts_marked or result.facts_unchecked
+    found = "found in Tempo" if doubtful else "verified"
     parts.append(
-        f"traces: {len(result.verified_trace_ids)} verified, "
+        f"traces: {len(result.verified_trace_ids)} {found}, "
         f"{len(result.unverified_trace_ids)} unverified, {len(result.removed_trace_ids)} removed"
         + _sent_back(result.trace_revisions)
     )
+    if result.facts_checked or result.grounding_revisions:
+        parts.append(_facts(result))
     if result.claim_revisions or result.removed_claims:
         parts.append(
             f"action claims: {result.claim_revisions} sent back, "
@@ -233,6 +252,7 @@ _STEP_LINES = {
     "forced_answer": "forced answer: {reason}",
     "stopped": "stopped: {reason} after {steps} steps",
     "claims_checked": "action-claim guard: {unsupported} unsupported claim(s)",
+    "grounding_started": "grounding check started",
     "action_proposed": "action {request_id}: {status}",
 }
 
@@ -278,9 +298,41 @@ def _guard_details(events: list[dict[str, Any]]) -> dict[int, str]:
     return details
 
 
+GROUNDING_OUTCOMES = {
+    "revise": "sent back to the agent",
+    "removed": "ungrounded ones removed from the answer",
+    "marked": "marked in the answer",
+    "grounded": "posted",
+}
+MAX_CITED_CHARS = 160
+
+
+def _grounding_details(events: list[dict[str, Any]]) -> dict[int, str]:
+    """Each grounding check by position: its counts and what was done, then every claim
+    with its source (the tool call and field, or the live look-up) or why it failed — a
+    citation list a person can audit."""
+    details: dict[int, str] = {}
+    for position, e in enumerate(events):
+        if e.get("type") != "grounding_finished":
+            continue
+        lines = [
+            f"grounding check: {e.get('checked')} facts, {e.get('grounded')} grounded, "
+            f"{e.get('ungrounded')} ungrounded, {e.get('unchecked')} unchecked; "
+            + GROUNDING_OUTCOMES.get(str(e.get("outcome")), str(e.get("outcome")))
+        ]
+        for claim in e.get("claims") or []:
+            where = claim.get("source") or claim.get("detail") or ""
+            lines.append(
+                f"  • {claim.get('kind')} {str(claim.get('text'))[:80]}: {claim.get('status')}"
+                + (f" — {str(where)[:MAX_CITED_CHARS]}" if where else "")
+            )
+        details[position] = "\n".join(lines)
+    return details
+
+
 def steps_blocks(events: list[dict[str, Any]]) -> list[Block]:
     """The run's trace, for whoever clicks Steps: each event in order with its status."""
-    guard = _guard_details(events)
+    guard = _guard_details(events) | _grounding_details(events)
     lines = [
         f"`{int(e.get('at_ms', 0)) / 1000:6.1f}s` {escape(guard.get(i) or _step_detail(e))}"
         for i, e in enumerate(events)

@@ -309,7 +309,7 @@ SCENES: list[tuple[str, str, str, Scene]] = [
     (
         "hallucination",
         "C0PAYMENTS",
-        "the model cites a trace that does not exist",
+        "the model cites a trace that does not exist, then a version no tool showed",
         hallucination_scene,
     ),
 ]

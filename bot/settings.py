@@ -73,7 +73,7 @@ def _owned_list(config: type[BaseModel], field: str) -> str:
 # The typed configs Settings fills, each with its fields filled by a setting of another
 # name; the others by the setting of the same name (a field no setting has keeps its default).
 FILLS: dict[type[BaseModel], dict[str, str]] = {
-    GraphLimits: {},
+    GraphLimits: {"grounding_time_tolerance_s": "grounding_time_tolerance"},
     ModelSpec: {
         "model": "llm_model",
         "api_key": "google_api_key",
@@ -131,6 +131,9 @@ class Settings(BaseSettings):
     recursion_limit: int = _owned(GraphLimits, "recursion_limit")
     trace_max_revisions: int = _owned(GraphLimits, "trace_max_revisions")
     claim_max_revisions: int = _owned(GraphLimits, "claim_max_revisions")
+    grounding_max_revisions: int = _owned(GraphLimits, "grounding_max_revisions")
+    grounding_mode: Literal["remove", "mark"] = _owned(GraphLimits, "grounding_mode")
+    grounding_time_tolerance: Duration = _owned(GraphLimits, "grounding_time_tolerance_s")
     trace_verify_concurrency: int = _owned(GraphLimits, "trace_verify_concurrency")
     context_budget_tokens: int = _owned(GraphLimits, "context_budget_tokens")
     question_max_chars: int = _owned(GraphLimits, "question_max_chars")

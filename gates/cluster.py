@@ -159,6 +159,7 @@ class KubernetesCluster:
                     template_hash=template_hash(rs["spec"]["template"]),
                     change_cause=(rs["metadata"].get("annotations") or {}).get(CHANGE_CAUSE, ""),
                     created=rs["metadata"].get("creationTimestamp", ""),
+                    replicaset=rs["metadata"].get("name", ""),
                 )
                 for revision, rs in owned
             ],

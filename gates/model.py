@@ -50,6 +50,7 @@ class Revision(BaseModel):
     template_hash: str = ""  # the pod template without `pod-template-hash`, hashed
     change_cause: str = ""
     created: str = ""
+    replicaset: str = ""  # the ReplicaSet that holds it
 
 
 def rollback_target(revisions: list[Revision], to_revision: int | None) -> Revision | None:

@@ -17,11 +17,12 @@ misleads an engineer in the middle of an incident.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from gates.model import ActionRequest
+from graph.sentences import cut_sentences, sentence_spans
 
 ClaimKind = Literal["approved", "executed", "rolled_back", "scaled"]
 
@@ -70,8 +71,6 @@ MAX_LISTED = 10  # the thread's most recent requests named in revision feedback
 _WINDOW = 6  # words before the verb that can qualify it
 _CLAUSE_BREAK = re.compile(r"[,;:()\u2013\u2014]|\s-\s")
 _WORD = re.compile(r"[a-z']+")
-# Sentences end at line breaks and at . ! ? followed by a space (not in "1.42.0").
-_SENTENCE = re.compile(r"[^\n]+?(?:[.!?]+(?=\s)|[.!?]*$)", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -82,12 +81,6 @@ class Claim:
     start: int
     end: int
     kinds: frozenset[ClaimKind]
-
-
-def _sentences(text: str) -> Iterable[tuple[int, int]]:
-    for match in _SENTENCE.finditer(text):
-        if match.group().strip():
-            yield match.start(), match.end()
 
 
 def _hedged(words: list[str]) -> bool:
@@ -113,7 +106,7 @@ def find_claims(text: str) -> list[Claim]:
     """Every sentence of `text` that states as a fact that an action was approved,
     executed, rolled back or scaled, in order."""
     claims = []
-    for start, end in _sentences(text):
+    for start, end in sentence_spans(text):
         sentence = text[start:end]
         if sentence.rstrip().endswith("?"):
             continue
@@ -204,30 +197,9 @@ def revision_feedback(false_claims: Sequence[Claim], requests: Sequence[ActionRe
     )
 
 
-_BULLET = " \t•*-_>"
-
-
-def _removal(text: str, claim: Claim) -> tuple[int, int]:
-    """The span to cut for a claim: its whole line when it is all the line says."""
-    line_start = text.rfind("\n", 0, claim.start) + 1
-    line_end = text.find("\n", claim.end)
-    line_end = len(text) if line_end == -1 else line_end
-    if not text[line_start : claim.start].strip(_BULLET) and not text[claim.end : line_end].strip():
-        return line_start, line_end + 1
-    return claim.start, claim.end
-
-
 def remove_claims(text: str, false_claims: Sequence[Claim]) -> tuple[str, int]:
     """`text` without the false claims, and how many went; the text says it was cut."""
-    kept, cursor = [], 0
-    for start, end in sorted(_removal(text, c) for c in false_claims):
-        kept.append(text[cursor:start])
-        cursor = max(cursor, end)
-    kept.append(text[cursor:])
-    # A bullet whose every sentence went is dropped too.
-    lines = "".join(kept).split("\n")
-    cleaned = "\n".join(line for line in lines if not line.strip() or line.strip(_BULLET))
-    cleaned = cleaned.strip()
+    cleaned = cut_sentences(text, [(c.start, c.end) for c in false_claims])
     removed = len(false_claims)
     if removed:
         which = "1 sentence was" if removed == 1 else f"{removed} sentences were"

@@ -2,7 +2,8 @@
 
 START → agent → tools → agent …
               → force_answer → check_draft
-              → check_draft → agent  (the trace guard found cited traces missing, or the
+              → check_draft → agent  (the trace guard found cited traces missing, the
+                                      grounding check facts no evidence shows, or the
                                       action-claim guard an outcome the records lack,
                                       and revisions are left)
                             → grade  (a rubric is active)
@@ -25,11 +26,13 @@ from gates.store import ActionStore
 from graph.config import GraphLimits
 from graph.edges import after_agent, after_check, after_grade
 from graph.grader import Grader
+from graph.grounding.sources import LiveSources
 from graph.nodes import (
     make_agent,
     make_check_draft,
     make_claim_guard,
     make_force_answer,
+    make_grounding_guard,
     make_tools,
     make_trace_guard,
 )
@@ -73,6 +76,7 @@ def build_graph(
     limits: GraphLimits,
     on_evaluation: OnEvaluation | None = None,
     action_records: ActionStore | None = None,
+    sources: LiveSources | None = None,
 ) -> InvestigationGraph:
     builder = StateGraph(InvestigationState, context_schema=TurnContext)
     builder.add_node("agent", make_agent(model, tools, limits.context_budget_tokens))
@@ -82,6 +86,7 @@ def build_graph(
         "check_draft",
         make_check_draft(
             make_trace_guard(verifier, limits, STEPS),
+            make_grounding_guard(sources, limits, STEPS),
             make_claim_guard(action_records, limits, STEPS),
         ),
     )

@@ -7,6 +7,8 @@ Lower floors never read environment variables.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -41,6 +43,12 @@ class GraphLimits(BaseModel):
     recursion_limit: int = Field(default=25, ge=3)
     trace_max_revisions: int = Field(default=2, ge=0)  # TRACE_MAX_REVISIONS
     claim_max_revisions: int = Field(default=2, ge=0)  # CLAIM_MAX_REVISIONS
+    grounding_max_revisions: int = Field(default=2, ge=0)  # GROUNDING_MAX_REVISIONS
+    # GROUNDING_MODE: a claim still ungrounded when revisions run out is removed with its
+    # sentence, or marked (unverified) in place
+    grounding_mode: Literal["remove", "mark"] = "remove"
+    # GROUNDING_TIME_TOLERANCE: seconds between a stated time and one in the evidence
+    grounding_time_tolerance_s: int = Field(default=300, ge=0)
     # TRACE_VERIFY_CONCURRENCY: a draft's IDs are checked at once up to this many
     trace_verify_concurrency: int = Field(default=64, ge=1)
     # CONTEXT_BUDGET_TOKENS: earlier turns the model re-reads (estimated tokens)

@@ -25,6 +25,15 @@ TRACE_GUARD = Counter(
     "Trace IDs cited in drafts, by what the trace guard found",
     ["outcome"],  # found | missing | unverified | removed
 )
+GROUNDING = Counter(
+    "tracegate_grounding_claims_total",
+    "Facts stated in drafts, by kind and by what the grounding check found",
+    ["kind", "outcome"],  # outcome: grounded | ungrounded | unchecked
+)
+GROUNDING_REMOVED = Counter(
+    "tracegate_grounding_removed_total",
+    "Ungrounded facts removed (with their sentence) from posted answers",
+)
 RUBRIC_VERDICTS = Counter(
     "tracegate_rubric_verdicts_total", "Rubric grading passes by verdict", ["verdict"]
 )

@@ -22,6 +22,13 @@ class InvestigationResult(BaseModel):
     unverified_trace_ids: list[str] = Field(default_factory=list)
     removed_trace_ids: list[str] = Field(default_factory=list)
     trace_revisions: int = 0
+    # The grounding check of the posted answer: its facts (versions, pods, revisions, ...)
+    facts_checked: int = 0
+    facts_grounded: int = 0
+    facts_unchecked: int = 0  # their source could not be reached: marked (unchecked)
+    facts_removed: int = 0  # ungrounded, cut with their sentence (GROUNDING_MODE=remove)
+    facts_marked: int = 0  # marked (unverified) or (unchecked) in place
+    grounding_revisions: int = 0  # drafts sent back for ungrounded facts
     claim_revisions: int = 0  # drafts sent back for claiming an action outcome
     removed_claims: list[str] = Field(default_factory=list)  # sentences cut from the answer
     rubric_status: str | None = None  # this turn's grading verdict; None: not graded

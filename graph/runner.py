@@ -23,6 +23,8 @@ from graph.checkpoint import FENCE, Fence, Superseded, open_checkpointer
 from graph.config import GraphLimits, ModelSpec, TempoSpec
 from graph.context import ThreadContext
 from graph.grader import Grader
+from graph.grounding.evidence import Fact, text_facts, times_from
+from graph.grounding.sources import LiveSources
 from graph.log_context import bind_log_context
 from graph.model import make_chat_model
 from graph.nodes.grade import OnEvaluation
@@ -82,11 +84,13 @@ def _turn_input(
     sticky: InvestigationState = {"incident_start": anchor.timestamp()} if anchor else {}
     return {
         **sticky,
+        "evidence": _said(question, context),
         "messages": messages,
         "tool_calls_used": 0,
         "stop_reason": None,
         "draft_check": None,
         "trace_revision_count": 0,
+        "grounding_revision_count": 0,
         "claim_revision_count": 0,
         "rubric": rubric,
         "rubric_run_id": uuid.uuid4().hex[:12] if rubric else None,
@@ -94,6 +98,20 @@ def _turn_input(
         "rubric_status": None,
         "rubric_revision_count": 0,
     }
+
+
+def _said(question: str, context: ThreadContext | None) -> list[Fact]:
+    """What the asker, the thread and its alerts said, and when the question was asked:
+    facts a draft may repeat (people wrote them; the answer can quote them)."""
+    facts = text_facts(question, "the question")
+    facts += times_from([time.time()], "the time of the question")
+    if context is not None:
+        facts += text_facts(context.render(), "the thread's messages and alerts")
+        for alert in context.alerts:
+            if alert.starts_at:
+                start = alert.starts_at.timestamp()
+                facts += times_from([start], f"alert {alert.alertname or alert.source} started")
+    return facts
 
 
 def _changes(update: InvestigationState, current: dict[str, Any]) -> InvestigationState:
@@ -357,7 +375,15 @@ def _turn_fields(state: dict[str, Any]) -> dict[str, Any]:
     verdict = check.get("traces") or {}
     checks = verdict.get("checks", {})
     claims = check.get("claims") or {}
+    grounding = check.get("grounding") or {}
+    facts = grounding.get("checks", [])
     return {
+        "facts_checked": len(facts),
+        "facts_grounded": sum(f["status"] == "grounded" for f in facts),
+        "facts_unchecked": sum(f["status"] == "unchecked" for f in facts),
+        "facts_removed": grounding.get("removed", 0),
+        "facts_marked": grounding.get("marked", 0),
+        "grounding_revisions": state.get("grounding_revision_count", 0),
         "tool_calls": state.get("tool_calls_used", 0),
         "verified_trace_ids": ids_with(checks, "found"),
         "unverified_trace_ids": ids_with(checks, "unverified"),
@@ -416,13 +442,26 @@ async def open_investigator(
         verifier = TraceVerifier(client, limits.trace_verify_concurrency)
         grader = Grader(grading_model, evidence_tools, limits.grader_max_steps)
         records = actions.store if actions else None
+        sources = (
+            LiveSources(actions.cluster, client, actions.policy.allowed_namespaces)
+            if actions
+            else LiveSources(None, client)
+        )
 
         async with AsyncExitStack() as opened:
             checkpointer = saver or await opened.enter_async_context(
                 open_checkpointer(redis_url, checkpoint_ttl_minutes)
             )
             graph = build_graph(
-                chat_model, tools, verifier, grader, checkpointer, limits, on_evaluation, records
+                chat_model,
+                tools,
+                verifier,
+                grader,
+                checkpointer,
+                limits,
+                on_evaluation,
+                records,
+                sources,
             )
             yield Investigator(graph, limits, default_rubric)
     finally:

@@ -8,12 +8,14 @@ are reset by the runner's input at the start of every turn; `messages` and
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Literal, TypedDict
+from typing import Annotated, Literal, NotRequired, TypedDict
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
 from langgraph.managed import RemainingSteps
 
+from graph.grounding.check import ClaimCheck
+from graph.grounding.evidence import Fact, merge_evidence
 from graph.rubric import Evaluation, Verdict
 
 TraceStatus = Literal["found", "missing", "unverified"]
@@ -41,11 +43,21 @@ class ClaimVerdict(TypedDict):
     removed: int  # sentences removed from the posted answer
 
 
+class GroundingVerdict(TypedDict):
+    """The grounding check's judgement of the latest (trace-verified) draft."""
+
+    outcome: Literal["grounded", "revise", "removed", "marked"]
+    checks: list[ClaimCheck]  # every claim of the draft, in order
+    removed: int  # ungrounded claims whose sentences were cut from the posted answer
+    marked: int  # claims marked (unverified) or (unchecked) in place
+
+
 class DraftCheck(TypedDict):
     """What `check_draft` made of the latest draft: one field, so one write a draft."""
 
     traces: TraceVerdict
-    claims: ClaimVerdict | None  # None: not checked, the trace guard sent the draft back
+    grounding: NotRequired[GroundingVerdict | None]  # None: an earlier guard sent it back
+    claims: ClaimVerdict | None  # None: not checked, an earlier guard sent the draft back
     answer: str | None  # the draft as both guards left it; None: sent back to the agent
 
 
@@ -61,7 +73,11 @@ class InvestigationState(TypedDict, total=False):
     known_traces: Annotated[dict[str, str], merge_known]
     draft_check: DraftCheck | None
     trace_revision_count: int
+    grounding_revision_count: int
     claim_revision_count: int
+    # What tool results, the thread and live look-ups showed (graph/grounding/evidence.py):
+    # values by kind with their sources, for the life of the thread.
+    evidence: Annotated[list[Fact], merge_evidence]
     # Rubric grading. `rubric` is sticky: it stays active for later turns of the thread.
     rubric: str | None
     rubric_run_id: str | None  # one grading run per turn graded

@@ -202,15 +202,16 @@ class KubernetesSimulator(SimulatorServer):
         first_revision: int = 1,
         spacing_h: float = 1.0,
         envs: list[dict[str, str]] | None = None,
+        now: float | None = None,
     ) -> dict[str, Any]:
         """A Deployment whose revisions `first_revision`.. ran `images` (with environment
         `envs`, if given) in order, `spacing_h` hours apart, the last (current) one
-        `spacing_h` hours ago."""
+        `spacing_h` hours before `now` (default: the wall clock's)."""
         uid = str(uuid.uuid4())
         labels = {"app": name}
         causes = change_causes or [f"deploy {image.rsplit(':', 1)[-1]}" for image in images]
         step_s = 3600 * spacing_h
-        start = time.time() - step_s * len(images)
+        start = (time.time() if now is None else now) - step_s * len(images)
         last = first_revision + len(images) - 1
         for revision, (image, cause, env) in enumerate(
             zip(images, causes, envs or [{}] * len(images), strict=True), start=first_revision

@@ -26,6 +26,7 @@ DEFAULT_CRITERIA = (
     "The answer says what was not checked",
 )
 INVENTED_TRACE = "7f3a9c0d2b1e4f5a6b7c8d9e0f1a2b3c"
+INVENTED_VERSION = "1.43.1"  # no scenario's service runs it
 
 
 def satisfied(why: str = "Every criterion is met.") -> Reply:
@@ -170,7 +171,16 @@ def db_overload_play(scenario: Scenario) -> Play:
 
 
 def hallucination_play(scenario: Scenario) -> Play:
+    """The agent cites a trace it never saw (the trace guard sends it back), then a version
+    no tool showed (the grounding check sends it back), then reads the trace and answers."""
     real = scenario.error_trace_ids[3]
+
+    def answer(version: str) -> Reply:
+        return Reply.text(
+            f"*Likely cause (medium confidence):* `payment-api` {version} fails in "
+            f"`ChargeHandler.applyDiscount`; see {real}.\n*Not checked:* the rollout history."
+        )
+
     return Play(
         agent=[
             Reply.text(
@@ -181,10 +191,9 @@ def hallucination_play(scenario: Scenario) -> Play:
                 traceql='{ resource.service.name = "payment-api" && status = error }',
                 since_minutes_ago=30,
             ),
-            Reply.text(
-                "*Likely cause (medium confidence):* `payment-api` 1.42.0 fails in "
-                f"`ChargeHandler.applyDiscount`; see {real}.\n*Not checked:* the rollout history."
-            ),
+            answer(INVENTED_VERSION),
+            Reply.call("get_trace", trace_id=real),
+            answer("1.42.0"),
         ],
         grader=[satisfied()],
     )

@@ -84,6 +84,7 @@ class TempoSimulator(SimulatorServer):
         if self.api_v2:
             app.router.add_get("/api/v2/traces/{trace_id}", self._trace_v2)
         app.router.add_get("/api/search", self._search)
+        app.router.add_get("/api/v2/search/tag/{tag}/values", self._tag_values)
 
     def requests_for(self, path_prefix: str) -> list[TempoRequest]:
         return [r for r in self.requests if r.path.startswith(path_prefix)]
@@ -136,6 +137,22 @@ class TempoSimulator(SimulatorServer):
         if trace is None:
             return web.json_response({"trace": {}})
         return web.json_response({"trace": {"resourceSpans": resource_spans(trace)}})
+
+    async def _tag_values(self, request: web.Request) -> web.Response:
+        """Tempo's v2 tag values: a scoped tag (`resource.service.name`), values with types;
+        an unscoped or unknown scope is a 400, as Tempo answers it."""
+        scope, _, name = request.match_info["tag"].partition(".")
+        if scope not in ("resource", "span", "intrinsic") or not name:
+            return web.Response(status=400, text=f"invalid tag {request.match_info['tag']!r}")
+        values: set[str] = set()
+        for trace in self._traces.values():
+            for span in trace.spans:
+                attrs = span.resource.attributes if scope == "resource" else span.attributes
+                if name in attrs:
+                    values.add(str(attrs[name]))
+        return web.json_response(
+            {"tagValues": [{"type": "string", "value": v} for v in sorted(values)]}
+        )
 
     async def _search(self, request: web.Request) -> web.Response:
         try:

@@ -19,6 +19,7 @@ from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest, ToolInvocationError
 from langgraph.types import Command
 
+from graph.grounding.evidence import Fact
 from graph.metrics import TOOL_CALLS
 from graph.nodes.agent import ConfigNode
 from graph.progress import reporter
@@ -68,6 +69,17 @@ async def _observed(request: ToolCallRequest, execute: Execute) -> ToolMessage |
     return result
 
 
+def _evidence(messages: Sequence[Any]) -> list[Fact]:
+    """The facts tools handed over beside their text (their artifacts), taken off the
+    messages: the state keeps them once, in `evidence`, and the messages stay small."""
+    facts: list[Fact] = []
+    for message in messages:
+        if isinstance(message, ToolMessage) and isinstance(message.artifact, list):
+            facts += message.artifact
+            message.artifact = None
+    return facts
+
+
 def tool_node(
     tools: Sequence[BaseTool],
     wrapper: Callable[[ToolCallRequest, Execute], Awaitable[ToolMessage | Command[Any]]] = bounded,
@@ -84,7 +96,9 @@ def make_tools(tools: Sequence[BaseTool]) -> ConfigNode:
         last = state["messages"][-1]
         assert isinstance(last, AIMessage)
         result = cast(dict[str, Any], await node.ainvoke(state, config))
-        return {**result, "tool_calls_used": state.get("tool_calls_used", 0) + len(last.tool_calls)}
+        used = state.get("tool_calls_used", 0) + len(last.tool_calls)
+        facts = _evidence(result.get("messages") or [])
+        return {**result, "tool_calls_used": used, **({"evidence": facts} if facts else {})}
 
     return run_tools
 

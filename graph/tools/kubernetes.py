@@ -11,8 +11,10 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.prebuilt import ToolRuntime
 
 from gates.cluster import ClusterError, DeploymentNotFound
+from gates.model import ActionRequest, ClusterSnapshot
 from gates.pipeline import ActionPipeline
 from graph.action_claims import true_state
+from graph.grounding.evidence import ROLLOUT, Fact, fact, image_facts
 from graph.progress import TurnContext, reporter
 from graph.state import InvestigationState
 from graph.tools.errors import ToolFailed
@@ -59,12 +61,55 @@ def _retryable(exc: ClusterError) -> bool:
     return True
 
 
+def rollout_facts(
+    namespace: str, deployment: str, snap: ClusterSnapshot, source: str
+) -> list[Fact]:
+    """A Deployment's names, revisions (the current one marked), their images, versions,
+    ReplicaSets and creation times, as evidence."""
+    subject = {"subject": deployment}
+    facts = [
+        fact("namespace", namespace, source),
+        fact("deployment", deployment, source),
+        fact("revision", str(snap.current_revision), source, role="current", **subject),
+    ]
+    for image in snap.images:
+        facts += image_facts(image, source, deployment, role="current")
+    for r in snap.revisions:
+        where = f"{source}: revision {r.revision}"
+        facts.append(fact("revision", str(r.revision), where, **subject))
+        for image in r.images:
+            facts += image_facts(image, where, deployment)
+        if r.replicaset:
+            facts.append(fact("replicaset", r.replicaset, where, **subject))
+        if r.created:
+            created = f"{where}: created"
+            facts.append(fact("time", r.created, created, pool=ROLLOUT, **subject))
+    return facts
+
+
+def proposal_facts(request: ActionRequest) -> list[Fact]:
+    """What the gates read of the Deployment when it was proposed, and the rollback target
+    pinned then (a rollback renumbers that revision, so later reads no longer show it)."""
+    source = f"propose_action {request.id}"
+    facts = [fact("namespace", request.namespace, source)]
+    facts.append(fact("deployment", request.deployment, source))
+    if request.snapshot is not None:
+        facts += rollout_facts(request.namespace, request.deployment, request.snapshot, source)
+    target = request.target_revision
+    if target is not None:
+        where = f"{source}: rollback target"
+        facts.append(fact("revision", str(target.revision), where, subject=request.deployment))
+        for image in target.images:
+            facts += image_facts(image, where, request.deployment)
+    return facts
+
+
 def kubernetes_tools(pipeline: ActionPipeline) -> list[BaseTool]:
     """The rollout-history reader and the action proposer, bound to one pipeline."""
     cluster = pipeline.cluster
 
-    @tool
-    async def get_rollout_history(namespace: str, deployment: str) -> str:
+    @tool(response_format="content_and_artifact")
+    async def get_rollout_history(namespace: str, deployment: str) -> tuple[str, list[Fact]]:
         """Show a Kubernetes Deployment's replicas and its rollout history.
 
         Returns desired and ready replicas, whether it is paused, the current revision
@@ -74,7 +119,7 @@ def kubernetes_tools(pipeline: ActionPipeline) -> list[BaseTool]:
         try:
             snap = await cluster.snapshot(namespace, deployment)
         except DeploymentNotFound:
-            return f"Deployment {namespace}/{deployment} does not exist."
+            return f"Deployment {namespace}/{deployment} does not exist.", []
         except ClusterError as exc:
             raise ToolFailed(
                 f"The Kubernetes API could not be read for {namespace}/{deployment} ({exc}).",
@@ -93,9 +138,10 @@ def kubernetes_tools(pipeline: ActionPipeline) -> list[BaseTool]:
             + (" (current)" if r.revision == snap.current_revision else "")
             for r in snap.revisions
         ]
-        return "\n".join(lines)
+        where = f"get_rollout_history {namespace}/{deployment}"
+        return "\n".join(lines), rollout_facts(namespace, deployment, snap, where)
 
-    @tool
+    @tool(response_format="content_and_artifact")
     async def propose_action(
         action: str,
         namespace: str,
@@ -103,7 +149,7 @@ def kubernetes_tools(pipeline: ActionPipeline) -> list[BaseTool]:
         reason: str,
         runtime: Run,
         replicas: int | None = None,
-    ) -> str:
+    ) -> tuple[str, list[Fact]]:
         """Propose a remediation for a human to approve. It is never run by you.
 
         `action` is `rollout_undo` (back to the previous revision) or `scale` (set
@@ -126,12 +172,13 @@ def kubernetes_tools(pipeline: ActionPipeline) -> list[BaseTool]:
         reporter(runtime.context)(
             {"type": "action_proposed", "request_id": request.id, "status": request.status}
         )
+        seen = proposal_facts(request)
         if request.status == "pending_approval":
             return (
                 f"Proposed as {request.id}, awaiting human approval: {request.describe()}. "
                 "Tell the engineer it needs their approval; do not claim it has run."
-            )
+            ), seen
         state = true_state(request)  # refused by a gate or by the reviewer, and why
-        return f"{state[:1].upper()}{state[1:]}. Do not propose it again as is."
+        return f"{state[:1].upper()}{state[1:]}. Do not propose it again as is.", seen
 
     return [get_rollout_history, propose_action]

@@ -18,6 +18,7 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.prebuilt import InjectedState
 
 from graph.config import TempoSpec
+from graph.grounding.evidence import RESOURCE_KINDS, Fact, fact, text_facts, times_from
 from graph.tools.errors import ToolFailed
 from graph.trace_ids import normalise
 
@@ -43,6 +44,7 @@ WORKLOAD_ATTRIBUTES = (
     "k8s.deployment.name",
     "k8s.replicaset.name",
     "k8s.pod.name",
+    "k8s.node.name",
 )
 # The ones that tell which release and which pod an error came from.
 ERROR_SPAN_WORKLOAD = ("service.version", "k8s.replicaset.name", "k8s.pod.name")
@@ -222,6 +224,17 @@ class TempoClient:
         spans = parse_spans(response.json())
         return spans or None
 
+    async def tag_values(self, tag: str) -> list[str]:
+        """The values Tempo holds for a scoped tag, e.g. `resource.service.name`."""
+        response = await self._get(f"/api/v2/search/tag/{tag}/values")
+        if response.status_code >= 400:
+            raise TempoQueryError(f"HTTP {response.status_code}: {_clip(response.text)}")
+        try:
+            listed = response.json().get("tagValues", [])
+            return [str(v["value"]) for v in listed if isinstance(v, dict) and "value" in v]
+        except (ValueError, AttributeError) as exc:
+            raise TempoUnavailable(f"an answer that is not Tempo's JSON ({exc})") from exc
+
     async def search(self, traceql: str, start_s: int, end_s: int, limit: int) -> list[TraceHit]:
         params: dict[str, str | int] = {
             "q": traceql,
@@ -325,6 +338,24 @@ def summarise_trace(trace_id: str, spans: list[Span]) -> str:
     return _bounded(lines)
 
 
+def trace_facts(trace_id: str, spans: list[Span]) -> list[Fact]:
+    """Every workload attribute of the trace's resources, the times its spans started and
+    ended, and what its error messages name: the evidence a summary is drawn from."""
+    source = f"get_trace {trace_id}"
+    facts: list[Fact] = []
+    for workload in {s.workload for s in spans}:
+        facts.append(fact("service", workload.service, f"{source}: service.name"))
+        for key, value in workload.identity:
+            if kind := RESOURCE_KINDS.get(key):
+                facts.append(fact(kind, value, f"{source}: {key}", subject=workload.service))
+    for span in spans:
+        if span.error and span.status_message:
+            facts += text_facts(span.status_message, f"{source}: status of {span.service}")
+    starts = [s.start_ns for s in spans if s.error] + [min(s.start_ns for s in spans)]
+    facts += times_from([*starts, max(s.end_ns for s in spans)], f"{source}: span times")
+    return facts
+
+
 ALERT_LEAD_MINUTES = 15  # errors often start a little before an alert fires
 
 
@@ -338,14 +369,14 @@ def default_window_minutes(start: float | None, now: float) -> int:
 def tempo_tools(client: TempoClient) -> list[BaseTool]:
     """The read-only Tempo tools, bound to one client."""
 
-    @tool
+    @tool(response_format="content_and_artifact")
     async def query_tempo_traces(
         traceql: str,
         since_minutes_ago: int | None = None,
         until_minutes_ago: int = 0,
         limit: int = 20,
         incident_start: Annotated[float | None, InjectedState("incident_start")] = None,
-    ) -> str:
+    ) -> tuple[str, list[Fact]]:
         """Search Grafana Tempo for traces with a TraceQL query over an explicit time window.
 
         Use it to find real trace IDs to cite. Examples of `traceql`:
@@ -364,7 +395,7 @@ def tempo_tools(client: TempoClient) -> list[BaseTool]:
         if since_minutes_ago is None:
             since_minutes_ago = default_window_minutes(incident_start, now)
         if since_minutes_ago <= until_minutes_ago:
-            return "since_minutes_ago must be larger than until_minutes_ago (e.g. 60 and 0)."
+            return "since_minutes_ago must be larger than until_minutes_ago (e.g. 60 and 0).", []
         start, end = now - since_minutes_ago * 60, now - until_minutes_ago * 60
         limit = max(1, min(limit, MAX_SEARCH_RESULTS))
         try:
@@ -381,17 +412,21 @@ def tempo_tools(client: TempoClient) -> list[BaseTool]:
             ) from exc
         window = f"{_utc(start * 10**9)} to {_utc(end * 10**9)}"
         if not hits:
-            return f"No traces match {traceql} between {window}."
+            return f"No traces match {traceql} between {window}.", []
         lines = [f"{len(hits)} traces match {traceql} between {window} (newest first):"]
         lines += [
             f"- {h.trace_id}  {_clip(h.root_service, 60)} {_clip(h.root_name, 120)}  "
             f"started {_utc(h.start_ns)}  {h.duration_ms} ms  matched spans: {h.matched_spans}"
             for h in hits
         ]
-        return "\n".join(lines)
+        found = [
+            fact("service", h.root_service, "query_tempo_traces: rootServiceName") for h in hits
+        ]
+        found += times_from([h.start_ns for h in hits], "query_tempo_traces: trace start times")
+        return "\n".join(lines), found
 
-    @tool
-    async def get_trace(trace_id: str) -> str:
+    @tool(response_format="content_and_artifact")
+    async def get_trace(trace_id: str) -> tuple[str, list[Fact]]:
         """Fetch one trace from Tempo by ID and summarise it.
 
         Returns the services involved, total duration, the root span, the workloads that
@@ -403,7 +438,7 @@ def tempo_tools(client: TempoClient) -> list[BaseTool]:
         """
         cleaned = trace_id.strip()
         if not _HEX_ID.fullmatch(cleaned):
-            return f"{_clip(trace_id, 80)!r} is not a trace ID (up to 32 hex characters)."
+            return f"{_clip(trace_id, 80)!r} is not a trace ID (up to 32 hex characters).", []
         try:
             spans = await client.fetch(cleaned)
         except (TempoQueryError, TempoUnavailable) as exc:
@@ -412,7 +447,7 @@ def tempo_tools(client: TempoClient) -> list[BaseTool]:
                 retryable=isinstance(exc, TempoUnavailable),
             ) from exc
         if spans is None:
-            return f"Trace {cleaned} does not exist in Tempo. Do not cite it."
-        return summarise_trace(cleaned, spans)
+            return f"Trace {cleaned} does not exist in Tempo. Do not cite it.", []
+        return summarise_trace(cleaned, spans), trace_facts(cleaned, spans)
 
     return [query_tempo_traces, get_trace]

@@ -1,0 +1,214 @@
+"""Grounding precision and recall over the answer corpora (bench/grounding_corpus.py).
+
+The evidence is what the real tools return against the simulators loaded with the demo's
+two incidents at a fixed clock (so stated times stay true run after run): every error
+trace and two healthy ones fetched with `get_trace`, one search, and the rollout history
+of the three Deployments. Each answer then goes through the grounding check, live look-ups
+included (the same simulators answer them).
+
+- precision: correct answers that pass with no claim removed or marked (target: all);
+- recall: answers with one invented fact in which that fact is caught (target: >= 95%).
+
+`python -m bench.grounding` prints the figures and writes them into BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bench.grounding_corpus import CORRECT, INVENTED, Answer
+from gates.cluster import KubernetesCluster
+from graph.config import TempoSpec
+from graph.grounding.check import ClaimCheck
+from graph.grounding.evidence import Fact
+from graph.grounding.guard import ground_draft
+from graph.grounding.sources import LiveSources
+from graph.tools.kubernetes import rollout_facts
+from graph.tools.tempo import TempoClient, tempo_tools
+from sandbox.kubernetes import KubernetesSimulator, write_kubeconfig
+from sandbox.scenarios import bad_deploy, db_overload
+from sandbox.tempo import TempoSimulator
+
+# the incidents' clock: the traces end just before it, the rollouts are hours before
+NOW = datetime(2026, 11, 30, 14, 10, tzinfo=UTC).timestamp()
+TOLERANCE_S = 300
+OUT = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
+BEGIN, END = "<!-- grounding: begin -->", "<!-- grounding: end -->"
+
+
+@dataclass(frozen=True)
+class World:
+    facts: list[Fact]
+    sources: LiveSources
+    tool_texts: list[str]
+    kube: KubernetesSimulator
+    tempo: TempoSimulator
+
+
+def deployments(kube: KubernetesSimulator) -> None:
+    """The demo's Deployments, and checkout's, at the corpus clock."""
+    payment = [f"registry/payment-api:{v}" for v in ("1.40.2", "1.41.3", "1.42.0")]
+    kube.add_deployment("shop", "payment-api", payment, replicas=4, first_revision=40, now=NOW)
+    orders = ["registry/orders-api:2.6.0", "registry/orders-api:2.7.0"]
+    kube.add_deployment(
+        "shop", "orders-api", orders, replicas=6, first_revision=6, spacing_h=48, now=NOW
+    )
+    checkout = ["registry/checkout:3.3.2", "registry/checkout:3.4.0"]
+    kube.add_deployment("shop", "checkout", checkout, first_revision=17, spacing_h=24, now=NOW)
+
+
+@asynccontextmanager
+async def corpus_world() -> AsyncIterator[World]:
+    checkout, orders = bad_deploy(NOW), db_overload(NOW)
+    traces = checkout.traces + orders.traces
+    with tempfile.TemporaryDirectory() as folder:
+        async with TempoSimulator(traces=traces) as tempo, KubernetesSimulator() as kube:
+            deployments(kube)
+            config = write_kubeconfig(Path(folder) / "kubeconfig", kube.url)
+            cluster = await KubernetesCluster.connect(str(config), timeout_s=5.0)
+            client = TempoClient(TempoSpec(url=tempo.url))
+            try:
+                facts, texts = await _evidence(client, cluster, checkout.error_trace_ids)
+                wanted = [orders.error_trace_ids[0], checkout.traces[2].trace_id]
+                more, more_texts = await _traces(client, wanted)
+                sources = LiveSources(cluster, client, ["shop"])
+                yield World(facts + more, sources, texts + more_texts, kube, tempo)
+            finally:
+                await client.aclose()
+                await cluster.close()
+
+
+async def _traces(client: TempoClient, ids: list[str]) -> tuple[list[Fact], list[str]]:
+    get_trace = {t.name: t for t in tempo_tools(client)}["get_trace"]
+    facts: list[Fact] = []
+    texts: list[str] = []
+    for trace_id in ids:
+        message = await get_trace.ainvoke(
+            {
+                "type": "tool_call",
+                "id": trace_id,
+                "name": "get_trace",
+                "args": {"trace_id": trace_id},
+            }
+        )
+        texts.append(str(message.content))
+        facts += message.artifact or []
+    return facts, texts
+
+
+async def _evidence(
+    client: TempoClient, cluster: KubernetesCluster, error_ids: list[str]
+) -> tuple[list[Fact], list[str]]:
+    facts, texts = await _traces(client, error_ids)
+    search = {t.name: t for t in tempo_tools(client)}["query_tempo_traces"]
+    minutes = int((time.time() - NOW) / 60) + 30
+    args = {"traceql": "{ status = error }", "since_minutes_ago": minutes, "limit": 30}
+    message = await search.ainvoke(
+        {"type": "tool_call", "id": "s", "name": search.name, "args": args}
+    )
+    texts.append(str(message.content))
+    facts += message.artifact or []
+    for name in ("payment-api", "orders-api", "checkout"):
+        snap = await cluster.snapshot("shop", name)
+        facts += rollout_facts("shop", name, snap, f"get_rollout_history shop/{name}")
+    return facts, texts
+
+
+@dataclass(frozen=True)
+class Outcome:
+    answer: Answer
+    checks: list[ClaimCheck]
+
+    @property
+    def clean(self) -> bool:
+        return all(c["status"] == "grounded" for c in self.checks)
+
+    @property
+    def caught(self) -> bool:
+        """The invented value is a claim the check did not ground."""
+        invented = (self.answer.invented or "").lower()
+        return any(c["status"] != "grounded" and invented in c["text"].lower() for c in self.checks)
+
+
+async def run_corpus(world: World, answers: list[Answer]) -> list[Outcome]:
+    outcomes = []
+    for answer in answers:
+        _, checks = await ground_draft(answer.text, world.facts, world.sources, TOLERANCE_S)
+        outcomes.append(Outcome(answer, checks))
+    return outcomes
+
+
+def report(correct: list[Outcome], invented: list[Outcome]) -> str:
+    clean = sum(o.clean for o in correct)
+    caught = sum(o.caught for o in invented)
+    facts = sum(len(o.checks) for o in correct)
+    kinds = sorted({o.answer.kind or "" for o in invented})
+    by_kind = ", ".join(
+        f"{k} {sum(o.caught for o in invented if o.answer.kind == k)}/"
+        f"{sum(o.answer.kind == k for o in invented)}"
+        for k in kinds
+    )
+    lines = [
+        BEGIN,
+        "## Grounding precision and recall",
+        "",
+        "Written by `python -m bench.grounding` (also run by `make bench`): the answers of",
+        "`bench/grounding_corpus.py` checked against the evidence the real tools return from the",
+        "simulators (the demo's incidents at a fixed clock), live look-ups included.",
+        "",
+        f"- when: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+        "",
+        "| corpus | answers | result | target |",
+        "|---|---|---|---|",
+        f"| correct answers (precision) | {len(correct)} ({facts} facts) | "
+        f"{clean}/{len(correct)} posted with 0 claims removed or marked | all |",
+        f"| one invented fact each (recall) | {len(invented)} | {caught}/{len(invented)} caught "
+        f"({100 * caught / max(1, len(invented)):.1f}%); by kind: {by_kind} | ≥ 95% |",
+        "",
+        'Counts and percentages are not claims (out of scope): an invented "12 of 14" is not',
+        "caught by design.",
+        END,
+    ]
+    return "\n".join(lines)
+
+
+def write(section: str) -> None:
+    text = OUT.read_text() if OUT.exists() else ""
+    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
+    text = (
+        pattern.sub(lambda _: section, text)
+        if pattern.search(text)
+        else (text.rstrip() + "\n\n" + section + "\n")
+    )
+    OUT.write_text(text)
+
+
+async def measure() -> str:
+    async with corpus_world() as world:
+        correct = await run_corpus(world, CORRECT)
+        invented = await run_corpus(world, INVENTED)
+    for o in correct:
+        if not o.clean:
+            print("NOT CLEAN:", o.answer.style, [c for c in o.checks if c["status"] != "grounded"])
+    for o in invented:
+        if not o.caught:
+            print("MISSED:", o.answer.kind, o.answer.invented, o.answer.text[:100])
+    return report(correct, invented)
+
+
+def main() -> None:
+    section = asyncio.run(measure())
+    write(section)
+    print(section)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,282 @@
+"""The grounding check: each claim of a draft against the evidence of its kind.
+
+A claim is *grounded* when its value is in the evidence of its kind: a pod from a trace's
+`k8s.pod.name`; a version from `service.version`, an image tag or the rollout history (of
+the service or Deployment the sentence names, when it names one); a revision from that
+Deployment's rollout history ("current revision N" must be the current one, "previous" or
+"back to" an earlier one); a time within the tolerance of a timestamp in the evidence (a
+sentence about a rollout, of a rollout's time). A claim not in the evidence is looked up
+at its source where one can be asked (graph/grounding/sources.py); a source that cannot be
+reached leaves it *unchecked*, never grounded. Anything else is *ungrounded*.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal, TypedDict
+
+from graph.grounding.claims import NAME_KINDS, ZONES, Claim
+from graph.grounding.evidence import ROLLOUT, Evidence, Fact, iso
+
+ClaimStatus = Literal["grounded", "ungrounded", "unchecked"]
+MAX_HELD = 8  # values of a kind named in feedback
+
+
+class ClaimCheck(TypedDict):
+    kind: str
+    text: str  # as the draft wrote it
+    status: ClaimStatus
+    source: str  # grounded: where the value was seen; otherwise ""
+    detail: str  # ungrounded: what the evidence holds instead; unchecked: why
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One claim's judgement; `held` lists what the evidence has of its kind instead."""
+
+    status: ClaimStatus | None  # None: not in the evidence (a source may still know)
+    source: str = ""
+    held: tuple[str, ...] = ()
+    why: str = ""
+
+
+_NAMES_FOR: dict[str, tuple[str, ...]] = {
+    "pod": ("pod",),
+    "replicaset": ("replicaset",),
+    "deployment": ("deployment", "service"),
+    "service": ("service", "deployment"),
+    "workload": ("service", "deployment", "pod", "replicaset", "namespace", "node"),
+    "namespace": ("namespace",),
+    "node": ("node",),
+}
+_ROLLOUT_WORDS = re.compile(
+    r"\b(?:deploy(?:ed|ment|s)?|rolled\s+out|roll-?outs?|released?|revisions?|rev)\b", re.I
+)
+_SYMPTOM_WORDS = re.compile(
+    r"\b(?:errors?|fail\w*|alerts?|fir(?:ed|ing)|5\d\d|5xx|spikes?|latenc\w*|timeouts?|since)\b",
+    re.I,
+)
+
+
+_OF = re.compile(r"[\s`*_]*(?:\(|,)?[\s`*_]*(?:(?:of|for|in|on|from)\s+(?:the\s+)?)?[\s`*_]*")
+
+
+def _grounded(item: Fact | None) -> Finding | None:
+    return Finding("grounded", item["source"]) if item else None
+
+
+def subject_of(claim: Claim, draft: str, evidence: Evidence, subjects: set[str]) -> str | None:
+    """The service or Deployment the claim's sentence names nearest before the claim, or
+    right after it ("1.42.0 of payment-api", "revision 42 (payment-api)")."""
+    start, end = claim.sentence
+    sentence = draft[start:end].lower()
+    best: tuple[int, str] | None = None
+    at, after = claim.start - start, claim.end - start
+    for name in subjects:
+        for m in re.finditer(rf"(?<![\w.-]){re.escape(name)}(?![\w-]|\.\w)", sentence):
+            if m.end() <= at:
+                distance = at - m.end()
+            elif m.start() >= after and _OF.fullmatch(sentence[after : m.start()]):
+                distance = 1000 + m.start() - after
+            else:
+                continue
+            if best is None or distance < best[0]:
+                best = (distance, name)
+    return best[1] if best else None
+
+
+def _name(claim: Claim, evidence: Evidence) -> Finding:
+    kinds = _NAMES_FOR[claim.kind]
+    found = _grounded(evidence.find(kinds, claim.value))
+    if found:
+        return found
+    if claim.kind == "replicaset":  # a pod of it was seen: its name is the pod's prefix
+        for pod in evidence.values("pod"):
+            if pod.rsplit("-", 1)[0] == claim.value:
+                return _grounded(evidence.find(["pod"], pod)) or Finding(None)
+    held = sorted(evidence.values(kinds[0]), key=lambda v: -_shared_prefix(v, claim.value))
+    return Finding(None, held=tuple(held))
+
+
+def _shared_prefix(a: str, b: str) -> int:
+    """How far two names agree from the start: the nearest real names are listed first."""
+    return next(
+        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )
+
+
+def _image(claim: Claim, evidence: Evidence) -> Finding:
+    value = claim.value
+    for image in evidence.values("image"):
+        short = image.rsplit("/", 1)[-1]
+        if value in (image, short) or image.endswith("/" + value):
+            return _grounded(evidence.find(["image"], image)) or Finding(None)
+        if "@" in value and value.split("@", 1)[1] in image:
+            return _grounded(evidence.find(["image"], image)) or Finding(None)
+    return Finding(None, held=tuple(evidence.values("image")))
+
+
+def _version(claim: Claim, subject: str | None, evidence: Evidence) -> Finding:
+    own = evidence.values("version", subject) if subject else []
+    if claim.role == "current" and subject:
+        current = evidence.current("version", subject)
+        if current and claim.value not in current:
+            why = f"{subject}'s current version is {', '.join(current)}"
+            return Finding("ungrounded", held=tuple(current), why=why)
+    if own:
+        if claim.value in own:
+            return _grounded(evidence.find(["version"], claim.value, subject)) or Finding(None)
+        others = evidence.find(["version"], claim.value)
+        why = f"{claim.text} is {others['subject']}'s, not {subject}'s" if others else ""
+        status: ClaimStatus | None = "ungrounded" if others else None
+        return Finding(status, held=tuple(own), why=why)
+    found = _grounded(evidence.find(["version"], claim.value))
+    return found or Finding(None, held=tuple(evidence.values("version")))
+
+
+def _revision(claim: Claim, subject: str | None, evidence: Evidence) -> Finding:
+    with_history = {s for s in evidence.subjects() if evidence.values("revision", s)}
+    if subject not in with_history:
+        subject = next(iter(with_history)) if len(with_history) == 1 else None
+    if subject is None:
+        found = _grounded(evidence.find(["revision"], claim.value))
+        return found or Finding(None, held=tuple(evidence.values("revision")))
+    known = evidence.values("revision", subject)
+    current = evidence.current("revision", subject)
+    held = tuple(sorted(known, key=int))
+    if claim.value not in known:
+        return Finding(None, why=f"{subject}'s revisions are {', '.join(held)}")
+    if claim.role == "current" and current and claim.value not in current:
+        why = f"{subject}'s current revision is {max(current, key=int)}, not {claim.value}"
+        return Finding("ungrounded", held=held, why=why)
+    if claim.role == "previous" and current and int(claim.value) >= max(map(int, current)):
+        why = f"revision {claim.value} is {subject}'s current one, not an earlier one"
+        return Finding("ungrounded", held=held, why=why)
+    return _grounded(evidence.find(["revision"], claim.value, subject)) or Finding(None)
+
+
+_TIME = re.compile(
+    r"(?:(\d{4}-\d{2}-\d{2})[t ])?(\d{1,2}):(\d{2})(?::(\d{2}))?(?:\.\d+)?"
+    r"\s?([a-z]+|[+-]\d{2}:?\d{2})?$"
+)
+
+
+def parse_time(text: str) -> tuple[float | None, int, int] | None:
+    """(the instant if the text has a date, else None; the UTC second of the day; how
+    precise it is in seconds), or None when it cannot be read."""
+    m = _TIME.match(text.strip().lower())
+    if not m:
+        return None
+    date, hours, minutes, seconds, zone = m.groups()
+    offset_min = 0
+    if zone and zone[0] in "+-":
+        digits = zone[1:].replace(":", "")
+        offset_min = (int(digits[:2]) * 60 + int(digits[2:])) * (-1 if zone[0] == "-" else 1)
+    elif zone:
+        if zone not in ZONES:
+            return None
+        offset_min = ZONES[zone]
+    local = int(hours) * 3600 + int(minutes) * 60 + int(seconds or 0)
+    utc_second = (local - offset_min * 60) % 86400
+    precision = 1 if seconds else 60
+    if date:
+        midnight = datetime.fromisoformat(date).replace(tzinfo=UTC).timestamp()
+        return midnight + local - offset_min * 60, utc_second, precision
+    return None, utc_second, precision
+
+
+_CLAUSE_BREAK = re.compile(r";|\s[-–—]\s|:\s")
+
+
+def _clause(draft: str, claim: Claim) -> str:
+    """The part of the claim's sentence between clause breaks (; — -) around it."""
+    start, end = claim.sentence
+    before = draft[start : claim.start]
+    after = draft[claim.end : end]
+    breaks = list(_CLAUSE_BREAK.finditer(before))
+    head = before[breaks[-1].end() :] if breaks else before
+    tail = _CLAUSE_BREAK.search(after)
+    return head + claim.text + (after[: tail.start()] if tail else after)
+
+
+def _time(claim: Claim, draft: str, evidence: Evidence, tolerance_s: float) -> Finding:
+    parsed = parse_time(claim.value)
+    if parsed is None:
+        return Finding("unchecked", why=f"{claim.text} is not a time tracegate can read")
+    instant, second, precision = parsed
+    clause = _clause(draft, claim)
+    about_rollout = bool(_ROLLOUT_WORDS.search(clause)) and not _SYMPTOM_WORDS.search(clause)
+    pool = evidence.times(ROLLOUT if about_rollout else None)
+    if about_rollout:  # of the Deployment the sentence names, when it names one with rollouts
+        subject = subject_of(claim, draft, evidence, evidence.subjects())
+        own = evidence.times(ROLLOUT, subject) if subject else []
+        pool = own or pool
+    slack = tolerance_s + precision - 1
+    for at, item in sorted(pool, key=lambda pair: pair[0]):
+        if instant is not None:
+            close = abs(instant - at) <= slack
+        else:
+            gap = abs(int(at) % 86400 - second)
+            close = min(gap, 86400 - gap) <= slack
+        if close:
+            return Finding("grounded", item["source"])
+    seen = sorted(pool, key=lambda pair: pair[0])
+    held = tuple(iso(at) for at, _ in (seen[:2] + seen[-2:] if len(seen) > 4 else seen))
+    what = "rollout times" if about_rollout else "times"
+    return Finding(None, held=held, why=f"no {what} in the evidence within the tolerance")
+
+
+def judge(claim: Claim, draft: str, evidence: Evidence, tolerance_s: float) -> Finding:
+    """One claim against the evidence, no source asked."""
+    if claim.kind in NAME_KINDS:
+        return _name(claim, evidence)
+    if claim.kind == "image":
+        return _image(claim, evidence)
+    if claim.kind == "time":
+        return _time(claim, draft, evidence, tolerance_s)
+    subject = subject_of(claim, draft, evidence, evidence.subjects())
+    if claim.kind == "version":
+        return _version(claim, subject, evidence)
+    return _revision(claim, subject, evidence)
+
+
+def check_of(claim: Claim, finding: Finding) -> ClaimCheck:
+    status: ClaimStatus = finding.status or "ungrounded"
+    if status == "grounded":
+        detail = ""
+    elif finding.why and status == "unchecked":
+        detail = finding.why
+    else:
+        held = ", ".join(finding.held[:MAX_HELD]) + (" …" if len(finding.held) > MAX_HELD else "")
+        detail = (
+            "; ".join(
+                part for part in (finding.why, f"the evidence holds {held}" if held else "") if part
+            )
+            or f"no {claim.kind} in the evidence"
+        )
+    return {
+        "kind": claim.kind,
+        "text": claim.text,
+        "status": status,
+        "source": finding.source,
+        "detail": detail,
+    }
+
+
+def revision_feedback(claims: Sequence[Claim], checks: Sequence[ClaimCheck]) -> str:
+    """The message that sends the agent back, naming each ungrounded claim and what the
+    evidence holds of its kind."""
+    lines = [
+        f"- {c.kind} {check['text']!r}: {check['detail']}"
+        for c, check in zip(claims, checks, strict=True)
+        if check["status"] == "ungrounded"
+    ]
+    return (
+        "[grounding check] Your draft states facts that no tool result, thread message or "
+        "cluster lookup shows:\n" + "\n".join(lines) + "\nState only values that appear in tool "
+        "results (look them up with a tool if you need them), correct or drop these, and "
+        "answer again."
+    )

@@ -1,0 +1,595 @@
+"""Claim extraction: the fact-identifiers a draft states, by kind. Deterministic, no model.
+
+A *claim* is a value an engineer could act on: a Kubernetes name (namespace, Deployment,
+ReplicaSet, pod, node), a service name as traces name it, a container image, a version, a
+rollout revision, or the time of an event. Trace IDs have their own guard; counts and
+percentages are not claims (out of scope: a "12 of 14" is not checked).
+
+Answers are read the way models write them (Markdown, Slack mrkdwn, code spans, links,
+lists, tables): link targets, URLs, mentions and trace IDs are masked before anything is
+read, emphasis and code marks are read as spaces, and positions stay those of the draft,
+so a claim can be cut or marked where it stands.
+
+How names are recognised, since prose gives no types:
+- by shape: a pod's `<replicaset>-<5>` and a ReplicaSet's `<deployment>-<pod-template-hash>`
+  suffixes (a hash with a digit in it), an image reference with a tag or digest;
+- by a kind word next to them: "deployment payment-api", "the payment-api deployment",
+  `deployment/payment-api`, "pod postgres-0", "namespace shop", "node gke-pool-1-ab12";
+  a plain word *before* a kind word ("the payment service") is loose talk, not a name, and
+  is not a claim;
+- by an attribute: `k8s.pod.name=…`, `service.version: …`, `namespace=…`;
+- by a code span holding one name-like token with a hyphen or a digit (`` `orders-api` ``).
+Versions are `1.42.0`-shaped (three parts, with an optional `-rc1`/`+build.7` suffix) or
+`v`-prefixed (`v2.3`); two-part numbers without a `v` are read as numbers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+from graph.sentences import sentence_spans
+from graph.trace_ids import TRACE_ID_PATTERN
+
+ClaimKind = Literal[
+    "pod",
+    "replicaset",
+    "deployment",
+    "service",
+    "workload",  # a name whose kind the text does not say (a code span)
+    "namespace",
+    "node",
+    "image",
+    "version",
+    "revision",
+    "time",
+]
+KINDS: tuple[ClaimKind, ...] = (
+    "pod",
+    "replicaset",
+    "deployment",
+    "service",
+    "workload",
+    "namespace",
+    "node",
+    "image",
+    "version",
+    "revision",
+    "time",
+)
+# Kinds of name: what a Deployment, a service, a pod ... is called.
+NAME_KINDS: frozenset[ClaimKind] = frozenset(
+    {"pod", "replicaset", "deployment", "service", "workload", "namespace", "node"}
+)
+Role = Literal["current", "previous"]
+
+
+@dataclass(frozen=True)
+class Claim:
+    kind: ClaimKind
+    value: str  # normalised: lower case; a version without its "v"; a time as written
+    text: str  # as the draft writes it
+    start: int
+    end: int
+    sentence: tuple[int, int]  # the sentence it stands in (the unit removed)
+    role: Role | None = None  # revisions and versions: "current revision 42"
+    namespace: str | None = None  # from a `namespace/name` form
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}:{self.value}"
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.text}"
+
+
+# --- masking --------------------------------------------------------------------------
+
+_SLACK_LINK = re.compile(r"<([^<>|\s]+)\|([^<>]*)>|<([@#!][^<>]*|[a-z]+:[^<>\s]*)>")
+_MD_LINK = re.compile(r"\[([^\]\n]*)\]\(([^)\s]*)\)")
+_URL = re.compile(r"\b(?:https?|ftp)://[^\s<>|)\]]+")
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+_EMPHASIS = re.compile(r"[*~`|]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+
+
+@dataclass(frozen=True)
+class _Scan:
+    text: str  # the draft, same length, with what is not prose blanked
+    code: tuple[tuple[int, int], ...]  # code spans' contents
+
+
+def _blank(chars: list[str], start: int, end: int) -> None:
+    for i in range(start, end):
+        if chars[i] != "\n":
+            chars[i] = " "
+
+
+def _scan(draft: str) -> _Scan:
+    chars = list(draft)
+    for match in _SLACK_LINK.finditer(draft):
+        if match.group(1) is not None:  # <url|label>: the label is read, the url is not
+            _blank(chars, match.start(), match.start(2))
+            _blank(chars, match.end() - 1, match.end())
+        else:
+            _blank(chars, match.start(), match.end())
+    for match in _MD_LINK.finditer(draft):
+        _blank(chars, match.start(), match.start() + 1)
+        _blank(chars, match.end(1), match.end())
+    text = "".join(chars)
+    for pattern in (_URL, TRACE_ID_PATTERN):
+        for match in pattern.finditer(text):
+            _blank(chars, match.start(), match.end())
+    text = "".join(chars)
+    code = tuple((m.start(1), m.end(1)) for m in _CODE_SPAN.finditer(text))
+    for match in _EMPHASIS.finditer(text):
+        chars[match.start()] = " "
+    return _Scan("".join(chars), code)
+
+
+# --- sentences ------------------------------------------------------------------------
+
+
+def _sentence_of(spans: list[tuple[int, int]], position: int) -> tuple[int, int]:
+    for start, end in spans:
+        if start <= position < end:
+            return start, end
+    return position, position
+
+
+# --- patterns -------------------------------------------------------------------------
+
+_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+_DOTTED = r"[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?"
+_NOT_IN_NAME_BEFORE = r"(?<![\w./:@-])"
+_NOT_IN_NAME_AFTER = r"(?![\w/@-]|\.\w)"
+
+_VERSION_BODY = (
+    r"\d+\.\d+\.\d+(?:[-+][0-9a-z][0-9a-z.-]*[0-9a-z])?|v\d+(?:\.\d+)+(?:[-+][0-9a-z.-]*[0-9a-z])?"
+)
+_IMAGE = re.compile(
+    _NOT_IN_NAME_BEFORE
+    + r"((?:[a-z0-9][a-z0-9.-]*(?::\d+)?/)*[a-z0-9][a-z0-9._-]*)"
+    + r"(?::([a-z0-9_](?:[a-z0-9_.-]{0,126}[a-z0-9_])?))?(@sha256:[0-9a-f]{64})?"
+    + _NOT_IN_NAME_AFTER,
+    re.IGNORECASE,
+)
+_ISO_TIME = re.compile(
+    r"(?<![\w:.-])(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}(?::\d{2})?)(?:\.\d+)?"
+    r"(\s?(?:Z|UTC|GMT)|[+-]\d{2}:?\d{2})?(?![\w:])"
+)
+ZONES = {
+    "utc": 0,
+    "gmt": 0,
+    "z": 0,
+    "cet": 60,
+    "cest": 120,
+    "bst": 60,
+    "eet": 120,
+    "eest": 180,
+    "est": -300,
+    "edt": -240,
+    "cst": -360,
+    "cdt": -300,
+    "mst": -420,
+    "mdt": -360,
+    "pst": -480,
+    "pdt": -420,
+    "jst": 540,
+}
+_ZONE_NAMES = "|".join(sorted(ZONES, key=len, reverse=True))
+_CLOCK = re.compile(
+    r"(?<![\w:.-])([01]?\d|2[0-3]):([0-5]\d)(?::([0-5]\d))?"
+    rf"(?:\s?(?i:({_ZONE_NAMES})\b|([+-]\d{{2}}:?\d{{2}})))?(?![\w:]|\.\d|\s?[ap]\.?m\b)"
+)
+_REVISION = re.compile(
+    r"\b(?:revisions?|revs?\.?)\s*#?\s*(\d+)((?:\s*(?:,|and|or|to|->|→|–|-)\s*#?\d+\b)*)",
+    re.IGNORECASE,
+)
+_VERSION = re.compile(rf"(?<![\w.:/@-])({_VERSION_BODY})(?![\w.]*\w|-\w)", re.IGNORECASE)
+_CUE_VERSION = re.compile(
+    r"\b(?:version|release|build)\s+(v?\d+(?:\.\d+)*)(?![\w.]*\w)", re.IGNORECASE
+)
+_POD_SHAPE = re.compile(
+    _NOT_IN_NAME_BEFORE + rf"({_LABEL}-([a-z0-9]{{6,10}})-[a-z0-9]{{5}})" + _NOT_IN_NAME_AFTER
+)
+_RS_SHAPE = re.compile(_NOT_IN_NAME_BEFORE + rf"({_LABEL}-([a-z0-9]{{8,10}}))" + _NOT_IN_NAME_AFTER)
+_CUES: dict[str, ClaimKind] = {
+    "deployment": "deployment",
+    "deployments": "deployment",
+    "deploy": "deployment",
+    "deployment.apps": "deployment",
+    "service": "service",
+    "services": "service",
+    "svc": "service",
+    "pod": "pod",
+    "pods": "pod",
+    "po": "pod",
+    "replicaset": "replicaset",
+    "replicasets": "replicaset",
+    "rs": "replicaset",
+    "namespace": "namespace",
+    "namespaces": "namespace",
+    "ns": "namespace",
+    "node": "node",
+    "nodes": "node",
+}
+_CUE_WORDS = "|".join(sorted((re.escape(c) for c in _CUES), key=len, reverse=True))
+# "deployment/payment-api", "pod/payment-api-…", "ns/shop"
+_KIND_SLASH = re.compile(rf"(?<![\w/.-])({_CUE_WORDS})/({_DOTTED})(?![\w/-])", re.IGNORECASE)
+# "deployment payment-api", "namespace: shop", "pods payment-api-… and …"
+_CUE_BEFORE = re.compile(
+    rf"(?<![\w.-])({_CUE_WORDS})\s*:?\s+({_DOTTED})(?:/({_LABEL}))?(?![\w/-])", re.IGNORECASE
+)
+# "the payment-api deployment": only a name with a hyphen or a digit counts
+_CUE_AFTER = re.compile(rf"(?<![\w./:@-])({_DOTTED})\s+({_CUE_WORDS})(?![\w/-])", re.IGNORECASE)
+_ATTRIBUTES: dict[str, ClaimKind] = {
+    "k8s.pod.name": "pod",
+    "k8s.replicaset.name": "replicaset",
+    "k8s.deployment.name": "deployment",
+    "k8s.namespace.name": "namespace",
+    "k8s.node.name": "node",
+    "service.name": "service",
+    "service.version": "version",
+    "container.image.name": "image",
+    "pod": "pod",
+    "deployment": "deployment",
+    "namespace": "namespace",
+    "node": "node",
+    "service": "service",
+    "version": "version",
+    "image": "image",
+}
+_ATTRIBUTE = re.compile(
+    r"(?<![\w.])("
+    + "|".join(re.escape(a) for a in sorted(_ATTRIBUTES, key=len, reverse=True))
+    + r")\s*(?:=|:|==)\s*\"?([A-Za-z0-9][\w.:/@+-]*[A-Za-z0-9])\"?"
+)
+_CODE_NAME = re.compile(rf"\s*({_DOTTED})\s*")
+
+# Words that follow a kind word without being a name ("service is down", "pod restarts").
+_NOT_NAMES = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "this",
+        "that",
+        "these",
+        "those",
+        "its",
+        "it",
+        "their",
+        "each",
+        "every",
+        "all",
+        "any",
+        "some",
+        "no",
+        "one",
+        "two",
+        "three",
+        "is",
+        "was",
+        "are",
+        "were",
+        "be",
+        "been",
+        "being",
+        "has",
+        "had",
+        "have",
+        "and",
+        "or",
+        "but",
+        "to",
+        "of",
+        "in",
+        "on",
+        "at",
+        "for",
+        "from",
+        "with",
+        "by",
+        "as",
+        "is",
+        "that",
+        "which",
+        "who",
+        "where",
+        "when",
+        "while",
+        "than",
+        "then",
+        "also",
+        "only",
+        "still",
+        "already",
+        "now",
+        "not",
+        "never",
+        "name",
+        "names",
+        "named",
+        "called",
+        "level",
+        "levels",
+        "restarts",
+        "restart",
+        "restarted",
+        "logs",
+        "log",
+        "version",
+        "versions",
+        "revision",
+        "revisions",
+        "image",
+        "images",
+        "owner",
+        "owners",
+        "label",
+        "labels",
+        "selector",
+        "status",
+        "errors",
+        "error",
+        "latency",
+        "latencies",
+        "account",
+        "accounts",
+        "mesh",
+        "side",
+        "map",
+        "spec",
+        "template",
+        "crashed",
+        "crashing",
+        "failed",
+        "failing",
+        "healthy",
+        "unhealthy",
+        "ready",
+        "running",
+        "pending",
+        "terminated",
+        "returned",
+        "returns",
+        "calls",
+        "called",
+        "took",
+        "takes",
+        "started",
+        "starts",
+        "rolled",
+        "rolling",
+        "scaled",
+        "scaling",
+        "went",
+        "goes",
+        "shows",
+        "showed",
+        "hit",
+        "hits",
+        "did",
+        "does",
+        "do",
+        "got",
+        "gets",
+    ]
+)
+_ROLE_WORDS: dict[str, Role] = {
+    "current": "current",
+    "currently": "current",
+    "now": "current",
+    "latest": "current",
+    "new": "current",
+    "newest": "current",
+    "running": "current",
+    "previous": "previous",
+    "prior": "previous",
+    "earlier": "previous",
+    "older": "previous",
+    "old": "previous",
+    "last-good": "previous",
+}
+_ROLE_AFTER = re.compile(r"\s*\(\s*(current|previous)\b", re.IGNORECASE)
+_BACK_TO = re.compile(r"\b(?:back|undo|revert(?:ing)?|return(?:ing)?)\s+to\s*(?:the\s+)?$", re.I)
+
+
+def _role(scan: str, start: int, end: int) -> Role | None:
+    after = _ROLE_AFTER.match(scan, end)
+    if after:
+        return _ROLE_WORDS[after.group(1).lower()]
+    before = scan[max(0, start - 40) : start]
+    if _BACK_TO.search(before):
+        return "previous"
+    words = re.findall(r"[a-z-]+", before.lower())[-3:]
+    for word in reversed(words):
+        if word in _ROLE_WORDS:
+            return _ROLE_WORDS[word]
+    return None
+
+
+def _plain_word(name: str) -> bool:
+    return not re.search(r"[-\d.]", name)
+
+
+def _name_claim(kind: ClaimKind, name: str) -> bool:
+    name = name.lower()
+    if name in _NOT_NAMES or name in _CUES or len(name) < 2:
+        return False
+    return not name.isdigit()
+
+
+class _Collector:
+    """Claims in order, none overlapping another (the first pattern to take a span keeps it)."""
+
+    def __init__(self, draft: str, scan: _Scan) -> None:
+        self.draft = draft
+        self.scan = scan.text
+        self.code = scan.code
+        self.sentences = sentence_spans(draft)
+        self.taken: list[tuple[int, int]] = []
+        self.claims: list[Claim] = []
+
+    def free(self, start: int, end: int) -> bool:
+        return all(end <= s or start >= e for s, e in self.taken)
+
+    def add(
+        self,
+        kind: ClaimKind,
+        start: int,
+        end: int,
+        value: str | None = None,
+        *,
+        role: Role | None = None,
+        namespace: str | None = None,
+    ) -> None:
+        if start >= end or not self.free(start, end):
+            return
+        text = self.draft[start:end]
+        self.taken.append((start, end))
+        self.claims.append(
+            Claim(
+                kind=kind,
+                value=normalise(kind, value if value is not None else text),
+                text=text,
+                start=start,
+                end=end,
+                sentence=_sentence_of(self.sentences, start),
+                role=role,
+                namespace=namespace.lower() if namespace else None,
+            )
+        )
+
+    def in_code(self, start: int, end: int) -> bool:
+        return any(s <= start and end <= e for s, e in self.code)
+
+
+def normalise(kind: ClaimKind | str, value: str) -> str:
+    value = value.strip().strip("\"'`").lower()
+    if kind == "version" and value.startswith("v") and value[1:2].isdigit():
+        return value[1:]
+    return value
+
+
+def _images(c: _Collector) -> None:
+    for m in _IMAGE.finditer(c.scan):
+        repository, tag, digest = m.group(1), m.group(2), m.group(3)
+        if not (tag or digest) or not re.search(r"[a-z]", repository, re.I):
+            continue
+        versioned = tag is not None and re.fullmatch(r"v?\d+(?:[._-]\w+)*", tag, re.I)
+        if digest or ("/" in repository and tag) or versioned:
+            c.add("image", m.start(), m.end())
+
+
+def _attributes(c: _Collector) -> None:
+    for m in _ATTRIBUTE.finditer(c.scan):
+        kind = _ATTRIBUTES[m.group(1).lower()]
+        if kind != "version" and kind != "image" and not _name_claim(kind, m.group(2)):
+            continue
+        c.add(kind, m.start(2), m.end(2))
+
+
+def _times(c: _Collector) -> None:
+    for m in _ISO_TIME.finditer(c.scan):
+        c.add("time", m.start(), m.end())
+    for m in _CLOCK.finditer(c.scan):
+        c.add("time", m.start(), m.end())
+
+
+def _revisions(c: _Collector) -> None:
+    for m in _REVISION.finditer(c.scan):
+        role = _role(c.scan, m.start(), m.end(1))
+        c.add("revision", m.start(1), m.end(1), role=role)
+        for more in re.finditer(r"\d+", m.group(2) or ""):
+            start = m.start(2) + more.start()
+            c.add("revision", start, start + len(more.group()))
+
+
+def _versions(c: _Collector) -> None:
+    for m in _CUE_VERSION.finditer(c.scan):
+        value = m.group(1)
+        if "." in value or value.lower().startswith("v"):
+            c.add("version", m.start(1), m.end(1), role=_role(c.scan, m.start(), m.end()))
+    for m in _VERSION.finditer(c.scan):
+        c.add("version", m.start(1), m.end(1), role=_role(c.scan, m.start(), m.end()))
+
+
+def _shaped(c: _Collector) -> None:
+    for m in _POD_SHAPE.finditer(c.scan):
+        if re.search(r"\d", m.group(2)) or _cued(c.scan, m.start(), m.end(), "pod"):
+            c.add("pod", m.start(1), m.end(1))
+    for m in _RS_SHAPE.finditer(c.scan):
+        suffix = m.group(2)
+        hashed = re.search(r"\d", suffix) and re.search(r"[a-z]", suffix)
+        if hashed or _cued(c.scan, m.start(), m.end(), "replicaset"):
+            c.add("replicaset", m.start(1), m.end(1))
+
+
+def _cued(scan: str, start: int, end: int, kind: ClaimKind) -> bool:
+    before = re.findall(r"[\w.]+", scan[max(0, start - 20) : start].lower())[-1:]
+    after = re.findall(r"[\w.]+", scan[end : end + 20].lower())[:1]
+    return any(_CUES.get(w) == kind for w in before + after)
+
+
+def _cue_names(c: _Collector) -> None:
+    for m in _KIND_SLASH.finditer(c.scan):
+        c.add(_CUES[m.group(1).lower()], m.start(2), m.end(2))
+    for m in _CUE_BEFORE.finditer(c.scan):
+        kind = _CUES[m.group(1).lower()]
+        name, second = m.group(2), m.group(3)
+        if second and kind == "deployment":  # "deployment shop/payment-api"
+            c.add("namespace", m.start(2), m.end(2))
+            c.add("deployment", m.start(3), m.end(3), namespace=name)
+        elif _name_claim(kind, name):
+            c.add(kind, m.start(2), m.end(2))
+        # a list after a plural kind word: "pods a-1, b-2 and c-3"
+        if m.group(1).lower().endswith("s") and not second:
+            _listed(c, kind, m.end(2))
+    for m in _CUE_AFTER.finditer(c.scan):
+        kind, name = _CUES[m.group(2).lower()], m.group(1)
+        if _plain_word(name) and not c.in_code(m.start(1), m.end(1)):
+            continue  # "the payment service": loose talk, not a name
+        if _name_claim(kind, name):
+            c.add(kind, m.start(1), m.end(1))
+
+
+_LIST_ITEM = re.compile(rf"\s*(?:,|and|or|&)\s*({_DOTTED})(?![\w/-])", re.IGNORECASE)
+
+
+def _listed(c: _Collector, kind: ClaimKind, position: int) -> None:
+    while m := _LIST_ITEM.match(c.scan, position):
+        name = m.group(1)
+        if _plain_word(name) or not _name_claim(kind, name):
+            return
+        c.add(kind, m.start(1), m.end(1))
+        position = m.end()
+
+
+def _code_names(c: _Collector) -> None:
+    for start, end in c.code:
+        m = _CODE_NAME.fullmatch(c.scan, start, end)
+        if m and re.search(r"[-\d]", m.group(1)) and re.search(r"[a-z]", m.group(1)):
+            name = m.group(1)
+            if name.count(".") and not re.search(r"-", name):
+                continue  # `service.name`, `http.status_code`: attribute keys, not names
+            c.add("workload", m.start(1), m.end(1))
+
+
+# Order matters: a span is the first pattern's (an ISO time keeps its date from the images,
+# an image its tag from the versions, a pod its name from the code-span names).
+_PASSES = (_times, _images, _attributes, _revisions, _versions, _shaped, _cue_names, _code_names)
+
+
+def find_claims(draft: str) -> list[Claim]:
+    """Every fact-identifier `draft` states, in order of position."""
+    collector = _Collector(draft, _scan(draft))
+    for extract in _PASSES:
+        extract(collector)
+    return sorted(collector.claims, key=lambda claim: claim.start)
+
+
+def iter_kinds(claims: list[Claim], *kinds: ClaimKind) -> Iterator[Claim]:
+    return (c for c in claims if c.kind in kinds)

@@ -1,0 +1,175 @@
+"""Evidence: what the thread has seen, as facts indexed by kind.
+
+A fact is one value a source showed — a pod name from a trace's `k8s.pod.name`, a version
+from `service.version` or an image tag, a revision and its creation time from the rollout
+history — with the source that showed it, so each grounded claim can be cited. Tools hand
+their facts over beside their text (LangChain's content-and-artifact tools); the `tools`
+node keeps them in the state's `evidence`, small values rather than whole tool outputs, for
+the life of the thread (history compaction never loses them). The thread's context and the
+question add what people and alerts said.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import NotRequired, TypedDict
+
+from graph.grounding.claims import find_claims, normalise
+
+MAX_FACTS = 3000  # a thread's evidence, newest kept
+MAX_TIMES_PER_SOURCE = 60  # timestamps one tool result contributes (a trace's spans)
+
+# Workload attributes on a span's resource, and the kind of fact each is.
+RESOURCE_KINDS = {
+    "service.name": "service",
+    "service.version": "version",
+    "k8s.namespace.name": "namespace",
+    "k8s.deployment.name": "deployment",
+    "k8s.replicaset.name": "replicaset",
+    "k8s.pod.name": "pod",
+    "k8s.node.name": "node",
+    "container.image.name": "image",
+}
+ROLLOUT = "rollout"  # the pool of a revision's creation time
+
+
+class Fact(TypedDict):
+    kind: str  # a claim kind (graph/grounding/claims.py)
+    value: str  # normalised as claims are
+    source: str  # where it was seen: "get_trace 4bf9…: k8s.pod.name"
+    subject: NotRequired[str]  # the service or Deployment a version/revision/image is of
+    role: NotRequired[str]  # "current": the Deployment's current revision / its images
+    pool: NotRequired[str]  # times: "rollout" for a revision's creation
+
+
+def fact(kind: str, value: str, source: str, **extra: str) -> Fact:
+    made: Fact = {"kind": kind, "value": normalise(kind, value), "source": source}
+    if extra.get("subject"):
+        made["subject"] = extra["subject"].lower()
+    if extra.get("role"):
+        made["role"] = extra["role"]
+    if extra.get("pool"):
+        made["pool"] = extra["pool"]
+    return made
+
+
+def merge_evidence(left: list[Fact] | None, right: list[Fact] | None) -> list[Fact]:
+    """The state's reducer: new facts appended once each, the newest MAX_FACTS kept."""
+    merged = list(left or [])
+    seen = {_identity(f) for f in merged}
+    for item in right or []:
+        if _identity(item) not in seen:
+            seen.add(_identity(item))
+            merged.append(item)
+    return merged[-MAX_FACTS:]
+
+
+def _identity(item: Fact) -> tuple[str, ...]:
+    return (item["kind"], item["value"], item.get("subject", ""), item.get("role", ""))
+
+
+def iso(ns_or_s: float) -> str:
+    seconds = ns_or_s / 1e9 if ns_or_s > 1e12 else ns_or_s
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_iso(text: str) -> float | None:
+    try:
+        at = datetime.fromisoformat(text.upper().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return at.timestamp() if at.tzinfo else at.replace(tzinfo=UTC).timestamp()
+
+
+def image_tag(image: str) -> str | None:
+    """The tag of `registry/app:1.42.0` (not the port of `host:5000/app`), or None."""
+    name = image.split("@", 1)[0]
+    _repository, sep, tag = name.rpartition(":")
+    if not sep or "/" in tag:
+        return None
+    return tag
+
+
+def image_facts(image: str, source: str, subject: str, role: str = "") -> list[Fact]:
+    made = [fact("image", image, source, subject=subject, role=role)]
+    if tag := image_tag(image):
+        made.append(fact("version", tag, source, subject=subject, role=role))
+    return made
+
+
+def text_facts(text: str, source: str) -> list[Fact]:
+    """What a person or an alert stated: every claim found in the text, as a fact."""
+    return [fact(c.kind, c.value, source) for c in find_claims(text)]
+
+
+def times_from(values: Iterable[float], source: str, pool: str = "") -> list[Fact]:
+    """Timestamps as facts, at most MAX_TIMES_PER_SOURCE, spread over the range."""
+    ordered = sorted(set(int(v / 1e9) if v > 1e12 else int(v) for v in values))
+    if len(ordered) > MAX_TIMES_PER_SOURCE:
+        step = len(ordered) / MAX_TIMES_PER_SOURCE
+        ordered = [ordered[int(i * step)] for i in range(MAX_TIMES_PER_SOURCE)] + [ordered[-1]]
+    return [fact("time", iso(t), source, pool=pool) for t in ordered]
+
+
+@dataclass
+class Evidence:
+    """The facts of a thread, indexed for the grounding check."""
+
+    facts: Sequence[Fact]
+    _by_kind: dict[str, dict[str, list[Fact]]] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for item in self.facts:
+            self._by_kind.setdefault(item["kind"], {}).setdefault(item["value"], []).append(item)
+
+    def add(self, more: Iterable[Fact]) -> None:
+        for item in more:
+            self._by_kind.setdefault(item["kind"], {}).setdefault(item["value"], []).append(item)
+
+    def find(self, kinds: Iterable[str], value: str, subject: str | None = None) -> Fact | None:
+        """The first fact of one of `kinds` with `value` (and, if given, of `subject`)."""
+        for kind in kinds:
+            for item in self._by_kind.get(kind, {}).get(value, []):
+                if subject is None or item.get("subject", "") == subject:
+                    return item
+        return None
+
+    def values(self, kind: str, subject: str | None = None) -> list[str]:
+        found = self._by_kind.get(kind, {})
+        if subject is None:
+            return list(found)
+        return [v for v, items in found.items() if any(i.get("subject") == subject for i in items)]
+
+    def subjects(self) -> set[str]:
+        """Services and Deployments: what versions, revisions and images are of."""
+        named = set(self.values("service")) | set(self.values("deployment"))
+        for kind in ("version", "revision", "image"):
+            for items in self._by_kind.get(kind, {}).values():
+                named.update(i["subject"] for i in items if i.get("subject"))
+        return named
+
+    def current(self, kind: str, subject: str) -> list[str]:
+        return [
+            v
+            for v, items in self._by_kind.get(kind, {}).items()
+            if any(i.get("subject") == subject and i.get("role") == "current" for i in items)
+        ]
+
+    def times(
+        self, pool: str | None = None, subject: str | None = None
+    ) -> list[tuple[float, Fact]]:
+        """Timestamps (of one pool, and of one subject, if given) with a fact for each."""
+        out = []
+        for value, items in self._by_kind.get("time", {}).items():
+            at = parse_iso(value)
+            if at is None:
+                continue
+            for item in items:
+                if (pool is None or item.get("pool", "") == pool) and (
+                    subject is None or item.get("subject") == subject
+                ):
+                    out.append((at, item))
+                    break
+        return out

@@ -1,0 +1,113 @@
+"""Live look-ups: a claim not in the evidence is checked at its source, all at once, bounded.
+
+Deployments, their revisions, images and versions, and ReplicaSet names are read from the
+cluster through the same read API the rollout-history tool uses; service names from Tempo's
+tag values. Pods, nodes and times have no source tracegate may read yet: they are grounded
+by the evidence or not at all. A source that cannot be reached (or answers nonsense) leaves
+the claims that needed it *unchecked*.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from gates.cluster import ClusterError, DeploymentNotFound, KubernetesCluster
+from graph.grounding.claims import Claim
+from graph.grounding.evidence import Evidence, Fact, fact
+from graph.tools.kubernetes import rollout_facts
+from graph.tools.tempo import TempoClient, TempoQueryError, TempoUnavailable
+
+MAX_LOOKUPS = 8  # Deployments read for one draft
+MAX_NAMESPACES = 3  # namespaces a bare Deployment name is looked for in
+SERVICE_TAG = "resource.service.name"
+SERVICES = "services"  # the look-up of Tempo's service names
+
+
+@dataclass
+class LookupResult:
+    facts: list[Fact] = field(default_factory=list)
+    # look-up key -> why it could not be done (the source did not answer)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+def deployment_key(namespace: str, name: str) -> str:
+    return f"deployment {namespace}/{name}"
+
+
+def lookups_for(
+    claim: Claim, subject: str | None, evidence: Evidence, namespaces: Sequence[str] = ()
+) -> list[str]:
+    """The look-ups that could settle a claim the evidence does not hold: in the claim's
+    own namespace, else those the evidence names, else `namespaces` (the configured ones)."""
+    if claim.namespace:
+        namespaces = [claim.namespace]
+    else:
+        namespaces = list(dict.fromkeys([*evidence.values("namespace"), *namespaces]))
+    namespaces = namespaces[:MAX_NAMESPACES]
+    names: list[str] = []
+    keys: list[str] = []
+    if claim.kind in ("deployment", "workload", "service"):
+        names = [claim.value]
+        if claim.kind != "deployment":
+            keys.append(SERVICES)
+    elif claim.kind == "replicaset":
+        names = [claim.value.rsplit("-", 1)[0]]
+    elif claim.kind in ("revision", "version", "image") and subject:
+        names = [subject]
+    elif claim.kind == "image":
+        names = [claim.value.rsplit("/", 1)[-1].split(":", 1)[0].split("@", 1)[0]]
+    keys += [deployment_key(ns, name) for ns in namespaces for name in names]
+    return keys
+
+
+class LiveSources:
+    """The cluster and Tempo, asked for what a draft states and the evidence lacks."""
+
+    def __init__(
+        self,
+        cluster: KubernetesCluster | None,
+        tempo: TempoClient | None,
+        namespaces: Iterable[str] = (),
+    ) -> None:
+        self._cluster = cluster
+        self._tempo = tempo
+        # where a Deployment the evidence does not place is looked for (ALLOWED_NAMESPACES)
+        self.namespaces = sorted(namespaces)
+
+    async def look_up(self, keys: Iterable[str]) -> LookupResult:
+        wanted = list(dict.fromkeys(keys))
+        deployments = [k for k in wanted if k.startswith("deployment ")][:MAX_LOOKUPS]
+        result = LookupResult()
+        tasks = [self._deployment(key, result) for key in deployments]
+        if SERVICES in wanted:
+            tasks.append(self._services(result))
+        await asyncio.gather(*tasks)
+        return result
+
+    async def _deployment(self, key: str, result: LookupResult) -> None:
+        namespace, _, name = key.removeprefix("deployment ").partition("/")
+        if self._cluster is None:
+            result.failed[key] = "tracegate has no cluster access configured"
+            return
+        try:
+            snap = await self._cluster.snapshot(namespace, name)
+        except DeploymentNotFound:
+            return  # asked and answered: there is no such Deployment
+        except ClusterError as exc:
+            result.failed[key] = f"the Kubernetes API could not be read ({exc})"
+            return
+        result.facts += rollout_facts(namespace, name, snap, f"live lookup: Kubernetes {key}")
+
+    async def _services(self, result: LookupResult) -> None:
+        if self._tempo is None:
+            result.failed[SERVICES] = "tracegate has no Tempo configured"
+            return
+        try:
+            names = await self._tempo.tag_values(SERVICE_TAG)
+        except (TempoUnavailable, TempoQueryError) as exc:
+            result.failed[SERVICES] = f"Tempo's service names could not be read ({exc})"
+            return
+        where = f"live lookup: Tempo {SERVICE_TAG} values"
+        result.facts += [fact("service", name, where) for name in names]

@@ -1,0 +1,88 @@
+"""The grounding check over the trace-verified draft (the second of `check_draft`'s guards)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from langchain_core.messages import HumanMessage
+
+from graph.config import GraphLimits
+from graph.grounding.check import ClaimCheck, revision_feedback
+from graph.grounding.guard import finalise, ground_draft
+from graph.grounding.sources import LiveSources
+from graph.metrics import GROUNDING, GROUNDING_REMOVED
+from graph.progress import reporter
+from graph.state import GroundingVerdict, InvestigationState
+from graph.steps import StepBudget
+
+MAX_LISTED = 40  # claims listed in one Steps event
+
+# (the trace-verified draft, the state) -> the verdict, the rest of the state update, and
+# the draft as the check leaves it (None: sent back for revision)
+GroundingGuard = Callable[
+    [str, InvestigationState],
+    Awaitable[tuple[GroundingVerdict, dict[str, Any], str | None]],
+]
+
+
+def _finished(verdict: GroundingVerdict) -> dict[str, Any]:
+    """The check as a Steps event: the counts, and each claim with its source or why not."""
+    counts = Counter(c["status"] for c in verdict["checks"])
+    return {
+        "type": "grounding_finished",
+        "checked": len(verdict["checks"]),
+        "grounded": counts["grounded"],
+        "ungrounded": counts["ungrounded"],
+        "unchecked": counts["unchecked"],
+        "outcome": verdict["outcome"],
+        "claims": verdict["checks"][:MAX_LISTED],
+    }
+
+
+def _count(checks: list[ClaimCheck]) -> None:
+    for check in checks:
+        GROUNDING.labels(check["kind"], check["status"]).inc()
+
+
+def make_grounding_guard(
+    sources: LiveSources | None, limits: GraphLimits, steps: StepBudget
+) -> GroundingGuard:
+    async def check_grounding(
+        draft: str, state: InvestigationState
+    ) -> tuple[GroundingVerdict, dict[str, Any], str | None]:
+        report = reporter()
+        report({"type": "grounding_started"})
+        claims, checks = await ground_draft(
+            draft, state.get("evidence") or [], sources, limits.grounding_time_tolerance_s
+        )
+        _count(checks)
+        ungrounded = [c for c in checks if c["status"] == "ungrounded"]
+        revisions = state.get("grounding_revision_count", 0)
+        if ungrounded and steps.room_for_revision(state, revisions, limits.grounding_max_revisions):
+            verdict: GroundingVerdict = {
+                "outcome": "revise",
+                "checks": checks,
+                "removed": 0,
+                "marked": 0,
+            }
+            report(_finished(verdict))
+            feedback = HumanMessage(revision_feedback(claims, checks), name="grounding_check")
+            return (
+                verdict,
+                {"grounding_revision_count": revisions + 1, "messages": [feedback]},
+                None,
+            )
+        answer, removed, marked = finalise(draft, claims, checks, limits.grounding_mode)
+        GROUNDING_REMOVED.inc(removed)
+        verdict = {
+            "outcome": "removed" if removed else "marked" if marked else "grounded",
+            "checks": checks,
+            "removed": removed,
+            "marked": marked,
+        }
+        report(_finished(verdict))
+        return verdict, {}, answer
+
+    return check_grounding

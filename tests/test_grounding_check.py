@@ -1,0 +1,154 @@
+"""The grounding check against the evidence the real tools return from the simulators
+(the demo's incidents at a fixed clock, bench/grounding.py), live look-ups included."""
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from bench.grounding import NOW, World, corpus_world
+from graph.grounding.check import ClaimCheck
+from graph.grounding.evidence import iso
+from graph.grounding.guard import finalise, ground_draft
+
+TOLERANCE_S = 300
+
+
+@pytest.fixture
+async def world() -> AsyncIterator[World]:
+    async with corpus_world() as opened:
+        yield opened
+
+
+async def checked(world: World, draft: str) -> list[ClaimCheck]:
+    _, checks = await ground_draft(draft, world.facts, world.sources, TOLERANCE_S)
+    return checks
+
+
+def status(checks: list[ClaimCheck], text: str) -> str:
+    (check,) = [c for c in checks if c["text"] == text]
+    return check["status"]
+
+
+async def test_the_issue_draft_grounds_none_of_its_invented_facts(world: World) -> None:
+    checks = await checked(
+        world,
+        "deployment payment-api rolled out v9.9.9-invented (revision 17) at 14:02; pod "
+        "payment-api-5c6d7e8f9-qqqqq returns 503 to checkout.",
+    )
+    assert [(c["text"], c["status"]) for c in checks] == [
+        ("payment-api", "grounded"),
+        ("v9.9.9-invented", "ungrounded"),
+        ("17", "ungrounded"),
+        ("14:02", "ungrounded"),  # a rollout sentence: payment-api's rollouts were 11:10-13:10
+        ("payment-api-5c6d7e8f9-qqqqq", "ungrounded"),
+    ]
+
+
+async def test_the_same_draft_with_real_values_is_grounded_with_sources(world: World) -> None:
+    checks = await checked(
+        world,
+        "deployment payment-api rolled out v1.42.0 (revision 42) at 13:10; pod "
+        "payment-api-a9dfd1c984-h4kzp returns 503 to checkout.",
+    )
+    assert {c["status"] for c in checks} == {"grounded"}
+    sources = {c["text"]: c["source"] for c in checks}
+    assert sources["42"].startswith("get_rollout_history shop/payment-api")
+    assert sources["payment-api-a9dfd1c984-h4kzp"].endswith(": k8s.pod.name")
+
+
+async def test_a_pod_one_character_off_is_ungrounded_and_the_real_pods_are_named(
+    world: World,
+) -> None:
+    (check,) = await checked(world, "pod payment-api-a9dfd1c984-h4kzq is failing")
+    assert check["status"] == "ungrounded"
+    assert "payment-api-a9dfd1c984-h4kzp" in check["detail"]
+
+
+async def test_a_version_of_another_service_is_ungrounded_for_this_one(world: World) -> None:
+    checks = await checked(world, "checkout runs 2.7.0 now.")
+    assert status(checks, "2.7.0") == "ungrounded"
+    assert "orders-api's, not checkout's" in checks[-1]["detail"]
+
+
+async def test_the_previous_revision_stated_as_current_is_ungrounded(world: World) -> None:
+    checks = await checked(world, "payment-api's current revision 41 fails.")
+    assert status(checks, "41") == "ungrounded"
+    assert "current revision is 42" in checks[-1]["detail"]
+
+
+async def test_a_revision_to_roll_back_to_must_be_an_earlier_one(world: World) -> None:
+    checks = await checked(world, "Roll payment-api back to revision 41; not back to revision 42.")
+    assert [c["status"] for c in checks if c["kind"] == "revision"] == ["grounded", "ungrounded"]
+
+
+async def test_a_time_is_grounded_within_the_tolerance_and_in_any_written_zone(
+    world: World,
+) -> None:
+    checks = await checked(world, "Errors since 14:03 UTC, i.e. 15:03 CET; none at 09:30.")
+    assert [c["status"] for c in checks] == ["grounded", "grounded", "ungrounded"]
+
+
+async def test_a_rollout_time_must_be_a_rollout_s(world: World) -> None:
+    # 14:05 is an error time, not a rollout time: payment-api's revision 42 went out at 13:10
+    checks = await checked(world, "payment-api revision 42 rolled out at 14:05.")
+    assert status(checks, "14:05") == "ungrounded"
+    checks = await checked(world, f"payment-api revision 42 rolled out at {iso(NOW - 3600)}.")
+    assert {c["status"] for c in checks} == {"grounded"}
+
+
+async def test_a_deployment_not_in_the_evidence_is_looked_up_in_the_cluster(world: World) -> None:
+    facts = [f for f in world.facts if f.get("subject") != "checkout" and f["value"] != "checkout"]
+    _, checks = await ground_draft(
+        "checkout's current revision 18 runs registry/checkout:3.4.0.",
+        facts,
+        world.sources,
+        TOLERANCE_S,
+    )
+    assert {c["status"] for c in checks} == {"grounded"}
+    assert all(c["source"].startswith("live lookup: Kubernetes") for c in checks[1:])
+
+
+async def test_a_deployment_the_cluster_does_not_have_is_ungrounded(world: World) -> None:
+    checks = await checked(world, "kubectl rollout undo deployment/payment-gateway -n shop")
+    assert status(checks, "payment-gateway") == "ungrounded"
+
+
+async def test_a_service_not_in_the_evidence_is_looked_up_in_tempo(world: World) -> None:
+    facts = [f for f in world.facts if f["value"] != "postgres"]
+    _, checks = await ground_draft("service postgres is fine", facts, world.sources, TOLERANCE_S)
+    assert checks[0]["status"] == "grounded"
+    assert checks[0]["source"] == "live lookup: Tempo resource.service.name values"
+
+
+async def test_a_source_that_cannot_be_reached_leaves_the_claim_unchecked(world: World) -> None:
+    world.kube.faults.status = 503
+    checks = await checked(world, "deployment inventory-api is healthy")
+    assert checks[0]["status"] == "unchecked"
+    assert "could not be read" in checks[0]["detail"]
+
+
+async def test_remove_mode_cuts_the_sentence_and_says_so(world: World) -> None:
+    draft = "payment-api 1.42.0 fails.\n- pod payment-api-a9dfd1c984-zzzzz restarts.\n- Roll back."
+    claims, checks = await ground_draft(draft, world.facts, world.sources, TOLERANCE_S)
+    text, removed, marked = finalise(draft, claims, checks, "remove")
+    assert text.startswith("payment-api 1.42.0 fails.\n- Roll back.\n\n_1 sentence was removed")
+    assert "zzzzz" not in text
+    assert (removed, marked) == (1, 0)
+
+
+async def test_mark_mode_keeps_the_sentence_and_marks_the_fact(world: World) -> None:
+    draft = "payment-api 1.42.1 fails since 14:02."
+    claims, checks = await ground_draft(draft, world.facts, world.sources, TOLERANCE_S)
+    text, removed, marked = finalise(draft, claims, checks, "mark")
+    assert text.startswith("payment-api 1.42.1 _(unverified)_ fails since 14:02.")
+    assert "1 fact marked _unverified_" in text
+    assert (removed, marked) == (0, 1)
+
+
+async def test_an_unchecked_fact_is_marked_in_either_mode(world: World) -> None:
+    world.kube.faults.status = 503
+    draft = "deployment inventory-api is healthy."
+    claims, checks = await ground_draft(draft, world.facts, world.sources, TOLERANCE_S)
+    text, removed, marked = finalise(draft, claims, checks, "remove")
+    assert text.startswith("deployment inventory-api _(unchecked)_ is healthy.")
+    assert (removed, marked) == (0, 1)
