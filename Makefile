@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install demo test lint bench clean lock
+.PHONY: install demo test lint bench bench-grounding clean lock
 
 # Create the virtualenv: the runtime dependencies exactly as locked (what the image
 # runs), then the project editable with its dev tools; redone when either file changes.
@@ -30,6 +30,10 @@ lint: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	scripts/with-redis $(BIN)/python -m bench
+
+# Grounding precision and recall alone (no Redis needed); updates its BENCHMARKS.md section.
+bench-grounding: $(VENV)/.installed
+	$(BIN)/python -m bench.grounding
 
 # Re-resolve the runtime dependencies after changing them in pyproject.toml; every
 # platform's wheels are hashed, so the image installs with --require-hashes.

@@ -34,6 +34,7 @@ from langgraph.graph.state import CompiledStateGraph
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bench import grounding
 from bench.harness import bench_settings
 from bot.server import running_bot
 from gates.cluster import KubernetesCluster
@@ -805,6 +806,8 @@ async def main() -> None:
         "- CPU profile of an answer: `scripts/with-redis .venv/bin/python -m bench.profile`.",
         "",
     ]
+    if wanted("grounding"):
+        lines += [await grounding.measure(), ""]
     text = "\n".join(lines)
     if not only:
         OUT.write_text(text)

@@ -407,6 +407,48 @@ CORRECT: list[Answer] = [
         "3. Errors from 14:04:30 UTC onwards, 9 traces; the slowest took 5081 ms.\n"
         "4. orders-api's current revision 7 (2.7.0) is two days old; revision 6 ran 2.6.0.",
     ),
+    Answer(
+        "prose",
+        "For the Berlin folks: the checkout errors began at 15:01 CET (14:01 UTC), about 50 "
+        "minutes after payment-api v1.42.0 went live at 14:10 CET.",
+    ),
+    Answer(
+        "mrkdwn",
+        "`deployment shop/payment-api`: *rev 42* is current (v1.42.0, created "
+        "2026-11-30T13:10:00Z); *rev 41* is v1.41.3 (created 2026-11-30T12:10:00Z).",
+    ),
+    Answer(
+        "one-liner",
+        "The pods serving the broken version are payment-api-a9dfd1c984-h4kzp and "
+        "payment-api-a9dfd1c984-w9t2r.",
+    ),
+    Answer(
+        "prose",
+        "The 503 in trace 6b3216fdaeeb975729fae923d5a4fd12 came from ReplicaSet "
+        "orders-api-5de2206a53, which is orders-api revision 7; the previous ReplicaSet, "
+        "orders-api-e136ae80a1, ran 2.6.0.",
+    ),
+    Answer(
+        "markdown",
+        "checkout's previous revision 17 ran `registry/checkout:3.3.2` (ReplicaSet "
+        "`checkout-a1892edc46`); the current revision 18 runs 3.4.0 and was deployed "
+        "2026-11-29 14:10 UTC. Rolling checkout back would not help: its 502s come from "
+        "payment-api.",
+    ),
+    Answer(
+        "table",
+        "orders-api rollout history (namespace shop):\n\n"
+        "| revision | image | ReplicaSet | created |\n"
+        "|---|---|---|---|\n"
+        "| 6 | registry/orders-api:2.6.0 | orders-api-e136ae80a1 | 2026-11-26 14:10 UTC |\n"
+        "| 7 (current) | registry/orders-api:2.7.0 | orders-api-5de2206a53 | "
+        "2026-11-28 14:10 UTC |",
+    ),
+    Answer(
+        "mrkdwn",
+        "orders-api has been throwing 503s since 14:04 UTC; it's pool exhaustion on "
+        "`postgres-0`, not the 2.7.0 release (deployed 2026-11-28).",
+    ),
 ]
 
 INVENTED: list[Answer] = [

@@ -14,7 +14,7 @@ import pytest
 
 from bot.demo import play
 from sandbox import GeminiRequest, GeminiSimulator, Reply
-from sandbox.plays import INVENTED_TRACE, replay_agent, replay_grader
+from sandbox.plays import INVENTED_TRACE, INVENTED_VERSION, replay_agent, replay_grader
 from sandbox.slack import block_problems
 
 HEX32 = re.compile(r"\b[0-9a-f]{32}\b")
@@ -95,6 +95,20 @@ async def test_the_steps_view_names_the_invented_trace_and_what_the_guard_did(
         "trace guard: 1 found, 0 missing, 0 unverified; corrected after being sent back: "
         f"{INVENTED_TRACE}" in steps
     )
+
+
+async def test_an_invented_version_is_caught_and_the_corrected_answer_posted(
+    redis_url: str, tmp_path: Path
+) -> None:
+    transcript, world = await _play(redis_url, "hallucination", tmp_path)
+    answer, steps = unwrapped(transcript).split("clicks [Steps]")
+
+    assert INVENTED_VERSION not in answer and "`payment-api` 1.42.0 fails" in answer
+    assert "facts: 2 checked, 2 grounded, 0 unchecked, 1 draft sent back" in answer
+    assert f"version {INVENTED_VERSION}: ungrounded" in steps
+    assert "version 1.42.0: grounded — get_trace" in steps
+    feedback = world.gemini.requests[3].text()  # type: ignore[attr-defined]
+    assert f"version '{INVENTED_VERSION}': no version in the evidence" in feedback
 
 
 async def test_the_answer_footer_counts_the_draft_the_trace_guard_sent_back(

@@ -7,7 +7,7 @@ import pytest
 
 from bench.grounding import NOW, World, corpus_world
 from graph.grounding.check import ClaimCheck
-from graph.grounding.evidence import iso
+from graph.grounding.evidence import iso, text_facts
 from graph.grounding.guard import finalise, ground_draft
 
 TOLERANCE_S = 300
@@ -152,3 +152,29 @@ async def test_an_unchecked_fact_is_marked_in_either_mode(world: World) -> None:
     text, removed, marked = finalise(draft, claims, checks, "remove")
     assert text.startswith("deployment inventory-api _(unchecked)_ is healthy.")
     assert (removed, marked) == (0, 1)
+
+
+@pytest.mark.parametrize(
+    ("draft", "text", "expected"),
+    [
+        ("ReplicaSet payment-api-a9dfd1c984 serves 1.42.0", "payment-api-a9dfd1c984", "grounded"),
+        ("ReplicaSet payment-api-a9dfd1c985 serves 1.42.0", "payment-api-a9dfd1c985", "ungrounded"),
+        ("in namespace shop", "shop", "grounded"),
+        ("in namespace payments", "payments", "ungrounded"),
+        ("image registry/orders-api:2.6.0 ran first", "registry/orders-api:2.6.0", "grounded"),
+        ("image registry/orders-api:2.6.1 ran first", "registry/orders-api:2.6.1", "ungrounded"),
+        ("service checkout returns 502", "checkout", "grounded"),
+        ("service cart-api returns 502", "cart-api", "ungrounded"),
+        ("node gke-prod-pool-1-ab12 is under pressure", "gke-prod-pool-1-ab12", "ungrounded"),
+    ],
+)
+async def test_each_kind_is_grounded_only_by_evidence_of_its_kind(
+    world: World, draft: str, text: str, expected: str
+) -> None:
+    assert status(await checked(world, draft), text) == expected
+
+
+async def test_a_node_the_thread_named_is_grounded(world: World) -> None:
+    facts = [*world.facts, *text_facts("node gke-prod-pool-1-ab12 is NotReady", "the thread")]
+    _, checks = await ground_draft("node gke-prod-pool-1-ab12 went NotReady", facts, None, 300)
+    assert [(c["status"], c["source"]) for c in checks] == [("grounded", "the thread")]

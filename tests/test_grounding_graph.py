@@ -3,9 +3,11 @@
 Real ChatGoogleGenerativeAI, httpx and kubernetes_asyncio against the simulators, real Redis.
 """
 
+import time
 from collections.abc import AsyncIterator
 
 import pytest
+from prometheus_client import REGISTRY
 
 from bot.blocks import how_it_was_reached
 from gates.pipeline import ActionPipeline
@@ -16,8 +18,10 @@ from sandbox import GeminiSimulator, Reply
 from sandbox.kubernetes import KubernetesSimulator
 from sandbox.scenarios import PAYMENT_PODS_NEW, Scenario
 
+# A time no evidence is near: the simulators' rollouts and traces are all in the past.
+AT = time.strftime("%H:%M", time.gmtime(time.time() + 1800))
 INVENTED = (
-    "deployment payment-api rolled out v9.9.9-invented (revision 17) at 14:02; pod "
+    f"deployment payment-api rolled out v9.9.9-invented (revision 17) at {AT}; pod "
     "payment-api-5c6d7e8f9-qqqqq returns 503 to checkout."
 )
 POD = PAYMENT_PODS_NEW[0].pod or ""
@@ -50,6 +54,10 @@ async def opened(
         yield {"remove": remove, "mark": mark}
 
 
+def removed_total() -> float:
+    return REGISTRY.get_sample_value("tracegate_grounding_removed_total") or 0.0
+
+
 def looked(scenario: Scenario) -> tuple[Reply, ...]:
     """The agent reads a failing trace and payment-api's rollout history."""
     return (
@@ -62,12 +70,14 @@ async def test_invented_facts_are_sent_back_then_removed_never_posted(
     opened: dict[str, Investigator], gemini: GeminiSimulator, scenario: Scenario, thread_id: str
 ) -> None:
     gemini.script(*looked(scenario), *[Reply.text(INVENTED)] * 3)
+    before = removed_total()
     result = await opened["remove"].investigate(thread_id, "why 503s?", "U1")
 
-    for invented in ("9.9.9", "revision 17", "qqqqq", "14:02"):
+    for invented in ("9.9.9", "revision 17", "qqqqq", AT):
         assert invented not in result.answer
     assert "1 sentence was removed for stating a version, revision, time and pod" in result.answer
     assert (result.grounding_revisions, result.facts_removed) == (2, 4)
+    assert removed_total() - before == 4  # /metrics: tracegate_grounding_removed_total
     feedback = gemini.requests[3].text()
     assert "[grounding check]" in feedback
     assert f"pod 'payment-api-5c6d7e8f9-qqqqq': the evidence holds {POD}" in feedback
@@ -104,7 +114,7 @@ async def test_mark_mode_keeps_the_sentence_and_marks_each_fact_unverified(
 
     assert result.answer.startswith(
         "deployment payment-api rolled out v9.9.9-invented _(unverified)_ (revision 17 "
-        "_(unverified)_) at 14:02 _(unverified)_; pod payment-api-5c6d7e8f9-qqqqq _(unverified)_"
+        f"_(unverified)_) at {AT} _(unverified)_; pod payment-api-5c6d7e8f9-qqqqq _(unverified)_"
     )
     assert "4 facts marked _unverified_" in result.answer
     footer = how_it_was_reached(result)

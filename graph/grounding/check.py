@@ -56,9 +56,11 @@ _ROLLOUT_WORDS = re.compile(
     r"\b(?:deploy(?:ed|ment|s)?|rolled\s+out|roll-?outs?|released?|revisions?|rev)\b", re.I
 )
 _SYMPTOM_WORDS = re.compile(
-    r"\b(?:errors?|fail\w*|alerts?|fir(?:ed|ing)|5\d\d|5xx|spikes?|latenc\w*|timeouts?|since)\b",
+    r"\b(?:errors?|fail\w*|alerts?|fir(?:ed|ing)|5\d\ds?|5xxs?|spikes?|latenc\w*|timeouts?|since"
+    r"|start(?:ed|s)?|began|begin\w*|broke|crash\w*)\b",
     re.I,
 )
+RECENT_S = 24 * 3600  # a clock time without a date is of the day before the newest evidence
 
 
 _OF = re.compile(r"[\s`*_]*(?:\(|,)?[\s`*_]*(?:(?:of|for|in|on|from)\s+(?:the\s+)?)?[\s`*_]*")
@@ -141,9 +143,21 @@ def _revision(claim: Claim, subject: str | None, evidence: Evidence) -> Finding:
     with_history = {s for s in evidence.subjects() if evidence.values("revision", s)}
     if subject not in with_history:
         subject = next(iter(with_history)) if len(with_history) == 1 else None
-    if subject is None:
-        found = _grounded(evidence.find(["revision"], claim.value))
-        return found or Finding(None, held=tuple(evidence.values("revision")))
+    if subject is None:  # any Deployment's, in the role the sentence gives it
+        for other in with_history:
+            current = evidence.current("revision", other)
+            newest = max(map(int, current)) if current else None
+            if claim.value not in evidence.values("revision", other):
+                continue
+            if claim.role == "current" and newest is not None and int(claim.value) != newest:
+                continue
+            if claim.role == "previous" and newest is not None and int(claim.value) >= newest:
+                continue
+            return _grounded(evidence.find(["revision"], claim.value, other)) or Finding(None)
+        held = tuple(evidence.values("revision"))
+        if evidence.find(["revision"], claim.value):
+            return Finding("ungrounded", held=held, why=f"no Deployment's {claim.role} revision")
+        return Finding(None, held=held)
     known = evidence.values("revision", subject)
     current = evidence.current("revision", subject)
     held = tuple(sorted(known, key=int))
@@ -210,6 +224,9 @@ def _time(claim: Claim, draft: str, evidence: Evidence, tolerance_s: float) -> F
     clause = _clause(draft, claim)
     about_rollout = bool(_ROLLOUT_WORDS.search(clause)) and not _SYMPTOM_WORDS.search(clause)
     pool = evidence.times(ROLLOUT if about_rollout else None)
+    if instant is None and not about_rollout and pool:  # a clock time: of the incident's day
+        newest = max(at for at, _ in pool)
+        pool = [(at, item) for at, item in pool if at > newest - RECENT_S]
     if about_rollout:  # of the Deployment the sentence names, when it names one with rollouts
         subject = subject_of(claim, draft, evidence, evidence.subjects())
         own = evidence.times(ROLLOUT, subject) if subject else []

@@ -91,7 +91,8 @@ _SLACK_LINK = re.compile(r"<([^<>|\s]+)\|([^<>]*)>|<([@#!][^<>]*|[a-z]+:[^<>\s]*
 _MD_LINK = re.compile(r"\[([^\]\n]*)\]\(([^)\s]*)\)")
 _URL = re.compile(r"\b(?:https?|ftp)://[^\s<>|)\]]+")
 _CODE_SPAN = re.compile(r"`([^`\n]+)`")
-_EMPHASIS = re.compile(r"[*~`|]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+_EMPHASIS = re.compile(r"[*~`]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+_CELL = "\x1f"  # a table's pipe, read as a boundary no pattern crosses (not as a space)
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ def _scan(draft: str) -> _Scan:
     code = tuple((m.start(1), m.end(1)) for m in _CODE_SPAN.finditer(text))
     for match in _EMPHASIS.finditer(text):
         chars[match.start()] = " "
-    return _Scan("".join(chars), code)
+    return _Scan("".join(chars).replace("|", _CELL), code)
 
 
 # --- sentences ------------------------------------------------------------------------
@@ -181,10 +182,11 @@ ZONES = {
 _ZONE_NAMES = "|".join(sorted(ZONES, key=len, reverse=True))
 _CLOCK = re.compile(
     r"(?<![\w:.-])([01]?\d|2[0-3]):([0-5]\d)(?::([0-5]\d))?"
-    rf"(?:\s?(?i:({_ZONE_NAMES})\b|([+-]\d{{2}}:?\d{{2}})))?(?![\w:]|\.\d|\s?[ap]\.?m\b)"
+    rf"(?:\s?(?i:({_ZONE_NAMES})\b|([+-]\d{{2}}:?\d{{2}})))?(?!\w|[:.]\d|\s?[ap]\.?m\b)"
 )
 _REVISION = re.compile(
-    r"\b(?:revisions?|revs?\.?)\s*#?\s*(\d+)((?:\s*(?:,|and|or|to|->|→|–|-)\s*#?\d+\b)*)",
+    r"\b(?:revisions?|revs?\.?)[ \t]*#?[ \t]*(\d+)(?![.,]\d)"
+    r"((?:[ \t]*(?:,|and|or|to|->|→|–|-)[ \t]*#?\d+\b(?![.,]\d))*)",
     re.IGNORECASE,
 )
 _VERSION = re.compile(rf"(?<![\w.:/@-])({_VERSION_BODY})(?![\w.]*\w|-\w)", re.IGNORECASE)
@@ -220,10 +222,11 @@ _CUE_WORDS = "|".join(sorted((re.escape(c) for c in _CUES), key=len, reverse=Tru
 _KIND_SLASH = re.compile(rf"(?<![\w/.-])({_CUE_WORDS})/({_DOTTED})(?![\w/-])", re.IGNORECASE)
 # "deployment payment-api", "namespace: shop", "pods payment-api-… and …"
 _CUE_BEFORE = re.compile(
-    rf"(?<![\w.-])({_CUE_WORDS})\s*:?\s+({_DOTTED})(?:/({_LABEL}))?(?![\w/-])", re.IGNORECASE
+    rf"(?<![\w.-])({_CUE_WORDS})[ \t]*:?[ \t]+({_DOTTED})(?:/({_LABEL}))?(?![\w/-])",
+    re.IGNORECASE,
 )
 # "the payment-api deployment": only a name with a hyphen or a digit counts
-_CUE_AFTER = re.compile(rf"(?<![\w./:@-])({_DOTTED})\s+({_CUE_WORDS})(?![\w/-])", re.IGNORECASE)
+_CUE_AFTER = re.compile(rf"(?<![\w./:@-])({_DOTTED})[ \t]+({_CUE_WORDS})(?![\w/-])", re.IGNORECASE)
 _ATTRIBUTES: dict[str, ClaimKind] = {
     "k8s.pod.name": "pod",
     "k8s.replicaset.name": "replicaset",
@@ -244,139 +247,31 @@ _ATTRIBUTES: dict[str, ClaimKind] = {
 _ATTRIBUTE = re.compile(
     r"(?<![\w.])("
     + "|".join(re.escape(a) for a in sorted(_ATTRIBUTES, key=len, reverse=True))
-    + r")\s*(?:=|:|==)\s*\"?([A-Za-z0-9][\w.:/@+-]*[A-Za-z0-9])\"?"
+    + r")[ \t]*(=|:|==)[ \t]*\"?([A-Za-z0-9][\w.:/@+-]*[A-Za-z0-9])\"?"
 )
 _CODE_NAME = re.compile(rf"\s*({_DOTTED})\s*")
 
-# Words that follow a kind word without being a name ("service is down", "pod restarts").
-_NOT_NAMES = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "this",
-        "that",
-        "these",
-        "those",
-        "its",
-        "it",
-        "their",
-        "each",
-        "every",
-        "all",
-        "any",
-        "some",
-        "no",
-        "one",
-        "two",
-        "three",
-        "is",
-        "was",
-        "are",
-        "were",
-        "be",
-        "been",
-        "being",
-        "has",
-        "had",
-        "have",
-        "and",
-        "or",
-        "but",
-        "to",
-        "of",
-        "in",
-        "on",
-        "at",
-        "for",
-        "from",
-        "with",
-        "by",
-        "as",
-        "is",
-        "that",
-        "which",
-        "who",
-        "where",
-        "when",
-        "while",
-        "than",
-        "then",
-        "also",
-        "only",
-        "still",
-        "already",
-        "now",
-        "not",
-        "never",
-        "name",
-        "names",
-        "named",
-        "called",
-        "level",
-        "levels",
-        "restarts",
-        "restart",
-        "restarted",
-        "logs",
-        "log",
-        "version",
-        "versions",
-        "revision",
-        "revisions",
-        "image",
-        "images",
-        "owner",
-        "owners",
-        "label",
-        "labels",
-        "selector",
-        "status",
-        "errors",
-        "error",
-        "latency",
-        "latencies",
-        "account",
-        "accounts",
-        "mesh",
-        "side",
-        "map",
-        "spec",
-        "template",
-        "crashed",
-        "crashing",
-        "failed",
-        "failing",
-        "healthy",
-        "unhealthy",
-        "ready",
-        "running",
-        "pending",
-        "terminated",
-        "returned",
-        "returns",
-        "calls",
-        "called",
-        "took",
-        "takes",
-        "started",
-        "starts",
-        "rolled",
-        "rolling",
-        "scaled",
-        "scaling",
-        "went",
-        "goes",
-        "shows",
-        "showed",
-        "hit",
-        "hits",
-        "did",
-        "does",
-        "do",
-        "got",
-        "gets",
-    ]
+
+# Words that follow a kind word without being a name ("service is down", "pods fail").
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+_NOT_NAMES = _words(
+    """
+    a an the this that these those its it their each every all any some no one two three
+    is was are were be been being has had have and or but to of in on at for from with by
+    as is that which who where when while than then also only still already now not never
+    name names named called level levels restarts restart restarted logs log version
+    versions revision revisions image images owner owners label labels selector status
+    errors error latency latencies account accounts mesh side map spec template crashed
+    crashing failed failing healthy unhealthy ready running pending terminated returned
+    returns calls called took takes started starts rolled rolling scaled scaling went goes
+    shows showed hit hits did does do got gets fail fails throw throws belong belongs
+    serve serves problem problems dashboard dashboards issue issues rollout rollouts
+    history lines side here there first last next same other another itself refuses refuse
+    answers answer respond responds stays stay keeps keep looks look seems seem needs
+    """
 )
 _ROLE_WORDS: dict[str, Role] = {
     "current": "current",
@@ -413,6 +308,24 @@ def _role(scan: str, start: int, end: int) -> Role | None:
 
 def _plain_word(name: str) -> bool:
     return not re.search(r"[-\d.]", name)
+
+
+# Kinds whose real names always carry a hyphen, a digit or a dot (generated suffixes, cloud
+# node names): a plain word next to their kind word is prose ("pods fail", "node problem").
+_SHAPED_KINDS = frozenset({"pod", "replicaset", "node"})
+
+
+def _plain_name(kind: ClaimKind, name: str, cue: str) -> bool:
+    """Whether a plain word after a kind word names something: "namespace shop", "service
+    checkout" do; "deployment moved", "deploy lines up", "services refuse" do not."""
+    word = name.lower()
+    if kind in _SHAPED_KINDS or word in _NOT_NAMES:
+        return False
+    if re.search(r"(?:ed|ing|ly)$", word):  # a verb or an adverb: "rolled", "serving"
+        return False
+    # after a plural kind word comes a verb ("pods belong", "services refuse"), a list of
+    # names has its own pass; "namespaces shop and ..." is read as a list too
+    return kind == "namespace" or not cue.lower().endswith("s")
 
 
 def _name_claim(kind: ClaimKind, name: str) -> bool:
@@ -486,10 +399,16 @@ def _images(c: _Collector) -> None:
 
 def _attributes(c: _Collector) -> None:
     for m in _ATTRIBUTE.finditer(c.scan):
-        kind = _ATTRIBUTES[m.group(1).lower()]
-        if kind != "version" and kind != "image" and not _name_claim(kind, m.group(2)):
+        key, separator, value = m.group(1).lower(), m.group(2), m.group(3)
+        kind = _ATTRIBUTES[key]
+        # "version: the ..." is a label in prose; "service=checkout" and "pod: a-1" are not
+        if "." not in key and separator == ":" and not re.search(r"[-\d]", value):
             continue
-        c.add(kind, m.start(2), m.end(2))
+        if kind == "version" and not re.match(r"v?\d", value, re.I):
+            continue
+        if kind not in ("version", "image") and not _name_claim(kind, value):
+            continue
+        c.add(kind, m.start(3), m.end(3))
 
 
 def _times(c: _Collector) -> None:
@@ -543,7 +462,11 @@ def _cue_names(c: _Collector) -> None:
         if second and kind == "deployment":  # "deployment shop/payment-api"
             c.add("namespace", m.start(2), m.end(2))
             c.add("deployment", m.start(3), m.end(3), namespace=name)
-        elif _name_claim(kind, name):
+        elif _name_claim(kind, name) and (
+            not _plain_word(name)
+            or c.in_code(m.start(2), m.end(2))
+            or _plain_name(kind, name, m.group(1))
+        ):
             c.add(kind, m.start(2), m.end(2))
         # a list after a plural kind word: "pods a-1, b-2 and c-3"
         if m.group(1).lower().endswith("s") and not second:
@@ -552,6 +475,8 @@ def _cue_names(c: _Collector) -> None:
         kind, name = _CUES[m.group(2).lower()], m.group(1)
         if _plain_word(name) and not c.in_code(m.start(1), m.end(1)):
             continue  # "the payment service": loose talk, not a name
+        if kind in ("pod", "replicaset") and not re.search(r"-\d+$", name):
+            continue  # "payment-api pods": a workload's pods; a pod's own name has a suffix
         if _name_claim(kind, name):
             c.add(kind, m.start(1), m.end(1))
 

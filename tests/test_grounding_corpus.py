@@ -1,0 +1,49 @@
+"""Grounding precision and recall over the answer corpora (bench/grounding_corpus.py), the
+figures `python -m bench.grounding` writes to BENCHMARKS.md."""
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from bench.grounding import Outcome, World, corpus_world, run_corpus
+from bench.grounding_corpus import CORRECT, INVENTED
+
+KINDS = {"pod", "replicaset", "deployment", "service", "namespace", "node"}
+KINDS |= {"image", "version", "revision", "time"}
+
+
+@pytest.fixture
+async def world() -> AsyncIterator[World]:
+    async with corpus_world() as opened:
+        yield opened
+
+
+def test_the_corpora_are_large_enough_and_cover_every_kind() -> None:
+    assert len(CORRECT) >= 40 and len(INVENTED) >= 40
+    assert {a.kind for a in INVENTED} == KINDS
+    assert len({a.style for a in CORRECT}) >= 6
+    for answer in INVENTED:  # the invented value is written once, as stated
+        assert answer.invented and answer.text.count(answer.invented) == 1
+
+
+async def test_every_correct_answer_is_posted_with_no_claim_removed_or_marked(
+    world: World,
+) -> None:
+    outcomes = await run_corpus(world, CORRECT)
+    flagged = [(o.answer.text[:60], _flagged(o)) for o in outcomes if not o.clean]
+    assert flagged == []
+    assert sum(len(o.checks) for o in outcomes) >= 5 * len(CORRECT)  # facts were checked
+
+
+async def test_at_least_95_percent_of_invented_facts_are_caught(world: World) -> None:
+    outcomes = await run_corpus(world, INVENTED)
+    missed = [(o.answer.kind, o.answer.invented) for o in outcomes if not o.caught]
+    assert len(missed) <= 0.05 * len(outcomes), missed
+
+
+def _flagged(outcome: Outcome) -> list[str]:
+    return [
+        f"{c['kind']} {c['text']}: {c['detail']}"
+        for c in outcome.checks
+        if c["status"] != "grounded"
+    ]
