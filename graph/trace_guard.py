@@ -11,7 +11,8 @@ import asyncio
 from collections.abc import Iterable
 
 from graph.state import TraceCheck
-from graph.tools.tempo import TempoClient, TempoQueryError, TempoUnavailable
+from graph.grounding.evidence import Fact
+from graph.tools.tempo import TempoClient, TempoQueryError, TempoUnavailable, trace_facts
 from graph.trace_ids import rewrite_trace_ids
 
 REMOVED_PLACEHOLDER = "[trace ID removed]"
@@ -19,27 +20,32 @@ UNVERIFIED_MARK = " (unverified: Tempo could not be reached)"
 
 
 class TraceVerifier:
-    """Checks trace IDs in Tempo concurrently, at most `concurrency` requests at a time."""
+    """Checks trace IDs in Tempo concurrently, at most `concurrency` requests at a time.
+
+    A trace found is read whole: what it shows (versions, pods, times) is evidence for the
+    grounding check, so a draft citing a trace may state what that trace holds."""
 
     def __init__(self, client: TempoClient, concurrency: int) -> None:
         self._client = client
         self._slots = asyncio.Semaphore(concurrency)
 
-    async def _check_one(self, trace_id: str) -> TraceCheck:
+    async def _check_one(self, trace_id: str) -> tuple[TraceCheck, list[Fact]]:
         async with self._slots:
             try:
                 spans = await self._client.fetch(trace_id)
             except (TempoUnavailable, TempoQueryError) as exc:
-                return {"status": "unverified", "detail": str(exc)}
+                return {"status": "unverified", "detail": str(exc)}, []
         if spans is None:
-            return {"status": "missing", "detail": "Tempo has no such trace"}
-        return {"status": "found", "detail": f"{len(spans)} spans"}
+            return {"status": "missing", "detail": "Tempo has no such trace"}, []
+        return {"status": "found", "detail": f"{len(spans)} spans"}, trace_facts(trace_id, spans)
 
-    async def check(self, trace_ids: Iterable[str]) -> dict[str, TraceCheck]:
-        """Normalised ids in, a result for each out (same order)."""
+    async def check(self, trace_ids: Iterable[str]) -> tuple[dict[str, TraceCheck], list[Fact]]:
+        """Normalised ids in, a result for each out (same order), and the facts of the
+        traces found."""
         ids = list(trace_ids)
         results = await asyncio.gather(*(self._check_one(t) for t in ids))
-        return dict(zip(ids, results, strict=True))
+        checks = {t: check for t, (check, _) in zip(ids, results, strict=True)}
+        return checks, [f for _, facts in results for f in facts]
 
 
 def ids_with(checks: dict[str, TraceCheck], status: str) -> list[str]:

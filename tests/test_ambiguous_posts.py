@@ -13,7 +13,7 @@ from tests.gates_fixtures import REQUESTER, SAFE
 from tests.slack_fixtures import settled
 
 ROOT = "1700000000.000100"
-ANSWER = "payment-api 1.42.0 throws NullPointerException."
+ANSWER = "payment-api throws NullPointerException."
 
 
 async def test_a_placeholder_post_applied_but_unanswered_is_not_posted_twice(

@@ -14,7 +14,7 @@ from sandbox.slack import SlackDriver, SlackSimulator
 from tests.slack_fixtures import SECRET, BotFactory
 
 ROOT = "1700000000.000100"
-ANSWER = "payment-api 1.42.0 throws NullPointerException."
+ANSWER = "payment-api throws NullPointerException."
 
 
 async def test_a_deleted_placeholder_gets_the_answer_as_a_new_message(

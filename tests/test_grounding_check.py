@@ -96,6 +96,16 @@ async def test_a_rollout_time_must_be_a_rollout_s(world: World) -> None:
     assert {c["status"] for c in checks} == {"grounded"}
 
 
+async def test_a_rollout_time_with_no_deployment_named_must_be_a_recent_rollout_s(
+    world: World,
+) -> None:
+    # 14:05: errors, not a rollout; 14:10 is a rollout's time only days before the incident
+    checks = await checked(world, "The rollout went out at 14:05, and another at 14:10.")
+    assert [c["status"] for c in checks] == ["ungrounded", "ungrounded"]
+    checks = await checked(world, "The rollout went out at 13:10.")
+    assert [c["status"] for c in checks] == ["grounded"]
+
+
 async def test_a_deployment_not_in_the_evidence_is_looked_up_in_the_cluster(world: World) -> None:
     facts = [f for f in world.facts if f.get("subject") != "checkout" and f["value"] != "checkout"]
     _, checks = await ground_draft(
@@ -178,3 +188,15 @@ async def test_a_node_the_thread_named_is_grounded(world: World) -> None:
     facts = [*world.facts, *text_facts("node gke-prod-pool-1-ab12 is NotReady", "the thread")]
     _, checks = await ground_draft("node gke-prod-pool-1-ab12 went NotReady", facts, None, 300)
     assert [(c["status"], c["source"]) for c in checks] == [("grounded", "the thread")]
+
+
+async def test_a_clock_time_takes_the_date_its_sentence_states(world: World) -> None:
+    # orders-api's revision 7 went out two days before the incident, at 14:10
+    for stated, expected in [
+        ("on 2026-11-28 at 14:10 UTC", "grounded"),
+        ("on Nov 28, 14:10", "grounded"),
+        ("on 2026-11-29 at 14:10 UTC", "ungrounded"),
+        ("at 14:10", "ungrounded"),  # a clock time alone is the incident's day
+    ]:
+        checks = await checked(world, f"orders-api revision 7 rolled out {stated}.")
+        assert [c["status"] for c in checks if c["kind"] == "time"] == [expected], stated

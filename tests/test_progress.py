@@ -28,6 +28,8 @@ async def test_progress_is_reported_in_order_while_the_turn_runs(
         "model_finished",
         "verification_started",
         "verification_finished",
+        "grounding_started",
+        "grounding_finished",
         "claims_checked",
         "final",
     ]

@@ -82,14 +82,14 @@ async def test_a_bad_signature_or_a_stale_timestamp_is_refused_and_nothing_runs(
 async def test_a_reply_in_the_thread_continues_the_conversation_without_a_mention(
     bot: RunningBot, driver: SlackDriver, gemini: GeminiSimulator
 ) -> None:
-    gemini.script(Reply.text("The deploy of 1.42.0."), Reply.text("Roll back to 1.41.3."))
+    gemini.script(Reply.text("The deploy of payment-api."), Reply.text("Roll it back."))
     await driver.mention("why are checkouts failing?", ts=ROOT)
     await settled(bot)
     await driver.reply("what should we do?", ts="1700000100.000100", thread_ts=ROOT)
     await settled(bot)
 
     follow_up = gemini.requests[1].text()
-    assert "why are checkouts failing?" in follow_up and "The deploy of 1.42.0." in follow_up
+    assert "why are checkouts failing?" in follow_up and "The deploy of payment-api." in follow_up
 
 
 async def test_replies_in_threads_the_bot_is_not_in_are_ignored(

@@ -46,7 +46,7 @@ async def test_the_channel_rubric_grades_the_next_answer_and_status_shows_it(
     gemini.script(
         Reply.text("The deploy."),
         verdict("needs_revision", ("cause stated", False, "name the cause"), why="no evidence"),
-        Reply.text("The deploy of 1.42.0 caused it."),
+        Reply.text("The deploy caused it."),
         verdict("satisfied", ("cause stated", True, None), why="ok"),
     )
     await driver.mention("why?", ts=ROOT)

@@ -60,7 +60,6 @@ _SYMPTOM_WORDS = re.compile(
     r"|start(?:ed|s)?|began|begin\w*|broke|crash\w*)\b",
     re.I,
 )
-RECENT_S = 24 * 3600  # a clock time without a date is of the day before the newest evidence
 
 
 _OF = re.compile(r"[\s`*_]*(?:\(|,)?[\s`*_]*(?:(?:of|for|in|on|from)\s+(?:the\s+)?)?[\s`*_]*")
@@ -216,6 +215,35 @@ def _clause(draft: str, claim: Claim) -> str:
     return head + claim.text + (after[: tail.start()] if tail else after)
 
 
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_ISO_DAY = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+_NAMED_DAY = re.compile(
+    rf"\b(?:({'|'.join(_MONTHS)})[a-z]*\.?\s+(\d{{1,2}})|(\d{{1,2}})\s+({'|'.join(_MONTHS)})[a-z]*)\b",
+    re.IGNORECASE,
+)
+
+
+def _stated_day(before: str, seen: list[tuple[float, Fact]]) -> float | None:
+    """Midnight UTC of the date the sentence states before a clock time, if it states one
+    (a month name takes the year of the newest evidence)."""
+    days = [(m.end(), m) for m in _ISO_DAY.finditer(before)]
+    days += [(m.end(), m) for m in _NAMED_DAY.finditer(before)]
+    if not days:
+        return None
+    _, m = max(days, key=lambda pair: pair[0])
+    try:
+        if m.re is _ISO_DAY:
+            year, month, day = int(m.group(1)), int(m.group(2)), int(m.group(3))
+        else:
+            name = (m.group(1) or m.group(4)).lower()[:3]
+            newest = max((at for at, _ in seen), default=0.0)
+            year = datetime.fromtimestamp(newest, UTC).year
+            month, day = _MONTHS.index(name) + 1, int(m.group(2) or m.group(3))
+        return datetime(year, month, day, tzinfo=UTC).timestamp()
+    except ValueError:  # "2026-02-31"
+        return None
+
+
 def _time(claim: Claim, draft: str, evidence: Evidence, tolerance_s: float) -> Finding:
     parsed = parse_time(claim.value)
     if parsed is None:
@@ -224,24 +252,24 @@ def _time(claim: Claim, draft: str, evidence: Evidence, tolerance_s: float) -> F
     clause = _clause(draft, claim)
     about_rollout = bool(_ROLLOUT_WORDS.search(clause)) and not _SYMPTOM_WORDS.search(clause)
     pool = evidence.times(ROLLOUT if about_rollout else None)
-    if instant is None and not about_rollout and pool:  # a clock time: of the incident's day
-        newest = max(at for at, _ in pool)
-        pool = [(at, item) for at, item in pool if at > newest - RECENT_S]
-    if about_rollout:  # of the Deployment the sentence names, when it names one with rollouts
-        subject = subject_of(claim, draft, evidence, evidence.subjects())
-        own = evidence.times(ROLLOUT, subject) if subject else []
-        pool = own or pool
+    subject = subject_of(claim, draft, evidence, evidence.subjects()) if about_rollout else None
+    own = evidence.times(ROLLOUT, subject) if subject else []
+    pool = own or pool  # the rollouts of the Deployment the sentence names, if it names one
+    seen = evidence.times()
+    day = _stated_day(draft[claim.sentence[0] : claim.start], seen)
+    if instant is None and day is not None:  # "on 2026-11-28 at 14:10", "Nov 28, 14:10"
+        instant = day + second
+    elif instant is None and seen:  # a clock time alone is the last such time up to now
+        newest = max(at for at, _ in seen)
+        instant = newest - newest % 86400 + second
+        if instant > newest + tolerance_s + precision:
+            instant -= 86400
     slack = tolerance_s + precision - 1
     for at, item in sorted(pool, key=lambda pair: pair[0]):
-        if instant is not None:
-            close = abs(instant - at) <= slack
-        else:
-            gap = abs(int(at) % 86400 - second)
-            close = min(gap, 86400 - gap) <= slack
-        if close:
+        if instant is not None and abs(instant - at) <= slack:
             return Finding("grounded", item["source"])
-    seen = sorted(pool, key=lambda pair: pair[0])
-    held = tuple(iso(at) for at, _ in (seen[:2] + seen[-2:] if len(seen) > 4 else seen))
+    near = sorted(pool, key=lambda pair: pair[0])
+    held = tuple(iso(at) for at, _ in (near[:2] + near[-2:] if len(near) > 4 else near))
     what = "rollout times" if about_rollout else "times"
     return Finding(None, held=held, why=f"no {what} in the evidence within the tolerance")
 

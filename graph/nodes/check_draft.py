@@ -29,7 +29,8 @@ def make_check_draft(
         claims: ClaimVerdict | None = None
         # A guard that sends the draft back ends the check: the next draft starts afresh.
         if draft is not None:
-            grounding, grounded, draft = await grounding_guard(draft, state)
+            read = update.get("evidence", [])  # what the cited traces show
+            grounding, grounded, draft = await grounding_guard(draft, state, read)
             update = {**update, **grounded}
         if draft is not None:
             claims, claimed, draft = await claim_guard(draft, state, config)

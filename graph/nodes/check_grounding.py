@@ -10,6 +10,7 @@ from langchain_core.messages import HumanMessage
 
 from graph.config import GraphLimits
 from graph.grounding.check import ClaimCheck, revision_feedback
+from graph.grounding.evidence import Fact
 from graph.grounding.guard import finalise, ground_draft
 from graph.grounding.sources import LiveSources
 from graph.metrics import GROUNDING, GROUNDING_REMOVED
@@ -19,10 +20,10 @@ from graph.steps import StepBudget
 
 MAX_LISTED = 40  # claims listed in one Steps event
 
-# (the trace-verified draft, the state) -> the verdict, the rest of the state update, and
-# the draft as the check leaves it (None: sent back for revision)
+# (the trace-verified draft, the state, facts the trace guard just read) -> the verdict,
+# the rest of the state update, and the draft as the check leaves it (None: sent back)
 GroundingGuard = Callable[
-    [str, InvestigationState],
+    [str, InvestigationState, list[Fact]],
     Awaitable[tuple[GroundingVerdict, dict[str, Any], str | None]],
 ]
 
@@ -50,12 +51,13 @@ def make_grounding_guard(
     sources: LiveSources | None, limits: GraphLimits, steps: StepBudget
 ) -> GroundingGuard:
     async def check_grounding(
-        draft: str, state: InvestigationState
+        draft: str, state: InvestigationState, fresh: list[Fact]
     ) -> tuple[GroundingVerdict, dict[str, Any], str | None]:
         report = reporter()
         report({"type": "grounding_started"})
+        evidence = [*(state.get("evidence") or []), *fresh]
         claims, checks = await ground_draft(
-            draft, state.get("evidence") or [], sources, limits.grounding_time_tolerance_s
+            draft, evidence, sources, limits.grounding_time_tolerance_s
         )
         _count(checks)
         ungrounded = [c for c in checks if c["status"] == "ungrounded"]

@@ -57,10 +57,14 @@ def make_trace_guard(verifier: TraceVerifier, limits: GraphLimits, steps: StepBu
             for t in cited
             if t in known
         }
-        checks.update(await verifier.check(t for t in cited if t not in known))
+        fetched, facts = await verifier.check(t for t in cited if t not in known)
+        checks.update(fetched)
         newly_found = {t: "found" for t in ids_with(checks, "found") if t not in known}
         # Written only when Tempo confirmed new IDs: every field written is a document stored.
+        # What the cited traces show is evidence for the grounding check that follows.
         learned: dict[str, Any] = {"known_traces": newly_found} if newly_found else {}
+        if facts:
+            learned["evidence"] = facts
         missing = ids_with(checks, "missing")
         for check in checks.values():
             TRACE_GUARD.labels(check["status"]).inc()
