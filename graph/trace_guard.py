@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
-from graph.state import TraceCheck
 from graph.grounding.evidence import Fact
+from graph.state import TraceCheck
 from graph.tools.tempo import TempoClient, TempoQueryError, TempoUnavailable, trace_facts
 from graph.trace_ids import rewrite_trace_ids
 

@@ -200,3 +200,8 @@ async def test_a_clock_time_takes_the_date_its_sentence_states(world: World) -> 
     ]:
         checks = await checked(world, f"orders-api revision 7 rolled out {stated}.")
         assert [c["status"] for c in checks if c["kind"] == "time"] == [expected], stated
+
+
+async def test_a_replicaset_s_name_stated_as_a_pod_is_not_grounded_by_it(world: World) -> None:
+    checks = await checked(world, "pod payment-api-a9dfd1c984 restarted twice")
+    assert [(c["kind"], c["status"]) for c in checks] == [("pod", "ungrounded")]

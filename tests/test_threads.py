@@ -15,7 +15,9 @@ async def test_a_thread_continues_after_a_restart(
     first_answer = (
         f"payment-api 1.42.0 throws NullPointerException; see {scenario.error_trace_ids[0]}."
     )
-    gemini.script(Reply.text(first_answer), Reply.text("Roll back payment-api to the previous revision."))
+    gemini.script(
+        Reply.text(first_answer), Reply.text("Roll back payment-api to the previous revision.")
+    )
     async with investigator_for() as before_restart:
         await before_restart.investigate(thread_id, "checkout 500s, why?", "U1")
     async with investigator_for() as after_restart:  # a new saver, graph and Redis connection
