@@ -205,3 +205,45 @@ async def test_a_clock_time_takes_the_date_its_sentence_states(world: World) -> 
 async def test_a_replicaset_s_name_stated_as_a_pod_is_not_grounded_by_it(world: World) -> None:
     checks = await checked(world, "pod payment-api-a9dfd1c984 restarted twice")
     assert [(c["kind"], c["status"]) for c in checks] == [("pod", "ungrounded")]
+
+
+async def test_a_time_on_a_day_that_does_not_exist_is_unchecked(world: World) -> None:
+    checks = await checked(world, "Errors started 2026-11-31 14:02 UTC.")
+    assert [c["status"] for c in checks] == ["unchecked"]
+
+
+async def test_a_version_the_asker_guessed_is_no_evidence_against_the_service_s_own(
+    world: World,
+) -> None:
+    facts = [*world.facts, *text_facts("Is 1.43.0 the bad build?", "the question")]
+    _, checks = await ground_draft("payment-api 1.43.0 broke it.", facts, None, TOLERANCE_S)
+    assert [c["status"] for c in checks] == ["ungrounded"]
+    assert "1.42.0" in checks[0]["detail"]  # what payment-api does run
+
+
+def test_marks_go_after_code_and_cuts_leave_markdown_whole() -> None:
+    from graph.grounding.claims import find_claims
+
+    draft = (
+        "**Revision 43 is current. Roll back to 41.**\n"
+        "| svc | ver |\n|---|---|\n| payment-api | 1.43.0 |\n| checkout | 3.4.0 |\n"
+        "1. payment-api runs 1.43.0\n2. Run `kubectl rollout undo --to-revision 43` now."
+    )
+    claims = find_claims(draft)
+    checks: list[ClaimCheck] = [
+        {
+            "kind": c.kind,
+            "text": c.text,
+            "status": "grounded" if c.value in ("41", "3.4.0") else "ungrounded",
+            "source": "",
+            "detail": "",
+        }
+        for c in claims
+    ]
+    removed, _, _ = finalise(draft, claims, checks, "remove")
+    marked, _, _ = finalise(draft, claims, checks, "mark")
+
+    assert removed.split("\n\n")[0] == (
+        "Roll back to 41.\n| svc | ver |\n|---|---|\n| checkout | 3.4.0 |"
+    )
+    assert "`kubectl rollout undo --to-revision 43` _(unverified)_ now" in marked

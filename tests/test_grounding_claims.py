@@ -89,3 +89,11 @@ def test_a_list_of_revisions_is_each_a_claim() -> None:
 
 def test_a_time_in_another_zone_keeps_its_zone() -> None:
     assert claims("at 15:02 CET") == [("time", "15:02 cet")]
+
+
+def test_a_date_that_does_not_exist_is_read_not_raised() -> None:
+    assert claims("errors started 2026-11-31 14:02 UTC") == [("time", "2026-11-31 14:02 utc")]
+
+
+def test_digits_of_other_scripts_are_not_times() -> None:
+    assert claims("at ١٤:٠٢") == []

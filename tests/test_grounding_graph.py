@@ -75,7 +75,10 @@ async def test_invented_facts_are_sent_back_then_removed_never_posted(
 
     for invented in ("9.9.9", "revision 17", "qqqqq", AT):
         assert invented not in result.answer
-    assert "1 sentence was removed for stating a version, revision, time and pod" in result.answer
+    assert (
+        "1 sentence was removed for stating a version, a revision, a time and a pod"
+        in result.answer
+    )
     assert (result.grounding_revisions, result.facts_removed) == (2, 4)
     assert removed_total() - before == 4  # /metrics: tracegate_grounding_removed_total
     feedback = gemini.requests[3].text()

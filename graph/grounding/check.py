@@ -12,6 +12,7 @@ reached leaves it *unchecked*, never grounded. Anything else is *ungrounded*.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -62,31 +63,42 @@ _SYMPTOM_WORDS = re.compile(
 )
 
 
-_OF = re.compile(r"[\s`*_]*(?:\(|,)?[\s`*_]*(?:(?:of|for|in|on|from)\s+(?:the\s+)?)?[\s`*_]*")
+_OF = re.compile(r"[\s`*_]*+(?:\(|,)?[\s`*_]*+(?:(?:of|for|in|on|from)\s++(?:the\s++)?)?[\s`*_]*+")
 
 
 def _grounded(item: Fact | None) -> Finding | None:
     return Finding("grounded", item["source"]) if item else None
 
 
-def subject_of(claim: Claim, draft: str, evidence: Evidence, subjects: set[str]) -> str | None:
+def subject_of(
+    claim: Claim, draft: str, evidence: Evidence, subjects: frozenset[str] | set[str]
+) -> str | None:
     """The service or Deployment the claim's sentence names nearest before the claim, or
     right after it ("1.42.0 of payment-api", "revision 42 (payment-api)")."""
     start, end = claim.sentence
     sentence = draft[start:end].lower()
     best: tuple[int, str] | None = None
     at, after = claim.start - start, claim.end - start
-    for name in subjects:
-        for m in re.finditer(rf"(?<![\w.-]){re.escape(name)}(?![\w-]|\.\w)", sentence):
-            if m.end() <= at:
-                distance = at - m.end()
-            elif m.start() >= after and _OF.fullmatch(sentence[after : m.start()]):
-                distance = 1000 + m.start() - after
-            else:
-                continue
-            if best is None or distance < best[0]:
-                best = (distance, name)
+    for named_start, named_end, name in _named(sentence, frozenset(subjects)):
+        if named_end <= at:
+            distance = at - named_end
+        elif named_start >= after and _OF.fullmatch(sentence, after, named_start):
+            distance = 1000 + named_start - after
+        else:
+            continue
+        if best is None or distance < best[0]:
+            best = (distance, name)
     return best[1] if best else None
+
+
+@functools.lru_cache(maxsize=512)
+def _named(sentence: str, subjects: frozenset[str]) -> tuple[tuple[int, int, str], ...]:
+    """Where each subject is named in a sentence (each sentence is scanned once a draft)."""
+    return tuple(
+        (m.start(), m.end(), name)
+        for name in sorted(subjects)
+        for m in re.finditer(rf"(?<![\w.-]){re.escape(name)}(?![\w-]|\.\w)", sentence)
+    )
 
 
 def _name(claim: Claim, evidence: Evidence) -> Finding:
@@ -131,8 +143,9 @@ def _version(claim: Claim, subject: str | None, evidence: Evidence) -> Finding:
         if claim.value in own:
             return _grounded(evidence.find(["version"], claim.value, subject)) or Finding(None)
         others = evidence.find(["version"], claim.value)
-        why = f"{claim.text} is {others['subject']}'s, not {subject}'s" if others else ""
-        status: ClaimStatus | None = "ungrounded" if others else None
+        owner = others.get("subject") if others else None
+        why = f"{claim.text} is {owner}'s, not {subject}'s" if owner else ""
+        status: ClaimStatus | None = "ungrounded" if owner else None
         return Finding(status, held=tuple(own), why=why)
     found = _grounded(evidence.find(["version"], claim.value))
     return found or Finding(None, held=tuple(evidence.values("version")))
@@ -196,7 +209,10 @@ def parse_time(text: str) -> tuple[float | None, int, int] | None:
     utc_second = (local - offset_min * 60) % 86400
     precision = 1 if seconds else 60
     if date:
-        midnight = datetime.fromisoformat(date).replace(tzinfo=UTC).timestamp()
+        try:
+            midnight = datetime.fromisoformat(date).replace(tzinfo=UTC).timestamp()
+        except ValueError:  # "2026-11-31": no such day
+            return None
         return midnight + local - offset_min * 60, utc_second, precision
     return None, utc_second, precision
 
@@ -207,30 +223,47 @@ _CLAUSE_BREAK = re.compile(r";|\s[-–—]\s|:\s")
 def _clause(draft: str, claim: Claim) -> str:
     """The part of the claim's sentence between clause breaks (; — -) around it."""
     start, end = claim.sentence
-    before = draft[start : claim.start]
-    after = draft[claim.end : end]
+    before = draft[max(start, claim.start - MAX_CLAUSE) : claim.start]
+    after = draft[claim.end : min(end, claim.end + MAX_CLAUSE)]
     breaks = list(_CLAUSE_BREAK.finditer(before))
     head = before[breaks[-1].end() :] if breaks else before
     tail = _CLAUSE_BREAK.search(after)
     return head + claim.text + (after[: tail.start()] if tail else after)
 
 
-_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
-_ISO_DAY = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+MAX_CLAUSE = 300  # characters read either side of a time for its clause
+_MONTH_NAMES = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+]
+_MONTHS = "|".join(rf"{m[:3]}(?:{m[3:]})?" if len(m) > 3 else m for m in _MONTH_NAMES)
+# A date right before the time: "on 2026-11-28 at 14:10", "Nov 28, 14:10", "28 November 14:10"
+_ADJACENT = r",?\s*(?:at\s+|@\s*)?$"
+_ISO_DAY = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})" + _ADJACENT, re.ASCII)
 _NAMED_DAY = re.compile(
-    rf"\b(?:({'|'.join(_MONTHS)})[a-z]*\.?\s+(\d{{1,2}})|(\d{{1,2}})\s+({'|'.join(_MONTHS)})[a-z]*)\b",
-    re.IGNORECASE,
+    rf"\b(?:({_MONTHS})\.?\s+(\d{{1,2}})|(\d{{1,2}})\s+({_MONTHS}))\b" + _ADJACENT,
+    re.IGNORECASE | re.ASCII,
 )
+DATE_REACH = 32  # characters before a time where its date may stand
 
 
 def _stated_day(before: str, seen: list[tuple[float, Fact]]) -> float | None:
     """Midnight UTC of the date the sentence states before a clock time, if it states one
     (a month name takes the year of the newest evidence)."""
-    days = [(m.end(), m) for m in _ISO_DAY.finditer(before)]
-    days += [(m.end(), m) for m in _NAMED_DAY.finditer(before)]
-    if not days:
+    before = before[-DATE_REACH:]
+    m = _ISO_DAY.search(before) or _NAMED_DAY.search(before)
+    if m is None:
         return None
-    _, m = max(days, key=lambda pair: pair[0])
     try:
         if m.re is _ISO_DAY:
             year, month, day = int(m.group(1)), int(m.group(2)), int(m.group(3))
@@ -238,7 +271,8 @@ def _stated_day(before: str, seen: list[tuple[float, Fact]]) -> float | None:
             name = (m.group(1) or m.group(4)).lower()[:3]
             newest = max((at for at, _ in seen), default=0.0)
             year = datetime.fromtimestamp(newest, UTC).year
-            month, day = _MONTHS.index(name) + 1, int(m.group(2) or m.group(3))
+            month = [n[:3] for n in _MONTH_NAMES].index(name) + 1
+            day = int(m.group(2) or m.group(3))
         return datetime(year, month, day, tzinfo=UTC).timestamp()
     except ValueError:  # "2026-02-31"
         return None

@@ -25,6 +25,7 @@ Versions are `1.42.0`-shaped (three parts, with an optional `-rc1`/`+build.7` su
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -87,8 +88,9 @@ class Claim:
 
 # --- masking --------------------------------------------------------------------------
 
+MAX_CLAIMS = 200  # claims judged in one draft; more are left unchecked (the answer says so)
 _SLACK_LINK = re.compile(r"<([^<>|\s]+)\|([^<>]*)>|<([@#!][^<>]*|[a-z]+:[^<>\s]*)>")
-_MD_LINK = re.compile(r"\[([^\]\n]*)\]\(([^)\s]*)\)")
+_MD_LINK = re.compile(r"\[([^\[\]\n]*)\]\(([^()\[\]\s]*)\)")
 _URL = re.compile(r"\b(?:https?|ftp)://[^\s<>|)\]]+")
 _CODE_SPAN = re.compile(r"`([^`\n]+)`")
 _EMPHASIS = re.compile(r"[*~`]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
@@ -133,9 +135,9 @@ def _scan(draft: str) -> _Scan:
 
 
 def _sentence_of(spans: list[tuple[int, int]], position: int) -> tuple[int, int]:
-    for start, end in spans:
-        if start <= position < end:
-            return start, end
+    at = bisect.bisect_right(spans, (position, 1 << 62)) - 1
+    if at >= 0 and spans[at][0] <= position < spans[at][1]:
+        return spans[at]
     return position, position
 
 
@@ -147,18 +149,20 @@ _NOT_IN_NAME_BEFORE = r"(?<![\w./:@-])"
 _NOT_IN_NAME_AFTER = r"(?![\w/@-]|\.\w)"
 
 _VERSION_BODY = (
-    r"\d+\.\d+\.\d+(?:[-+][0-9a-z][0-9a-z.-]*[0-9a-z])?|v\d+(?:\.\d+)+(?:[-+][0-9a-z.-]*[0-9a-z])?"
+    r"\d++\.\d++\.\d++(?:[-+][0-9a-z][0-9a-z.-]{0,40}[0-9a-z])?"
+    r"|v\d++(?:\.\d++)++(?:[-+][0-9a-z.-]{0,40}[0-9a-z])?"
 )
 _IMAGE = re.compile(
     _NOT_IN_NAME_BEFORE
-    + r"((?:[a-z0-9][a-z0-9.-]*(?::\d+)?/)*[a-z0-9][a-z0-9._-]*)"
+    + r"((?:[a-z0-9][a-z0-9.-]{0,252}(?::\d+)?/){0,8}[a-z0-9][a-z0-9._-]{0,254})"
     + r"(?::([a-z0-9_](?:[a-z0-9_.-]{0,126}[a-z0-9_])?))?(@sha256:[0-9a-f]{64})?"
     + _NOT_IN_NAME_AFTER,
     re.IGNORECASE,
 )
 _ISO_TIME = re.compile(
-    r"(?<![\w:.-])(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}(?::\d{2})?)(?:\.\d+)?"
-    r"(\s?(?:Z|UTC|GMT)|[+-]\d{2}:?\d{2})?(?![\w:])"
+    r"(?<![\w:.-])(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}(?::\d{2})?)(?:\.\d{1,9})?"
+    r"(\s?(?:Z|UTC|GMT)|[+-]\d{2}:?\d{2})?(?![\w:])",
+    re.ASCII,
 )
 ZONES = {
     "utc": 0,
@@ -182,16 +186,18 @@ ZONES = {
 _ZONE_NAMES = "|".join(sorted(ZONES, key=len, reverse=True))
 _CLOCK = re.compile(
     r"(?<![\w:.-])([01]?\d|2[0-3]):([0-5]\d)(?::([0-5]\d))?"
-    rf"(?:\s?(?i:({_ZONE_NAMES})\b|([+-]\d{{2}}:?\d{{2}})))?(?!\w|[:.]\d|\s?[ap]\.?m\b)"
+    rf"(?:\s?(?i:({_ZONE_NAMES})(?:[+-]\d{{1,2}}(?::?\d{{2}})?)?\b)|\s?([+-]\d{{2}}:?\d{{2}}))?"
+    r"(?!\w|[:.]\d|\s?(?i:[ap]\.?m)\b)",
+    re.ASCII,
 )
 _REVISION = re.compile(
-    r"\b(?:revisions?|revs?\.?)[ \t]*#?[ \t]*(\d+)(?![.,]\d)"
-    r"((?:[ \t]*(?:,|and|or|to|->|→|–|-)[ \t]*#?\d+\b(?![.,]\d))*)",
+    r"\b(?:revisions?|revs?\.?)[ \t]*+#?[ \t]*+(\d++)(?![.,]\d)"
+    r"((?:[ \t]*+(?:,|and|or|to|->|→|–|-)[ \t]*+#?\d++\b(?![.,]\d))*+)",
     re.IGNORECASE,
 )
-_VERSION = re.compile(rf"(?<![\w.:/@-])({_VERSION_BODY})(?![\w.]*\w|-\w)", re.IGNORECASE)
+_VERSION = re.compile(rf"(?<![\w.:/@-])({_VERSION_BODY})(?![.]?\w|-\w)", re.IGNORECASE)
 _CUE_VERSION = re.compile(
-    r"\b(?:version|release|build)\s+(v?\d+(?:\.\d+)*)(?![\w.]*\w)", re.IGNORECASE
+    r"\b(?:version|release|build)[ \t]++(v?\d++(?:\.\d++)*+)(?![.]?\w)", re.IGNORECASE
 )
 _POD_SHAPE = re.compile(
     _NOT_IN_NAME_BEFORE + rf"({_LABEL}-([a-z0-9]{{6,10}})-[a-z0-9]{{5}})" + _NOT_IN_NAME_AFTER
@@ -222,11 +228,11 @@ _CUE_WORDS = "|".join(sorted((re.escape(c) for c in _CUES), key=len, reverse=Tru
 _KIND_SLASH = re.compile(rf"(?<![\w/.-])({_CUE_WORDS})/({_DOTTED})(?![\w/-])", re.IGNORECASE)
 # "deployment payment-api", "namespace: shop", "pods payment-api-… and …"
 _CUE_BEFORE = re.compile(
-    rf"(?<![\w.-])({_CUE_WORDS})[ \t]*:?[ \t]+({_DOTTED})(?:/({_LABEL}))?(?![\w/-])",
+    rf"(?<![\w.-])({_CUE_WORDS})\b[ \t]*+:?[ \t]*+({_DOTTED})(?:/({_LABEL}))?(?![\w/-])",
     re.IGNORECASE,
 )
 # "the payment-api deployment": only a name with a hyphen or a digit counts
-_CUE_AFTER = re.compile(rf"(?<![\w./:@-])({_DOTTED})[ \t]+({_CUE_WORDS})(?![\w/-])", re.IGNORECASE)
+_CUE_AFTER = re.compile(rf"(?<![\w./:@-])({_DOTTED})[ \t]++({_CUE_WORDS})(?![\w/-])", re.IGNORECASE)
 _ATTRIBUTES: dict[str, ClaimKind] = {
     "k8s.pod.name": "pod",
     "k8s.replicaset.name": "replicaset",
@@ -247,9 +253,9 @@ _ATTRIBUTES: dict[str, ClaimKind] = {
 _ATTRIBUTE = re.compile(
     r"(?<![\w.])("
     + "|".join(re.escape(a) for a in sorted(_ATTRIBUTES, key=len, reverse=True))
-    + r")[ \t]*(=|:|==)[ \t]*\"?([A-Za-z0-9][\w.:/@+-]*[A-Za-z0-9])\"?"
+    + r")[ \t]*+(==|=|:)[ \t]*+\"?([A-Za-z0-9][\w.:/@+-]{0,250}[A-Za-z0-9])\"?"
 )
-_CODE_NAME = re.compile(rf"\s*({_DOTTED})\s*")
+_CODE_NAME = re.compile(rf"\s*+({_DOTTED})\s*+")
 
 
 # Words that follow a kind word without being a name ("service is down", "pods fail").
@@ -347,7 +353,11 @@ class _Collector:
         self.claims: list[Claim] = []
 
     def free(self, start: int, end: int) -> bool:
-        return all(end <= s or start >= e for s, e in self.taken)
+        """No claim taken yet overlaps [start, end) (taken spans are kept sorted)."""
+        at = bisect.bisect_left(self.taken, (start, end))
+        before = self.taken[at - 1] if at else None
+        after = self.taken[at] if at < len(self.taken) else None
+        return (before is None or before[1] <= start) and (after is None or after[0] >= end)
 
     def add(
         self,
@@ -362,7 +372,7 @@ class _Collector:
         if start >= end or not self.free(start, end):
             return
         text = self.draft[start:end]
-        self.taken.append((start, end))
+        bisect.insort(self.taken, (start, end))
         self.claims.append(
             Claim(
                 kind=kind,
@@ -443,7 +453,9 @@ def _shaped(c: _Collector) -> None:
     for m in _RS_SHAPE.finditer(c.scan):
         suffix = m.group(2)
         hashed = re.search(r"\d", suffix) and re.search(r"[a-z]", suffix)
-        if hashed or _cued(c.scan, m.start(), m.end(), "replicaset"):
+        if _cued(c.scan, m.start(), m.end(), "pod"):  # "pod payment-api-7c9f8d6b5"
+            c.add("pod", m.start(1), m.end(1))
+        elif hashed or _cued(c.scan, m.start(), m.end(), "replicaset"):
             c.add("replicaset", m.start(1), m.end(1))
 
 
@@ -481,7 +493,7 @@ def _cue_names(c: _Collector) -> None:
             c.add(kind, m.start(1), m.end(1))
 
 
-_LIST_ITEM = re.compile(rf"\s*(?:,|and|or|&)\s*({_DOTTED})(?![\w/-])", re.IGNORECASE)
+_LIST_ITEM = re.compile(rf"[ \t]*+(?:,|and|or|&)[ \t]*+({_DOTTED})(?![\w/-])", re.IGNORECASE)
 
 
 def _listed(c: _Collector, kind: ClaimKind, position: int) -> None:

@@ -119,12 +119,14 @@ class Evidence:
 
     facts: Sequence[Fact]
     _by_kind: dict[str, dict[str, list[Fact]]] = field(init=False, default_factory=dict)
+    _subjects: frozenset[str] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         for item in self.facts:
             self._by_kind.setdefault(item["kind"], {}).setdefault(item["value"], []).append(item)
 
     def add(self, more: Iterable[Fact]) -> None:
+        self._subjects = None
         for item in more:
             self._by_kind.setdefault(item["kind"], {}).setdefault(item["value"], []).append(item)
 
@@ -142,13 +144,15 @@ class Evidence:
             return list(found)
         return [v for v, items in found.items() if any(i.get("subject") == subject for i in items)]
 
-    def subjects(self) -> set[str]:
+    def subjects(self) -> frozenset[str]:
         """Services and Deployments: what versions, revisions and images are of."""
-        named = set(self.values("service")) | set(self.values("deployment"))
-        for kind in ("version", "revision", "image"):
-            for items in self._by_kind.get(kind, {}).values():
-                named.update(i["subject"] for i in items if i.get("subject"))
-        return named
+        if self._subjects is None:
+            named = set(self.values("service")) | set(self.values("deployment"))
+            for kind in ("version", "revision", "image"):
+                for items in self._by_kind.get(kind, {}).values():
+                    named.update(i["subject"] for i in items if i.get("subject"))
+            self._subjects = frozenset(named)
+        return self._subjects
 
     def current(self, kind: str, subject: str) -> list[str]:
         return [

@@ -3,11 +3,14 @@ about the rest at once, and leave an answer that states only what was checked.""
 
 from __future__ import annotations
 
+import bisect
+import itertools
+import re
 from collections.abc import Sequence
 from typing import Literal
 
 from graph.grounding.check import ClaimCheck, Finding, check_of, judge, subject_of
-from graph.grounding.claims import Claim, find_claims
+from graph.grounding.claims import MAX_CLAIMS, Claim, find_claims
 from graph.grounding.evidence import Evidence, Fact
 from graph.grounding.sources import LiveSources, lookups_for
 from graph.sentences import cut_sentences
@@ -15,6 +18,7 @@ from graph.sentences import cut_sentences
 GroundingMode = Literal["remove", "mark"]
 UNVERIFIED_MARK = " _(unverified)_"
 UNCHECKED_MARK = " _(unchecked)_"
+TOO_MANY = Finding("unchecked", why=f"more than {MAX_CLAIMS} facts in one answer")
 
 
 async def ground_draft(
@@ -23,10 +27,12 @@ async def ground_draft(
     sources: LiveSources | None,
     tolerance_s: float,
 ) -> tuple[list[Claim], list[ClaimCheck]]:
-    """Every claim of `draft` and its check, in order."""
+    """Every claim of `draft` and its check, in order. Past MAX_CLAIMS, claims are left
+    unchecked (a draft with hundreds of facts is not an answer anyone reads whole)."""
     claims = find_claims(draft)
     evidence = Evidence(facts)
-    findings = [judge(c, draft, evidence, tolerance_s) for c in claims]
+    findings = [judge(c, draft, evidence, tolerance_s) for c in claims[:MAX_CLAIMS]]
+    findings += [TOO_MANY] * (len(claims) - len(findings))
     unresolved = [i for i, f in enumerate(findings) if f.status is None]
     if unresolved and sources is not None:
         named = {c.value for c in claims if c.kind in ("deployment", "service", "workload")}
@@ -52,7 +58,10 @@ async def ground_draft(
 
 
 def _kinds(claims: Sequence[Claim]) -> str:
-    kinds = list(dict.fromkeys(c.kind for c in claims))
+    """ "a version, an image and a pod": the kinds of `claims`, each once, with articles."""
+    kinds = [
+        ("an " if k[0] in "aeiou" else "a ") + k for k in dict.fromkeys(c.kind for c in claims)
+    ]
     return ", ".join(kinds[:-1]) + (" and " if len(kinds) > 1 else "") + kinds[-1]
 
 
@@ -68,17 +77,21 @@ def finalise(
     if mode == "mark":
         marks += [(c, UNVERIFIED_MARK) for c in ungrounded]
     cut = {c.sentence for c in ungrounded} if mode == "remove" else set()
-    text = draft
-    for claim, mark in sorted(marks, key=lambda pair: pair[0].end, reverse=True):
-        if not any(s <= claim.start < e for s, e in cut):
-            text = text[: claim.end] + mark + text[claim.end :]
-    if cut:  # marks sit after every cut sentence's claims, so the spans still hold
-        text = cut_sentences(text, _shifted(cut, marks))
+    inserted = [(c, m) for c, m in marks if not any(s <= c.start < e for s, e in cut)]
+    code = _code_spans(draft)
+    placed = sorted(((_mark_at(code, claim), mark) for claim, mark in inserted))
+    pieces, cursor = [], 0
+    for at, mark in placed:
+        pieces += [draft[cursor:at], mark]
+        cursor = at
+    text = "".join([*pieces, draft[cursor:]])
+    if cut:
+        text = cut_sentences(text, _shifted(cut, placed))
     notes = []
     if ungrounded and mode == "remove":
         which = "1 sentence was" if len(cut) == 1 else f"{len(cut)} sentences were"
         notes.append(
-            f"{which} removed for stating a {_kinds(ungrounded)} that no tool result, thread "
+            f"{which} removed for stating {_kinds(ungrounded)} that no tool result, thread "
             "message or cluster lookup shows"
         )
     elif ungrounded:
@@ -96,13 +109,37 @@ def finalise(
     return text, len(ungrounded) if mode == "remove" else 0, len(marks)
 
 
+_FENCE = re.compile(r"^[ \t]*```.*?^[ \t]*```[^\n]*", re.MULTILINE | re.DOTALL)
+_INLINE_CODE = re.compile(r"`[^`\n]+`")
+
+
+def _code_spans(text: str) -> list[tuple[int, int]]:
+    fences = [(m.start(), m.end()) for m in _FENCE.finditer(text)]
+    inline = [
+        (m.start(), m.end())
+        for m in _INLINE_CODE.finditer(text)
+        if not any(s <= m.start() < e for s, e in fences)
+    ]
+    return fences + inline
+
+
+def _mark_at(code: list[tuple[int, int]], claim: Claim) -> int:
+    """Where a claim's mark goes: right after it, or after the code span or fenced block
+    it stands in (a command stays as it was written, copyable)."""
+    return next((end for start, end in code if start <= claim.start < end), claim.end)
+
+
 def _shifted(
-    spans: set[tuple[int, int]], marks: Sequence[tuple[Claim, str]]
+    spans: set[tuple[int, int]], marks: Sequence[tuple[int, str]]
 ) -> list[tuple[int, int]]:
-    """Sentence spans moved by the marks inserted before (or inside) them."""
-    moved = []
-    for start, end in spans:
-        before = sum(len(m) for c, m in marks if c.end <= start)
-        inside = sum(len(m) for c, m in marks if start < c.end <= end)
-        moved.append((start + before, end + before + inside))
-    return moved
+    """Sentence spans moved by the marks inserted before (or inside) them: a position moves
+    by every mark inserted at or before it."""
+    placed = sorted((at, len(m)) for at, m in marks)
+    ends = [end for end, _ in placed]
+    totals = list(itertools.accumulate(size for _, size in placed))
+
+    def shift(position: int) -> int:
+        count = bisect.bisect_right(ends, position)
+        return totals[count - 1] if count else 0
+
+    return [(start + shift(start), end + shift(end)) for start, end in spans]
