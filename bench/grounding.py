@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench import grounding_heldout
 from bench.grounding_corpus import CORRECT, INVENTED, Answer
 from gates.cluster import KubernetesCluster
 from graph.config import TempoSpec
@@ -146,7 +147,8 @@ async def run_corpus(world: World, answers: list[Answer]) -> list[Outcome]:
     return outcomes
 
 
-def report(correct: list[Outcome], invented: list[Outcome]) -> str:
+def rows(name: str, correct: list[Outcome], invented: list[Outcome]) -> list[str]:
+    """The precision and recall rows of one pair of corpora."""
     clean = sum(o.clean for o in correct)
     caught = sum(o.caught for o in invented)
     facts = sum(len(o.checks) for o in correct)
@@ -156,6 +158,16 @@ def report(correct: list[Outcome], invented: list[Outcome]) -> str:
         f"{sum(o.answer.kind == k for o in invented)}"
         for k in kinds
     )
+    return [
+        f"| {name}: correct answers (precision) | {len(correct)} ({facts} facts) | "
+        f"{clean}/{len(correct)} posted with 0 claims removed or marked | all |",
+        f"| {name}: one invented fact each (recall) | {len(invented)} | "
+        f"{caught}/{len(invented)} caught ({100 * caught / max(1, len(invented)):.1f}%); "
+        f"by kind: {by_kind} | ≥ 95% |",
+    ]
+
+
+def report(table: list[str]) -> str:
     lines = [
         BEGIN,
         "## Grounding precision and recall",
@@ -168,13 +180,15 @@ def report(correct: list[Outcome], invented: list[Outcome]) -> str:
         "",
         "| corpus | answers | result | target |",
         "|---|---|---|---|",
-        f"| correct answers (precision) | {len(correct)} ({facts} facts) | "
-        f"{clean}/{len(correct)} posted with 0 claims removed or marked | all |",
-        f"| one invented fact each (recall) | {len(invented)} | {caught}/{len(invented)} caught "
-        f"({100 * caught / max(1, len(invented)):.1f}%); by kind: {by_kind} | ≥ 95% |",
+        *table,
         "",
-        'Counts and percentages are not claims (out of scope): an invented "12 of 14" is not',
-        "caught by design.",
+        "- first pair: `bench/grounding_corpus.py`, written against the incidents' tool outputs;",
+        "  the checker was tuned on it.",
+        "- held-out pair: `bench/grounding_heldout.py`, written by a reviewer who had not read the",
+        "  first; its first run scored 55/57 and 46/51, and the checker was corrected after it.",
+        '- Counts and percentages are not claims (out of scope): an invented "12 of 14" is not',
+        '  caught by design; nor are bare numbers ("from 42 to 38") or two-part versions',
+        '  ("1.43"), and a time within `GROUNDING_TIME_TOLERANCE` of one in the evidence passes.',
         END,
     ]
     return "\n".join(lines)
@@ -192,16 +206,22 @@ def write(section: str) -> None:
 
 
 async def measure() -> str:
+    table: list[str] = []
     async with corpus_world() as world:
-        correct = await run_corpus(world, CORRECT)
-        invented = await run_corpus(world, INVENTED)
-    for o in correct:
-        if not o.clean:
-            print("NOT CLEAN:", o.answer.style, [c for c in o.checks if c["status"] != "grounded"])
-    for o in invented:
-        if not o.caught:
-            print("MISSED:", o.answer.kind, o.answer.invented, o.answer.text[:100])
-    return report(correct, invented)
+        pairs = [("first", CORRECT, INVENTED)]
+        pairs.append(("held-out", grounding_heldout.CORRECT, grounding_heldout.INVENTED))
+        for name, good, bad in pairs:
+            correct = await run_corpus(world, good)
+            invented = await run_corpus(world, bad)
+            for o in correct:
+                if not o.clean:
+                    flagged = [c for c in o.checks if c["status"] != "grounded"]
+                    print("NOT CLEAN:", o.answer.style, flagged)
+            for o in invented:
+                if not o.caught:
+                    print("MISSED:", o.answer.kind, o.answer.invented, o.answer.text[:100])
+            table += rows(name, correct, invented)
+    return report(table)
 
 
 def main() -> None:

@@ -67,7 +67,7 @@ async def test_a_pod_one_character_off_is_ungrounded_and_the_real_pods_are_named
 async def test_a_version_of_another_service_is_ungrounded_for_this_one(world: World) -> None:
     checks = await checked(world, "checkout runs 2.7.0 now.")
     assert status(checks, "2.7.0") == "ungrounded"
-    assert "orders-api's, not checkout's" in checks[-1]["detail"]
+    assert "checkout's current version is 3.4.0" in checks[-1]["detail"]
 
 
 async def test_the_previous_revision_stated_as_current_is_ungrounded(world: World) -> None:
@@ -247,3 +247,40 @@ def test_marks_go_after_code_and_cuts_leave_markdown_whole() -> None:
         "Roll back to 41.\n| svc | ver |\n|---|---|\n| checkout | 3.4.0 |"
     )
     assert "`kubectl rollout undo --to-revision 43` _(unverified)_ now" in marked
+
+
+@pytest.mark.parametrize(
+    ("draft", "expected"),
+    [
+        # a role said after the value, or by "is on" / "runs"
+        ("payment-api is on revision 41.", "ungrounded"),
+        ("payment-api runs revision 42 right now.", "grounded"),
+        ("Revision 41 is the current one.", "ungrounded"),
+        # a version or image written with its revision is that revision's
+        ("Roll back to revision 41 (1.41.3).", "grounded"),
+        ("Roll back to revision 40 (1.41.3).", "ungrounded"),
+        ("The target is revision 41, image registry/payment-api:1.40.2.", "ungrounded"),
+        # a named service's values are its own, not another's
+        ("postgres was upgraded to 1.42.0.", "ungrounded"),
+        ("checkout runs registry/payment-api:1.42.0.", "ungrounded"),
+        # rollout verbs make a rollout time; a role is read in its own clause
+        ("payment-api 1.42.0 went out at 14:05 UTC.", "ungrounded"),
+        ("payment-api revision 42 is the current one; revision 41 is the last good.", "grounded"),
+        ("Everything is in the `shop` namespace: checkout, payment-api and postgres.", "grounded"),
+        ("Errors started at 2:03 PM UTC.", "grounded"),
+        ("Errors started at 14:03 UTC+1.", "ungrounded"),  # 13:03 UTC
+        ("payment-api 1.42.0 went out at 14:00 UTC, right before the errors.", "ungrounded"),
+        ("The errors began after revision 42, at 14:01 UTC.", "grounded"),
+        ("checkout's current revision is 19.", "ungrounded"),
+        # a short pod suffix names the one pod that ends with it
+        ("Pods h4kzp and w9t2r fail.", "grounded"),
+        # a look-alike letter is no real name
+        ("pod payment-api-a9dfd1c984-h4kz\u0440 fails.", "ungrounded"),
+    ],
+)
+async def test_what_an_adversarial_review_found_is_judged_by_what_the_evidence_says(
+    world: World, draft: str, expected: str
+) -> None:
+    checks = await checked(world, draft)
+    statuses = {c["status"] for c in checks if c["status"] != "grounded"} or {"grounded"}
+    assert checks and statuses == {expected}, checks

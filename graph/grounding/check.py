@@ -54,10 +54,13 @@ _NAMES_FOR: dict[str, tuple[str, ...]] = {
     "node": ("node",),
 }
 _ROLLOUT_WORDS = re.compile(
-    r"\b(?:deploy(?:ed|ment|s)?|rolled\s+out|roll-?outs?|released?|revisions?|rev)\b", re.I
+    r"\b(?:(?:re)?deploy(?:ed|ment|s)?|rolled\s+out|roll-?outs?|released?|revisions?|rev"
+    r"|went\s+(?:out|live|from|to)|moved\s+(?:from|to)|switched|shipped|upgraded|bumped|landed"
+    r"|pushed|promoted)\b",
+    re.I,
 )
 _SYMPTOM_WORDS = re.compile(
-    r"\b(?:errors?|fail\w*|alerts?|fir(?:ed|ing)|5\d\ds?|5xxs?|spikes?|latenc\w*|timeouts?|since"
+    r"\b(?:errors?|fail\w*|alerts?|fir(?:ed|ing)|5\d\ds?|5xxs?|spikes?|latenc\w*|timeouts?"
     r"|start(?:ed|s)?|began|begin\w*|broke|crash\w*)\b",
     re.I,
 )
@@ -79,8 +82,9 @@ def subject_of(
     sentence = draft[start:end].lower()
     best: tuple[int, str] | None = None
     at, after = claim.start - start, claim.end - start
+    opens = _clause_start(sentence, at)
     for named_start, named_end, name in _named(sentence, frozenset(subjects)):
-        if named_end <= at:
+        if opens <= named_start and named_end <= at:
             distance = at - named_end
         elif named_start >= after and _OF.fullmatch(sentence, after, named_start):
             distance = 1000 + named_start - after
@@ -89,6 +93,12 @@ def subject_of(
         if best is None or distance < best[0]:
             best = (distance, name)
     return best[1] if best else None
+
+
+def _clause_start(sentence: str, at: int) -> int:
+    """Where the clause holding position `at` begins (after a ; — or ": ")."""
+    breaks = [m.end() for m in _CLAUSE_BREAK.finditer(sentence, max(0, at - MAX_CLAUSE), at)]
+    return breaks[-1] if breaks else 0
 
 
 @functools.lru_cache(maxsize=512)
@@ -106,6 +116,10 @@ def _name(claim: Claim, evidence: Evidence) -> Finding:
     found = _grounded(evidence.find(kinds, claim.value))
     if found:
         return found
+    if claim.kind == "pod" and "-" not in claim.value:  # "pods h4kzp and w9t2r": a suffix
+        ending = [p for p in evidence.values("pod") if p.endswith("-" + claim.value)]
+        if len(ending) == 1:
+            return _grounded(evidence.find(["pod"], ending[0])) or Finding(None)
     if claim.kind == "replicaset":  # a pod of it was seen: its name is the pod's prefix
         for pod in evidence.values("pod"):
             if pod.rsplit("-", 1)[0] == claim.value:
@@ -121,15 +135,16 @@ def _shared_prefix(a: str, b: str) -> int:
     )
 
 
-def _image(claim: Claim, evidence: Evidence) -> Finding:
+def _image(claim: Claim, subject: str | None, evidence: Evidence) -> Finding:
     value = claim.value
-    for image in evidence.values("image"):
+    own = evidence.values("image", subject) if subject else []
+    for image in own or evidence.values("image"):
         short = image.rsplit("/", 1)[-1]
         if value in (image, short) or image.endswith("/" + value):
             return _grounded(evidence.find(["image"], image)) or Finding(None)
         if "@" in value and value.split("@", 1)[1] in image:
             return _grounded(evidence.find(["image"], image)) or Finding(None)
-    return Finding(None, held=tuple(evidence.values("image")))
+    return Finding(None, held=tuple(own or evidence.values("image")))
 
 
 def _version(claim: Claim, subject: str | None, evidence: Evidence) -> Finding:
@@ -147,6 +162,8 @@ def _version(claim: Claim, subject: str | None, evidence: Evidence) -> Finding:
         why = f"{claim.text} is {owner}'s, not {subject}'s" if owner else ""
         status: ClaimStatus | None = "ungrounded" if owner else None
         return Finding(status, held=tuple(own), why=why)
+    if subject:  # the service named runs no version the evidence knows: ask its source
+        return Finding(None, why=f"no version of {subject} in the evidence")
     found = _grounded(evidence.find(["version"], claim.value))
     return found or Finding(None, held=tuple(evidence.values("version")))
 
@@ -186,7 +203,8 @@ def _revision(claim: Claim, subject: str | None, evidence: Evidence) -> Finding:
 
 _TIME = re.compile(
     r"(?:(\d{4}-\d{2}-\d{2})[t ])?(\d{1,2}):(\d{2})(?::(\d{2}))?(?:\.\d+)?"
-    r"\s?([a-z]+|[+-]\d{2}:?\d{2})?$"
+    r"(?:\s?([ap])\.?m\.?)?\s?([a-z]+)?([+-]\d{1,2}(?::?\d{2})?)?$",
+    re.ASCII,
 )
 
 
@@ -196,16 +214,22 @@ def parse_time(text: str) -> tuple[float | None, int, int] | None:
     m = _TIME.match(text.strip().lower())
     if not m:
         return None
-    date, hours, minutes, seconds, zone = m.groups()
+    date, hours, minutes, seconds, half, zone, shift = m.groups()
     offset_min = 0
-    if zone and zone[0] in "+-":
-        digits = zone[1:].replace(":", "")
-        offset_min = (int(digits[:2]) * 60 + int(digits[2:])) * (-1 if zone[0] == "-" else 1)
-    elif zone:
+    if zone:
         if zone not in ZONES:
             return None
         offset_min = ZONES[zone]
-    local = int(hours) * 3600 + int(minutes) * 60 + int(seconds or 0)
+    if shift:  # "+02:00", "UTC+1", "-0500"
+        digits = shift[1:].replace(":", "")
+        hours_off, minutes_off = (digits, "0") if len(digits) <= 2 else (digits[:-2], digits[-2:])
+        offset_min += (int(hours_off) * 60 + int(minutes_off)) * (-1 if shift[0] == "-" else 1)
+    hour = int(hours)
+    if half:  # "2:01 PM": 14:01; "12:30 am": 00:30
+        if not 1 <= hour <= 12:
+            return None
+        hour = hour % 12 + (12 if half == "p" else 0)
+    local = hour * 3600 + int(minutes) * 60 + int(seconds or 0)
     utc_second = (local - offset_min * 60) % 86400
     precision = 1 if seconds else 60
     if date:
@@ -218,6 +242,27 @@ def parse_time(text: str) -> tuple[float | None, int, int] | None:
 
 
 _CLAUSE_BREAK = re.compile(r";|\s[-–—]\s|:\s")
+
+
+def _about(draft: str, claim: Claim) -> str | None:
+    """What a time is the time of, by its clause: "rollout" (deployed, rolled out, revision
+    ...) or "symptom" (errors, alert, started ...) when the clause speaks of only one of
+    them; None (any time) when it speaks of both or neither."""
+    clause = _clause(draft, claim)
+    at = clause.find(claim.text)
+    # the cue word the time is written with: the nearest before it, no comma between
+    lead = clause[:at]
+    cues = [(m.end(), "rollout") for m in _ROLLOUT_WORDS.finditer(lead)]
+    cues += [(m.end(), "symptom") for m in _SYMPTOM_WORDS.finditer(lead)]
+    if cues:
+        end, what = max(cues)
+        if "," not in lead[end:]:
+            return what
+    rollout = bool(_ROLLOUT_WORDS.search(clause))
+    symptom = bool(_SYMPTOM_WORDS.search(clause))
+    if rollout != symptom:
+        return "rollout" if rollout else "symptom"
+    return None
 
 
 def _clause(draft: str, claim: Claim) -> str:
@@ -283,9 +328,11 @@ def _time(claim: Claim, draft: str, evidence: Evidence, tolerance_s: float) -> F
     if parsed is None:
         return Finding("unchecked", why=f"{claim.text} is not a time tracegate can read")
     instant, second, precision = parsed
-    clause = _clause(draft, claim)
-    about_rollout = bool(_ROLLOUT_WORDS.search(clause)) and not _SYMPTOM_WORDS.search(clause)
-    pool = evidence.times(ROLLOUT if about_rollout else None)
+    about = _about(draft, claim)
+    about_rollout = about == "rollout"
+    # A rollout's time must be a rollout's; any other time may be any time seen (symptoms
+    # are often compared with rollouts in one breath: "deployed before the errors (13:10)").
+    pool = evidence.times(ROLLOUT) if about_rollout else evidence.times()
     subject = subject_of(claim, draft, evidence, evidence.subjects()) if about_rollout else None
     own = evidence.times(ROLLOUT, subject) if subject else []
     pool = own or pool  # the rollouts of the Deployment the sentence names, if it names one
@@ -308,18 +355,45 @@ def _time(claim: Claim, draft: str, evidence: Evidence, tolerance_s: float) -> F
     return Finding(None, held=held, why=f"no {what} in the evidence within the tolerance")
 
 
-def judge(claim: Claim, draft: str, evidence: Evidence, tolerance_s: float) -> Finding:
-    """One claim against the evidence, no source asked."""
+def judge(
+    claim: Claim,
+    draft: str,
+    evidence: Evidence,
+    tolerance_s: float,
+    revision: Claim | None = None,
+) -> Finding:
+    """One claim against the evidence, no source asked; `revision` is the revision claim a
+    version or image is written with, if any."""
     if claim.kind in NAME_KINDS:
         return _name(claim, evidence)
-    if claim.kind == "image":
-        return _image(claim, evidence)
     if claim.kind == "time":
         return _time(claim, draft, evidence, tolerance_s)
     subject = subject_of(claim, draft, evidence, evidence.subjects())
+    if claim.kind in ("image", "version") and revision is not None:
+        paired = _of_revision(claim, revision, subject, evidence)
+        if paired is not None:
+            return paired
+    if claim.kind == "image":
+        return _image(claim, subject, evidence)
     if claim.kind == "version":
         return _version(claim, subject, evidence)
     return _revision(claim, subject, evidence)
+
+
+def _of_revision(
+    claim: Claim, revision: Claim, subject: str | None, evidence: Evidence
+) -> Finding | None:
+    """A version or image written with its revision ("revision 41 (1.41.3)") must be that
+    revision's; None when the evidence does not say what the revision ran."""
+    ran = [f for f in evidence.facts_of(claim.kind, subject) if f.get("revision") == revision.value]
+    if not ran:
+        return None
+    for item in ran:
+        if item["value"] == claim.value or item["value"].endswith("/" + claim.value):
+            return Finding("grounded", item["source"])
+    held = tuple(sorted({f["value"] for f in ran}))
+    why = f"revision {revision.value} ran {', '.join(held)}"
+    return Finding("ungrounded", held=held, why=why)
 
 
 def check_of(claim: Claim, finding: Finding) -> ClaimCheck:

@@ -185,13 +185,14 @@ ZONES = {
 }
 _ZONE_NAMES = "|".join(sorted(ZONES, key=len, reverse=True))
 _CLOCK = re.compile(
-    r"(?<![\w:.-])([01]?\d|2[0-3]):([0-5]\d)(?::([0-5]\d))?"
+    r"(?<![\w:.-])([01]?\d|2[0-3]):([0-5]\d)(?::([0-5]\d))?(?:\s?(?i:[ap]\.?m\b\.?))?"
     rf"(?:\s?(?i:({_ZONE_NAMES})(?:[+-]\d{{1,2}}(?::?\d{{2}})?)?\b)|\s?([+-]\d{{2}}:?\d{{2}}))?"
-    r"(?!\w|[:.]\d|\s?(?i:[ap]\.?m)\b)",
+    r"(?!\w|[:.]\d)",
     re.ASCII,
 )
 _REVISION = re.compile(
-    r"\b(?:revisions?|revs?\.?)[ \t]*+#?[ \t]*+(\d++)(?![.,]\d)"
+    r"\b(?:revisions?|revs?\.?)(?:[ \t]++(?:is|was|number|no\.))?[ \t]*+[#:=]?[ \t]*+(\d++)"
+    r"(?![.,]\d)"
     r"((?:[ \t]*+(?:,|and|or|to|->|→|–|-)[ \t]*+#?\d++\b(?![.,]\d))*+)",
     re.IGNORECASE,
 )
@@ -296,15 +297,32 @@ _ROLE_WORDS: dict[str, Role] = {
 }
 _ROLE_AFTER = re.compile(r"\s*\(\s*(current|previous)\b", re.IGNORECASE)
 _BACK_TO = re.compile(r"\b(?:back|undo|revert(?:ing)?|return(?:ing)?)\s+to\s*(?:the\s+)?$", re.I)
+# "payment-api is on revision 41", "runs 1.40.2", "is at v1.42.0": the present state
+_IS_ON = re.compile(
+    r"\b(?:is|are|runs?|running|now)\s+(?:on|at)?\s*(?:the\s+)?(?:revision|rev|version|image)?"
+    r"[\s#:]*$",
+    re.I,
+)
+# "revision 41 is the current one", "1.40.2 right now", "revision 41 (the previous one)"
+_ROLE_LATER = re.compile(
+    r"\s+(?:is|was)\s+(?:the\s+)?(current|latest|previous|prior)\b|\s+(right\s+now|currently)\b",
+    re.I,
+)
+
+
+_ROLE_BREAK = re.compile(r"[;:.!?\n\x1f]|\s[-–—]\s")
 
 
 def _role(scan: str, start: int, end: int) -> Role | None:
-    after = _ROLE_AFTER.match(scan, end)
+    after = _ROLE_AFTER.match(scan, end) or _ROLE_LATER.match(scan, end)
     if after:
-        return _ROLE_WORDS[after.group(1).lower()]
-    before = scan[max(0, start - 40) : start]
+        word = (after.group(1) or "current").lower()
+        return _ROLE_WORDS.get(word, "current")
+    before = _ROLE_BREAK.split(scan[max(0, start - 40) : start])[-1]  # this clause only
     if _BACK_TO.search(before):
         return "previous"
+    if _IS_ON.search(before):
+        return "current"
     words = re.findall(r"[a-z-]+", before.lower())[-3:]
     for word in reversed(words):
         if word in _ROLE_WORDS:
@@ -468,7 +486,12 @@ def _cued(scan: str, start: int, end: int, kind: ClaimKind) -> bool:
 def _cue_names(c: _Collector) -> None:
     for m in _KIND_SLASH.finditer(c.scan):
         c.add(_CUES[m.group(1).lower()], m.start(2), m.end(2))
+    # "the `shop` namespace: checkout, ...": a kind word with its name before it names no
+    # other after it
+    named_before = {m.start(2) for m in _CUE_AFTER.finditer(c.scan) if _names_before(c, m)}
     for m in _CUE_BEFORE.finditer(c.scan):
+        if m.start(1) in named_before:
+            continue
         kind = _CUES[m.group(1).lower()]
         name, second = m.group(2), m.group(3)
         if second and kind == "deployment":  # "deployment shop/payment-api"
@@ -493,6 +516,13 @@ def _cue_names(c: _Collector) -> None:
             c.add(kind, m.start(1), m.end(1))
 
 
+def _names_before(c: _Collector, m: re.Match[str]) -> bool:
+    name = m.group(1)
+    return _name_claim(_CUES[m.group(2).lower()], name) and (
+        not _plain_word(name) or c.in_code(m.start(1), m.end(1))
+    )
+
+
 _LIST_ITEM = re.compile(rf"[ \t]*+(?:,|and|or|&)[ \t]*+({_DOTTED})(?![\w/-])", re.IGNORECASE)
 
 
@@ -515,9 +545,38 @@ def _code_names(c: _Collector) -> None:
             c.add("workload", m.start(1), m.end(1))
 
 
+_LOOKALIKE = re.compile(r"(?<![\w.-])[\w.\u2010-\u2015-]*[\w][\w.\u2010-\u2015-]*")
+_ASCII_NAME = re.compile(r"[a-z0-9]", re.ASCII)
+
+
+def _lookalikes(c: _Collector) -> None:
+    """A name written with a letter of another script or a typographic hyphen (a Cyrillic
+    letter for a Latin one in a pod's suffix, U+2010 for "-") reads as a real name and is
+    none: it is a claim, and no evidence (all ASCII) grounds it."""
+    for m in _LOOKALIKE.finditer(c.scan):
+        token = m.group()
+        if token.isascii() or not _ASCII_NAME.search(token):
+            continue
+        odd = [ch for ch in token if not ch.isascii()]
+        if all(ch.isalpha() or "\u2010" <= ch <= "\u2015" for ch in odd) and (
+            "-" in token or any("\u2010" <= ch <= "\u2015" for ch in odd)
+        ):
+            c.add("workload", m.start(), m.end())
+
+
 # Order matters: a span is the first pattern's (an ISO time keeps its date from the images,
 # an image its tag from the versions, a pod its name from the code-span names).
-_PASSES = (_times, _images, _attributes, _revisions, _versions, _shaped, _cue_names, _code_names)
+_PASSES = (
+    _times,
+    _images,
+    _attributes,
+    _revisions,
+    _versions,
+    _shaped,
+    _cue_names,
+    _code_names,
+    _lookalikes,
+)
 
 
 def find_claims(draft: str) -> list[Claim]:

@@ -42,6 +42,7 @@ class Fact(TypedDict):
     subject: NotRequired[str]  # the service or Deployment a version/revision/image is of
     role: NotRequired[str]  # "current": the Deployment's current revision / its images
     pool: NotRequired[str]  # times: "rollout" for a revision's creation
+    revision: NotRequired[str]  # images and versions: the revision that ran them
 
 
 def fact(kind: str, value: str, source: str, **extra: str) -> Fact:
@@ -52,6 +53,8 @@ def fact(kind: str, value: str, source: str, **extra: str) -> Fact:
         made["role"] = extra["role"]
     if extra.get("pool"):
         made["pool"] = extra["pool"]
+    if extra.get("revision"):
+        made["revision"] = extra["revision"]
     return made
 
 
@@ -67,7 +70,13 @@ def merge_evidence(left: list[Fact] | None, right: list[Fact] | None) -> list[Fa
 
 
 def _identity(item: Fact) -> tuple[str, ...]:
-    return (item["kind"], item["value"], item.get("subject", ""), item.get("role", ""))
+    return (
+        item["kind"],
+        item["value"],
+        item.get("subject", ""),
+        item.get("role", ""),
+        item.get("revision", ""),
+    )
 
 
 def iso(ns_or_s: float) -> str:
@@ -92,10 +101,12 @@ def image_tag(image: str) -> str | None:
     return tag
 
 
-def image_facts(image: str, source: str, subject: str, role: str = "") -> list[Fact]:
-    made = [fact("image", image, source, subject=subject, role=role)]
+def image_facts(
+    image: str, source: str, subject: str, role: str = "", revision: str = ""
+) -> list[Fact]:
+    made = [fact("image", image, source, subject=subject, role=role, revision=revision)]
     if tag := image_tag(image):
-        made.append(fact("version", tag, source, subject=subject, role=role))
+        made.append(fact("version", tag, source, subject=subject, role=role, revision=revision))
     return made
 
 
@@ -143,6 +154,15 @@ class Evidence:
         if subject is None:
             return list(found)
         return [v for v, items in found.items() if any(i.get("subject") == subject for i in items)]
+
+    def facts_of(self, kind: str, subject: str | None) -> list[Fact]:
+        """Every fact of `kind` (of `subject`, if given)."""
+        return [
+            item
+            for items in self._by_kind.get(kind, {}).values()
+            for item in items
+            if subject is None or item.get("subject") == subject
+        ]
 
     def subjects(self) -> frozenset[str]:
         """Services and Deployments: what versions, revisions and images are of."""

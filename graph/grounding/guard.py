@@ -31,7 +31,11 @@ async def ground_draft(
     unchecked (a draft with hundreds of facts is not an answer anyone reads whole)."""
     claims = find_claims(draft)
     evidence = Evidence(facts)
-    findings = [judge(c, draft, evidence, tolerance_s) for c in claims[:MAX_CLAIMS]]
+    revisions = _paired_revisions(draft, claims)
+    findings = [
+        judge(c, draft, evidence, tolerance_s, revisions.get(i))
+        for i, c in enumerate(claims[:MAX_CLAIMS])
+    ]
     findings += [TOO_MANY] * (len(claims) - len(findings))
     unresolved = [i for i, f in enumerate(findings) if f.status is None]
     if unresolved and sources is not None:
@@ -49,12 +53,27 @@ async def ground_draft(
         looked = await sources.look_up(key for keys in wanted.values() for key in keys)
         evidence.add(looked.facts)
         for i in unresolved:
-            finding = judge(claims[i], draft, evidence, tolerance_s)
+            finding = judge(claims[i], draft, evidence, tolerance_s, revisions.get(i))
             failed = [looked.failed[k] for k in wanted[i] if k in looked.failed]
             if finding.status is None and failed:
                 finding = Finding("unchecked", why=failed[0])
             findings[i] = finding
     return claims, [check_of(c, f) for c, f in zip(claims, findings, strict=True)]
+
+
+_WITH_REVISION = re.compile(r"[\s`*_]*+[(,:]?[\s`*_]*+(?:image|version|tag|runs?|ran)?[\s`*_]*+")
+
+
+def _paired_revisions(draft: str, claims: Sequence[Claim]) -> dict[int, Claim]:
+    """The revision claim each version or image is written with: "revision 41 (1.41.3)",
+    "rev 41, image registry/payment-api:1.41.3" (the claim right after a revision)."""
+    paired: dict[int, Claim] = {}
+    for i in range(1, min(len(claims), MAX_CLAIMS)):
+        before, claim = claims[i - 1], claims[i]
+        written_with = _WITH_REVISION.fullmatch(draft, before.end, claim.start)
+        if claim.kind in ("version", "image") and before.kind == "revision" and written_with:
+            paired[i] = before
+    return paired
 
 
 def _kinds(claims: Sequence[Claim]) -> str:

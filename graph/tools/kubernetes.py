@@ -78,7 +78,7 @@ def rollout_facts(
         where = f"{source}: revision {r.revision}"
         facts.append(fact("revision", str(r.revision), where, **subject))
         for image in r.images:
-            facts += image_facts(image, where, deployment)
+            facts += image_facts(image, where, deployment, revision=str(r.revision))
         if r.replicaset:
             facts.append(fact("replicaset", r.replicaset, where, **subject))
         if r.created:
@@ -100,7 +100,7 @@ def proposal_facts(request: ActionRequest) -> list[Fact]:
         where = f"{source}: rollback target"
         facts.append(fact("revision", str(target.revision), where, subject=request.deployment))
         for image in target.images:
-            facts += image_facts(image, where, request.deployment)
+            facts += image_facts(image, where, request.deployment, revision=str(target.revision))
     return facts
 
 
