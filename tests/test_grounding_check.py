@@ -284,3 +284,22 @@ async def test_what_an_adversarial_review_found_is_judged_by_what_the_evidence_s
     checks = await checked(world, draft)
     statuses = {c["status"] for c in checks if c["status"] != "grounded"} or {"grounded"}
     assert checks and statuses == {expected}, checks
+
+
+async def test_a_mark_in_a_sentence_that_is_cut_moves_nothing_after_it(world: World) -> None:
+    world.kube.faults.status = 503  # the Deployment below cannot be looked up: unchecked
+    draft = (
+        "Pod payment-api-a9dfd1c984-zzzzz is on deployment `billing-api`. Checkout is fine. "
+        "Pod payment-api-a9dfd1c984-yyyyy also fails. The end is near."
+    )
+    claims, checks = await ground_draft(draft, world.facts, world.sources, TOLERANCE_S)
+    text, removed, _ = finalise(draft, claims, checks, "remove")
+    assert text.split("\n\n")[0] == "Checkout is fine. The end is near."
+    assert removed == 2
+
+
+async def test_a_list_item_whose_every_sentence_is_cut_goes_whole(world: World) -> None:
+    draft = "- payment-api 1.43.0 fails. Pod payment-api-a9dfd1c984-zzzzz too.\n- Checkout is fine."
+    claims, checks = await ground_draft(draft, world.facts, None, TOLERANCE_S)
+    text, _, _ = finalise(draft, claims, checks, "remove")
+    assert text.split("\n\n")[0] == "- Checkout is fine."

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -47,19 +46,6 @@ ClaimKind = Literal[
     "revision",
     "time",
 ]
-KINDS: tuple[ClaimKind, ...] = (
-    "pod",
-    "replicaset",
-    "deployment",
-    "service",
-    "workload",
-    "namespace",
-    "node",
-    "image",
-    "version",
-    "revision",
-    "time",
-)
 # Kinds of name: what a Deployment, a service, a pod ... is called.
 NAME_KINDS: frozenset[ClaimKind] = frozenset(
     {"pod", "replicaset", "deployment", "service", "workload", "namespace", "node"}
@@ -585,7 +571,3 @@ def find_claims(draft: str) -> list[Claim]:
     for extract in _PASSES:
         extract(collector)
     return sorted(collector.claims, key=lambda claim: claim.start)
-
-
-def iter_kinds(claims: list[Claim], *kinds: ClaimKind) -> Iterator[Claim]:
-    return (c for c in claims if c.kind in kinds)
