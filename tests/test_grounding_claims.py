@@ -58,6 +58,7 @@ def test_each_kind_is_recognised(text: str, expected: tuple[str, str]) -> None:
         "client at 10.0.1.23 saw Tempo 2.6",  # an IP address, a two-part number
         "see <https://grafana.example/d/payment-api-a9dfd1c984-h4kzp|the dashboard>",  # a URL
         "the `http.status_code` attribute",  # an attribute key in a code span
+        "INSERT orders waits 2\u20135 s",  # a range with an en dash
     ],
 )
 def test_what_is_not_a_claim(text: str) -> None:

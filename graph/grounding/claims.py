@@ -531,21 +531,21 @@ def _code_names(c: _Collector) -> None:
             c.add("workload", m.start(1), m.end(1))
 
 
-_LOOKALIKE = re.compile(r"(?<![\w.-])[\w.\u2010-\u2015-]*[\w][\w.\u2010-\u2015-]*")
-_ASCII_NAME = re.compile(r"[a-z0-9]", re.ASCII)
+_LOOKALIKE = re.compile(r"(?<![\w.-])[\w.\u2010\u2011-]*[\w][\w.\u2010\u2011-]*")
+_ASCII_NAME = re.compile(r"[a-z]", re.ASCII)  # a name has a Latin letter; "2–5" is a range
 
 
 def _lookalikes(c: _Collector) -> None:
     """A name written with a letter of another script or a typographic hyphen (a Cyrillic
-    letter for a Latin one in a pod's suffix, U+2010 for "-") reads as a real name and is
+    letter for a Latin one in a pod's suffix, U+2010 or U+2011 for "-") reads as a real name and is
     none: it is a claim, and no evidence (all ASCII) grounds it."""
     for m in _LOOKALIKE.finditer(c.scan):
         token = m.group()
         if token.isascii() or not _ASCII_NAME.search(token):
             continue
         odd = [ch for ch in token if not ch.isascii()]
-        if all(ch.isalpha() or "\u2010" <= ch <= "\u2015" for ch in odd) and (
-            "-" in token or any("\u2010" <= ch <= "\u2015" for ch in odd)
+        if all(ch.isalpha() or ch in "\u2010\u2011" for ch in odd) and (
+            "-" in token or any(ch in "\u2010\u2011" for ch in odd)
         ):
             c.add("workload", m.start(), m.end())
 
