@@ -117,7 +117,7 @@ def cut_sentences(text: str, spans: Iterable[tuple[int, int]]) -> str:
     for number, line in enumerate(lines):
         if number in hit:
             line = _balanced(line)
-            if line.strip() and _EMPTY_LINE.fullmatch(line):
+            if _EMPTY_LINE.fullmatch(line):  # nothing left on it but blanks or bullets
                 continue
         cleaned.append(line)
     return _EMPTY_FENCE.sub("", "\n".join(cleaned)).strip()

@@ -299,7 +299,11 @@ async def test_a_mark_in_a_sentence_that_is_cut_moves_nothing_after_it(world: Wo
 
 
 async def test_a_list_item_whose_every_sentence_is_cut_goes_whole(world: World) -> None:
-    draft = "- payment-api 1.43.0 fails. Pod payment-api-a9dfd1c984-zzzzz too.\n- Checkout is fine."
+    draft = (
+        "- Checkout is fine.\n"
+        "- payment-api 1.43.0 fails. Pod payment-api-a9dfd1c984-zzzzz too.\n"
+        "- Orders are fine."
+    )
     claims, checks = await ground_draft(draft, world.facts, None, TOLERANCE_S)
     text, _, _ = finalise(draft, claims, checks, "remove")
-    assert text.split("\n\n")[0] == "- Checkout is fine."
+    assert text.split("\n\n")[0] == "- Checkout is fine.\n- Orders are fine."
