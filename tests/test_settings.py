@@ -53,6 +53,12 @@ OUT_OF_RANGE = [
     ("RECURSION_LIMIT", "2", "2 is below the minimum 3"),
     ("TRACE_MAX_REVISIONS", "-1", "-1 is below the minimum 0"),
     ("CLAIM_MAX_REVISIONS", "-1", "-1 is below the minimum 0"),
+    ("GROUNDING_MAX_REVISIONS", "-1", "-1 is below the minimum 0"),
+    (
+        "GROUNDING_TIME_TOLERANCE",
+        "-1",
+        "'-1' is not a duration like 900, 900s, 15m or 1h (got '-1')",
+    ),
     ("TRACE_VERIFY_CONCURRENCY", "0", "0 is below the minimum 1"),
     ("CONTEXT_BUDGET_TOKENS", "199", "199 is below the minimum 200"),
     ("QUESTION_MAX_CHARS", "99", "99 is below the minimum 100"),
