@@ -37,6 +37,7 @@ _COND = re.compile(
     r'(?P<value>"(?:[^"\\]|\\.)*"|[\w.µ]+)\s*$'
 )
 RECENT_WINDOW_S = 3600
+MAX_SEARCH_WINDOW_S = 168 * 3600  # Tempo's query_frontend.search.max_duration default
 ROOT_NOT_RECEIVED = "<root span not yet received>"  # Tempo's rootServiceName, no rootTraceName
 
 
@@ -49,6 +50,8 @@ class TempoFaults:
     """Injectable misbehaviour; change fields while the simulator runs."""
 
     latency_s: float = 0.0
+    # answer every request 200 with an HTML page, as a sign-in proxy in front of Tempo does
+    html_page: bool = False
     status: int | None = None  # answer every request with this HTTP status (e.g. 503)
     hang: bool = False  # never answer (until the simulator stops)
 
@@ -113,6 +116,9 @@ class TempoSimulator(SimulatorServer):
             await asyncio.sleep(self.faults.latency_s)
         if self.faults.status is not None:
             return web.Response(status=self.faults.status, text="injected failure")
+        if self.faults.html_page:
+            page = "<!DOCTYPE html><html><body><form>Sign in</form></body></html>"
+            return web.Response(text=page, content_type="text/html")
         if self.tenant is not None and tenant != self.tenant:
             return web.Response(status=401, text="no org id")
         response: web.StreamResponse = await handler(request)
@@ -158,11 +164,24 @@ class TempoSimulator(SimulatorServer):
         try:
             conditions = parse_traceql(request.query.get("q", "{}"))
             limit = int(request.query.get("limit", "20"))
-            now = time.time()
-            start = float(request.query.get("start", now - RECENT_WINDOW_S))
-            end = float(request.query.get("end", now))
         except (TraceQLError, ValueError) as exc:
             return web.Response(status=400, text=f"invalid TraceQL query: {exc}")
+        now = int(time.time())
+        bounds = {"start": str(now - RECENT_WINDOW_S), "end": str(now)}
+        for name in bounds:
+            raw = request.query.get(name, bounds[name])
+            if not raw.isdigit():  # whole seconds, as Tempo parses them (strconv.ParseInt)
+                return web.Response(
+                    status=400, text=f'invalid {name}: strconv.ParseInt: parsing "{raw}"'
+                )
+            bounds[name] = raw
+        start, end = int(bounds["start"]), int(bounds["end"])
+        if end - start > MAX_SEARCH_WINDOW_S:
+            return web.Response(
+                status=400,
+                text=f"range specified by start and end exceeds 168h0m0s. "
+                f"received start={start} end={end}",
+            )
         found = []
         for trace in sorted(self._traces.values(), key=lambda t: t.start_ns, reverse=True):
             if not start <= trace.start_ns / 1e9 <= end:

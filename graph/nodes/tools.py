@@ -29,6 +29,7 @@ from graph.tools.errors import ToolFailed
 log = logging.getLogger(__name__)
 
 MAX_TOOL_RESULT_CHARS = 12_000
+UNKNOWN_TOOL = "unknown"  # the metric label of a call to a tool that does not exist
 
 Execute = Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
 
@@ -64,7 +65,8 @@ async def _observed(request: ToolCallRequest, execute: Execute) -> ToolMessage |
     result = await bounded(request, execute)
     status = result.status if isinstance(result, ToolMessage) else "success"
     outcome = "failed" if status == "error" else "succeeded"
-    TOOL_CALLS.labels(name, outcome).inc()
+    # The label is the tool's own name: a name the model made up would be a new series.
+    TOOL_CALLS.labels(request.tool.name if request.tool else UNKNOWN_TOOL, outcome).inc()
     report({"type": "tool_finished", "tool": name, "status": status, "outcome": outcome})
     return result
 

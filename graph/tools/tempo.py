@@ -221,7 +221,11 @@ class TempoClient:
             return None  # Tempo says it is not a valid trace id
         if response.status_code >= 400:
             raise TempoQueryError(f"HTTP {response.status_code}: {_clip(response.text)}")
-        spans = parse_spans(response.json())
+        document = _document(response)
+        try:
+            spans = parse_spans(document)
+        except (AttributeError, TypeError, ValueError, KeyError) as exc:
+            raise TempoUnavailable(f"a trace Tempo's shape does not fit ({exc!r:.80})") from exc
         return spans or None
 
     async def tag_values(self, tag: str) -> list[str]:
@@ -229,11 +233,10 @@ class TempoClient:
         response = await self._get(f"/api/v2/search/tag/{tag}/values")
         if response.status_code >= 400:
             raise TempoQueryError(f"HTTP {response.status_code}: {_clip(response.text)}")
-        try:
-            listed = response.json().get("tagValues", [])
-            return [str(v["value"]) for v in listed if isinstance(v, dict) and "value" in v]
-        except (ValueError, AttributeError) as exc:
-            raise TempoUnavailable(f"an answer that is not Tempo's JSON ({exc})") from exc
+        listed = _document(response).get("tagValues")
+        if not isinstance(listed, list):
+            raise TempoUnavailable("a tag-values answer without a list of values")
+        return [str(v["value"]) for v in listed if isinstance(v, dict) and "value" in v]
 
     async def search(self, traceql: str, start_s: int, end_s: int, limit: int) -> list[TraceHit]:
         params: dict[str, str | int] = {
@@ -245,6 +248,9 @@ class TempoClient:
         response = await self._get("/api/search", params)
         if response.status_code >= 400:
             raise TempoQueryError(_clip(response.text) or f"HTTP {response.status_code}")
+        traces = _document(response).get("traces")
+        if not isinstance(traces, list) or not all(isinstance(t, dict) for t in traces):
+            raise TempoUnavailable("a search answer without a list of traces")
         return [
             TraceHit(
                 trace_id=t.get("traceID", ""),
@@ -254,8 +260,22 @@ class TempoClient:
                 duration_ms=int(t.get("durationMs", 0)),
                 matched_spans=sum(s.get("matched", 0) for s in t.get("spanSets", [])),
             )
-            for t in response.json().get("traces", [])
+            for t in traces
         ]
+
+
+def _document(response: httpx.Response) -> dict[str, Any]:
+    """The JSON object Tempo answered. Anything else — a proxy's HTML sign-in page with a
+    200, a truncated body — means Tempo was not really reached: TempoUnavailable, so the
+    trace guard marks IDs unverified and a tool call fails, never the turn."""
+    try:
+        document = response.json()
+    except ValueError as exc:
+        kind = response.headers.get("content-type", "no content type")
+        raise TempoUnavailable(f"an answer that is not Tempo's JSON ({_clip(kind, 60)})") from exc
+    if not isinstance(document, dict):
+        raise TempoUnavailable("an answer that is not Tempo's JSON object")
+    return document
 
 
 def _utc(ns: int) -> str:
