@@ -7,6 +7,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -24,27 +25,72 @@ from gates.store import RequestNotFound, TransitionConflict
 log = logging.getLogger(__name__)
 
 
+STALE_GRACE_S = 60.0  # how long past its TTL a member list still decides while Slack fails
+FIRST_BACKOFF_S = 5.0  # a failed listing is tried again after this, doubling up to
+MAX_BACKOFF_S = 300.0
+
+
 @dataclass
 class ApproverGroup:
-    """Members of ACTION_APPROVER_GROUP, cached (usergroups.users.list is rate-limited)."""
+    """Members of ACTION_APPROVER_GROUP, cached (usergroups.users.list is rate-limited).
+
+    Authorisation fails closed: when Slack cannot list the group, the last list is used for
+    `grace_s` past its TTL and then nobody is a member until a listing succeeds again —
+    someone removed from the group does not stay an approver while the API is down. A failed
+    listing is tried again after a backoff (Slack's Retry-After when it gives one), not on
+    every click."""
 
     client: AsyncWebClient
     group: str | None
     ttl_s: float
+    grace_s: float = STALE_GRACE_S
+    first_backoff_s: float = FIRST_BACKOFF_S
     _members: frozenset[str] = field(default=frozenset())
     _fetched_at: float = field(default=float("-inf"))
+    _retry_at: float = field(default=float("-inf"))
+    _failures: int = 0
 
     async def contains(self, user: str) -> bool:
         if not self.group:
             return False
-        if time.monotonic() - self._fetched_at > self.ttl_s:
-            try:
-                response = await self.client.usergroups_users_list(usergroup=self.group)
-                self._members = frozenset(response.get("users") or [])
-                self._fetched_at = time.monotonic()
-            except SlackApiError as exc:
-                log.warning("cannot list ACTION_APPROVER_GROUP %s: %s", self.group, exc)
+        now = time.monotonic()
+        if now - self._fetched_at > self.ttl_s and now >= self._retry_at:
+            await self._refresh(self.group)
+        if time.monotonic() - self._fetched_at > self.ttl_s + self.grace_s:
+            return False  # no list fresh enough to trust: fail closed
         return user in self._members
+
+    async def _refresh(self, group: str) -> None:
+        try:
+            response = await self.client.usergroups_users_list(usergroup=group)
+        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
+            self._failures += 1
+            backoff = min(MAX_BACKOFF_S, self.first_backoff_s * 2 ** (self._failures - 1))
+            retry_after = _retry_after(exc)
+            self._retry_at = time.monotonic() + max(backoff, retry_after)
+            log.warning(
+                "cannot list ACTION_APPROVER_GROUP %s (%s); next try in %.0fs; until a list "
+                "succeeds, the last one decides for %.0fs past its TTL, then nobody is a member",
+                group,
+                exc,
+                self._retry_at - time.monotonic(),
+                self.grace_s,
+            )
+            return
+        self._members = frozenset(response.get("users") or [])
+        self._fetched_at = time.monotonic()
+        self._failures = 0
+
+
+def _retry_after(exc: BaseException) -> float:
+    """Slack's Retry-After of a rate-limited answer, in seconds (0 when it gave none)."""
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None) or {}
+    value = headers.get("Retry-After") or headers.get("retry-after")
+    try:
+        return float(value) if value else 0.0
+    except ValueError:
+        return 0.0
 
 
 @dataclass(frozen=True)
