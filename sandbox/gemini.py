@@ -62,6 +62,16 @@ class Reply:
     def error(cls, status: int = 500, message: str = "simulated failure") -> Reply:
         return cls(status=status, error_message=message)
 
+    @classmethod
+    def quota(cls, retry_delay_s: float = 6.0) -> Reply:
+        """429 RESOURCE_EXHAUSTED for this one request, asking to retry in `retry_delay_s`."""
+        return cls(status=429, error_message=f"{retry_delay_s:g}")
+
+    @classmethod
+    def overloaded(cls) -> Reply:
+        """503 UNAVAILABLE for this one request."""
+        return cls(status=503)
+
     def body(self, prompt_tokens: int = 1) -> dict[str, Any]:
         return {
             "candidates": [
@@ -315,6 +325,12 @@ class GeminiSimulator(SimulatorServer):
         recorded.status = reply.status
         if reply.delay_s:
             await asyncio.sleep(reply.delay_s)
+        if reply.status == 429:
+            delay = float(reply.error_message)
+            body = quota_error("GenerateRequestsPerMinutePerProjectPerModel", model, 0, delay)
+            return web.json_response(body, status=429)
+        if reply.status == 503:
+            return web.json_response(overload_error(), status=503)
         if reply.status != 200:
             error = {"code": reply.status, "message": reply.error_message, "status": "INTERNAL"}
             return web.json_response({"error": error}, status=reply.status)

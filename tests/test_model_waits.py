@@ -1,0 +1,83 @@
+"""Quota errors delay answers, they never lose them: real `tracegate` processes against a
+Gemini simulator that answers 429 RESOURCE_EXHAUSTED (with RetryInfo) as the real API does."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from sandbox import GeminiSimulator, Reply
+from sandbox.slack import SlackSimulator
+from tests.fleet_fixtures import ANSWER, answered, ask, serving
+
+WAITING = "Waiting for model capacity — next try at"
+# The issue's measurement used a 25 s outage and RetryInfo 6 s. The test keeps the 6 s delay
+# and shortens the outage to 13 s (each turn still meets it two or three times) for the
+# suite's time; OUTAGE_S = 25 passes the same way (measured: see the report).
+OUTAGE_S = 13
+RETRY_DELAY_S = 6
+
+
+def _waits_shown(slack: SlackSimulator, root: str) -> list[str]:
+    """The placeholder edits of a thread that said the turn waits for the model."""
+    placeholders = {m.ts for m in slack.thread("C1", root)}
+    return [
+        c.args.get("text", "")
+        for c in slack.calls_to("chat.update")
+        if c.args.get("ts") in placeholders and WAITING in c.args.get("text", "")
+    ]
+
+
+async def test_a_quota_outage_delays_every_answer_and_loses_none(
+    slack: SlackSimulator, gemini: GeminiSimulator, fleet_for
+) -> None:
+    gemini.outage(OUTAGE_S, retry_delay_s=RETRY_DELAY_S)
+    gemini.script(*[Reply.text(ANSWER)] * 5)
+    fleet = fleet_for(LLM_MAX_RETRIES="2")
+    serve = await serving(fleet)
+    started = time.monotonic()
+    roots = [await ask(slack, serve, f"checkout 500s in region {n}, why?") for n in range(5)]
+    threads = await asyncio.gather(
+        *(answered(slack, root, ANSWER, fleet, OUTAGE_S + 40) for root in roots)
+    )
+    assert time.monotonic() - started >= OUTAGE_S - 1  # none was answered before it ended
+    for root, thread in zip(roots, threads, strict=True):
+        assert _waits_shown(slack, root), f"the placeholder of {root} never showed the wait"
+        assert not [m.text for m in thread if ":x:" in m.text or "did not answer" in m.text]
+    refused = gemini.refused()
+    assert refused and all(r.status == 429 for r in refused)
+    # Each turn tried again when the API said, not within seconds (LLM_MAX_RETRIES=2).
+    assert len(refused) <= 5 * (OUTAGE_S // RETRY_DELAY_S + 2)
+    assert len([r for r in gemini.requests if r.status == 200]) == 5
+
+
+async def test_a_waiting_turn_leaves_its_worker_slot_to_other_threads(
+    slack: SlackSimulator, gemini: GeminiSimulator, fleet_for
+) -> None:
+    """One worker slot: while the first thread's turn waits out its retry delay, the second
+    thread's turn runs and is answered."""
+    gemini.script(Reply.quota(retry_delay_s=8), Reply.text("second answered"), Reply.text(ANSWER))
+    fleet = fleet_for(WORKER_CONCURRENCY="1")
+    serve = await serving(fleet)
+    first = await ask(slack, serve, "first question")
+    await asyncio.sleep(1.5)  # its model call was refused; it waits 8 s
+    started = time.monotonic()
+    second = await ask(slack, serve, "second question")
+    await answered(slack, second, "second answered", fleet, 6)
+    assert time.monotonic() - started < 6
+    assert not any(ANSWER in m.text for m in slack.thread("C1", first))
+    await answered(slack, first, ANSWER, fleet, 20)
+    assert _waits_shown(slack, first)
+
+
+async def test_past_model_wait_max_the_turn_ends_saying_it_was_the_quota(
+    slack: SlackSimulator, gemini: GeminiSimulator, fleet_for
+) -> None:
+    gemini.outage(120, retry_delay_s=2)
+    fleet = fleet_for(MODEL_WAIT_MAX="5s")
+    serve = await serving(fleet)
+    root = await ask(slack, serve)
+    thread = await answered(slack, root, "MODEL_WAIT_MAX", fleet, 30)
+    final = next(m.text for m in thread if "MODEL_WAIT_MAX" in m.text)
+    assert "quota" in final and "LLM_FALLBACK_MODEL" in final
+    assert len(gemini.requests) <= 5  # a try every 2 s for 5 s, not a storm
