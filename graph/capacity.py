@@ -63,12 +63,12 @@ class CapacityLimits(BaseModel):
     rpm: int = Field(default=0, ge=0)  # MODEL_RPM: requests per window per model; 0: none
     tpm: int = Field(default=0, ge=0)  # MODEL_TPM: input tokens per window per model; 0: none
     # MODEL_RATE_WINDOW: the quota's window; the API's quotas are per minute
-    window_s: float = Field(default=60.0, gt=0, le=3600)
-    wait_max_s: float = Field(default=600.0, ge=0)  # MODEL_WAIT_MAX: a turn waits this long
+    window_s: float = Field(default=60.0, ge=1, le=3600)
+    wait_max_s: float = Field(default=600.0, ge=0, le=86400)  # MODEL_WAIT_MAX: a turn waits
     # A wait this short is waited holding the worker slot; longer ones hand the turn back.
     inline_wait_s: float = Field(default=2.0, ge=0)
     fallback_model: str | None = None  # LLM_FALLBACK_MODEL, provider:model
-    fallback_after_s: float = Field(default=60.0, ge=0)  # MODEL_FALLBACK_AFTER
+    fallback_after_s: float = Field(default=60.0, ge=0, le=3600)  # MODEL_FALLBACK_AFTER
     thread_token_budget: int = Field(default=0, ge=0)  # THREAD_TOKEN_BUDGET; 0: off
     channel_daily_token_budget: int = Field(default=0, ge=0)  # CHANNEL_DAILY_TOKEN_BUDGET
 
