@@ -8,6 +8,7 @@ import time
 
 from sandbox import GeminiSimulator, Reply
 from sandbox.slack import SlackSimulator
+from tests.conftest import MODEL
 from tests.fleet_fixtures import ANSWER, answered, ask, serving
 
 WAITING = "Waiting for model capacity — next try at"
@@ -81,3 +82,31 @@ async def test_past_model_wait_max_the_turn_ends_saying_it_was_the_quota(
     final = next(m.text for m in thread if "MODEL_WAIT_MAX" in m.text)
     assert "quota" in final and "LLM_FALLBACK_MODEL" in final
     assert len(gemini.requests) <= 5  # a try every 2 s for 5 s, not a storm
+
+
+# The case is MODEL_RPM=20 over the API's 60 s window; the test shortens the window,
+# in the limiter (MODEL_RATE_WINDOW) and in the simulator's quota alike, to keep the suite
+# short. The behaviour is the same: 20 calls in the first window, the other 10 in the next.
+RATE_WINDOW_S = 15
+
+
+async def test_thirty_questions_over_two_workers_keep_to_one_shared_limit(
+    slack: SlackSimulator, gemini: GeminiSimulator, fleet_for
+) -> None:
+    gemini.limit(MODEL, rpm=20, window_s=RATE_WINDOW_S)  # the API's own quota, as a check
+    gemini.script(*[Reply.text(ANSWER)] * 30)
+    fleet = fleet_for(WORKER_MODE="queue", MODEL_RPM="20", MODEL_RATE_WINDOW=f"{RATE_WINDOW_S}s")
+    serve = await serving(fleet)
+    workers = [fleet.worker(), fleet.worker()]
+    for worker in workers:
+        await worker.ready()
+    started = time.monotonic()
+    roots = [await ask(slack, serve, f"question {n}: checkout 500s, why?") for n in range(30)]
+    await asyncio.gather(
+        *(answered(slack, root, ANSWER, fleet, 3 * RATE_WINDOW_S + 30) for root in roots)
+    )
+    took = time.monotonic() - started
+    assert gemini.max_in_window(RATE_WINDOW_S) <= 20, fleet.logs()
+    assert not gemini.refused()  # the API never had to refuse one
+    assert took >= RATE_WINDOW_S  # the last ten waited for the next window
+    assert len(gemini.requests) == 30
