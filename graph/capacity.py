@@ -414,7 +414,7 @@ class ModelGuard:
         now = self.clock()
         ttl_ms = int(max(self.limits.window_s, self.limits.fallback_after_s) * 2000) + 1000
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.set(key, f"{now:.3f}", nx=True)
+            pipe.set(key, repr(now), nx=True)
             pipe.pexpire(key, ttl_ms)
             pipe.get(key)
             *_, since = await pipe.execute()
