@@ -143,6 +143,7 @@ class CallScope:
     thread: str | None = None
     channel: str | None = None  # the channel's daily budget is counted under this key
     under_way: bool = False  # a call of this turn was made (or it resumed): it goes first
+    calls: int = 0  # calls answered in this run
     answered_by: dict[str, str] = field(default_factory=dict)  # role → the model that answered
 
 
@@ -171,38 +172,69 @@ def estimate_tokens(messages: list[BaseMessage], extra: object = None) -> int:
 
 # --- the shared limit ----------------------------------------------------------------------
 # KEYS[1]: the model's log, a sorted set of calls granted in the window (member
-# "<call id>:<input tokens>", score: Redis's time in ms). ARGV: window ms, rpm, tpm, call id,
-# estimated tokens. Grants ({1}) and logs the call, or says how long until it would fit
-# ({0, ms}). A call bigger than the whole TPM is granted into an empty window. The log keeps
-# only the window (trimmed on every call, expires with it): its size is bounded by the RPM.
+# "<call id>:<input tokens>", score: Redis's time in ms). KEYS[2]: the calls waiting for the
+# model, by rank; KEYS[3]: when each waiter is forgotten if it does not come back.
+# ARGV: window ms, rpm, tpm, call id, estimated tokens, waiter, class (0: a call of a turn
+# under way, 1: a new turn's first call), grace ms.
+#
+# A call goes when the window has room for it *and* for every waiter ranked before it (each
+# counted as one request and as this call's tokens): a turn under way (its grader, its judge,
+# its next agent step) before any new turn's first call; within a class, first come first
+# served — and since a thread runs one turn at a time, a thread has at most one waiter, so
+# one thread's follow-ups queue behind the others' questions instead of starving them. A
+# refused call is told when its place in the window frees, keeps its rank (the first one it
+# got) while it waits away, and is forgotten `grace` after that time if it does not come
+# back (a dead process). A call bigger than the whole TPM is granted into an empty window.
+# The log keeps only the window (trimmed every call, expires with it): at most RPM entries.
 _ACQUIRE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local window, rpm, tpm = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local tokens = tonumber(ARGV[5])
+local tokens, waiter = tonumber(ARGV[5]), ARGV[6]
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
+if #gone > 0 then
+    redis.call('ZREM', KEYS[2], unpack(gone))
+    redis.call('ZREM', KEYS[3], unpack(gone))
+end
+local rank = redis.call('ZSCORE', KEYS[2], waiter)
+rank = rank and tonumber(rank) or (tonumber(ARGV[7]) * 1e13 + now)
+local ahead = redis.call('ZCOUNT', KEYS[2], '-inf', '(' .. string.format('%d', rank))
 local log = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
 local n = #log / 2
+local function frees(i)  -- when the i-th oldest call (1-based) leaves the window
+    if i > n then return window end
+    return tonumber(log[2 * i]) + window - now
+end
 local wait = 0
-if rpm > 0 and n >= rpm then
-    wait = tonumber(log[(n - rpm) * 2 + 2]) + window - now
+if rpm > 0 and n + ahead >= rpm then
+    wait = frees(n + ahead - rpm + 1)
 end
 if tpm > 0 and n > 0 then
     local used = 0
     for i = 1, n do used = used + tonumber(string.match(log[2 * i - 1], ':(%d+)$')) end
-    if used + tokens > tpm then
-        local freed, fits = 0, tonumber(log[2 * n]) + window - now
+    local needed = used + tokens * (ahead + 1) - tpm
+    if needed > 0 then
+        local freed, fits = 0, frees(n + 1)
         for i = 1, n do
             freed = freed + tonumber(string.match(log[2 * i - 1], ':(%d+)$'))
-            if used - freed + tokens <= tpm then
-                fits = tonumber(log[2 * i]) + window - now
+            if freed >= needed then
+                fits = frees(i)
                 break
             end
         end
         wait = math.max(wait, fits)
     end
 end
-if wait > 0 then return {0, wait} end
+if wait > 0 then
+    redis.call('ZADD', KEYS[2], 'NX', rank, waiter)
+    redis.call('ZADD', KEYS[3], now + wait + tonumber(ARGV[8]), waiter)
+    redis.call('PEXPIRE', KEYS[2], window + wait + tonumber(ARGV[8]))
+    redis.call('PEXPIRE', KEYS[3], window + wait + tonumber(ARGV[8]))
+    return {0, wait}
+end
+redis.call('ZREM', KEYS[2], waiter)
+redis.call('ZREM', KEYS[3], waiter)
 redis.call('ZADD', KEYS[1], now, ARGV[4] .. ':' .. ARGV[5])
 redis.call('PEXPIRE', KEYS[1], window)
 return {1, 0}
@@ -225,6 +257,9 @@ class SharedLimiter:
     # some time after its grant, and that time varies (a new connection, a busy process).
     MARGIN = 0.02
     MARGIN_MIN_S = 0.5
+    # A waiter handed back to the queue comes back about when it was told (saq's scheduler,
+    # a worker slot, the thread's lease); one not back this long after is forgotten.
+    WAITER_GRACE_S = 10.0
 
     def __init__(self, redis: aioredis.Redis, prefix: str, limits: CapacityLimits) -> None:
         self.redis, self.prefix, self.limits = redis, prefix, limits
@@ -239,13 +274,26 @@ class SharedLimiter:
         # One key per model, the same in every process: that is what makes the limit shared.
         return f"{self.prefix}:model-rate:{model}"
 
-    async def try_acquire(self, model: str, call_id: str, tokens: int) -> float:
-        """0 when the call may go now (and is logged); else seconds until it would fit."""
+    async def try_acquire(
+        self, model: str, call_id: str, tokens: int, waiter: str = "", under_way: bool = False
+    ) -> float:
+        """0 when the call may go now (and is logged); else seconds until its place in the
+        window frees (`waiter` keeps its place meanwhile: one id per turn and call)."""
         window_s = self.limits.window_s
         window_ms = int((window_s + max(window_s * self.MARGIN, self.MARGIN_MIN_S)) * 1000)
+        keys = [self.key(model), f"{self.key(model)}:waiting", f"{self.key(model)}:waiting-until"]
         granted, wait_ms = await self._acquire(
-            keys=[self.key(model)],
-            args=[window_ms, self.limits.rpm, self.limits.tpm, call_id, tokens],
+            keys=keys,
+            args=[
+                window_ms,
+                self.limits.rpm,
+                self.limits.tpm,
+                call_id,
+                tokens,
+                waiter or call_id,
+                0 if under_way else 1,
+                int(self.WAITER_GRACE_S * 1000),
+            ],
         )
         return 0.0 if int(granted) else max(0.001, int(wait_ms) / 1000)
 
@@ -321,14 +369,18 @@ class ModelGuard:
         return f"{self.prefix}:model-exhausted:{model}"
 
     async def _take_capacity(
-        self, model: str, role: str, call_id: str, tokens: int, *, inline: bool
+        self, model: str, role: str, call_id: str, tokens: int, scope: CallScope, *, inline: bool
     ) -> None:
         """Wait for the shared limit: in place when short (or `inline`), else `ModelBusy`."""
         if not self.limiter.active:
             return
+        # One waiter per turn and call: a turn handed back keeps its place when it returns.
+        waiter = f"{scope.thread}#{scope.calls}" if scope.thread else call_id
         waited = 0.0
         while True:
-            wait = await self.limiter.try_acquire(model, call_id, tokens)
+            wait = await self.limiter.try_acquire(
+                model, call_id, tokens, waiter, scope.under_way or role != "agent"
+            )
             if not wait:
                 if waited:
                     LIMITER_DELAY.labels(model, role).observe(waited)
@@ -363,7 +415,7 @@ class ModelGuard:
         while True:
             call_id = uuid.uuid4().hex[:16]
             try:
-                await self._take_capacity(current, role, call_id, estimated, inline=inline)
+                await self._take_capacity(current, role, call_id, estimated, scope, inline=inline)
                 result = await generate(current)
             except ModelBusy as busy:
                 if inline and busy.retry_at - started <= self.limits.wait_max_s:
@@ -397,6 +449,7 @@ class ModelGuard:
         if current == model:
             await self.redis.delete(self._exhausted_key(model))
         scope.under_way = True
+        scope.calls += 1
         scope.answered_by[role] = current
         usage = _usage(result)
         if usage is not None:

@@ -266,3 +266,65 @@ async def test_a_spent_channel_budget_stops_every_thread_of_the_channel(
         await model.ainvoke([HumanMessage("hi")])  # type: ignore[attr-defined]
     with call_scope(CallScope(thread="b", channel=f"T:{prefix}")), pytest.raises(BudgetExceeded):
         await model.ainvoke([HumanMessage("x" * 200)])  # type: ignore[attr-defined]
+
+
+# --- who goes first ---------------------------------------------------------------------
+async def _refused(model: object, scope: CallScope) -> ModelBusy:
+    with call_scope(scope), pytest.raises(ModelBusy) as busy:
+        await model.ainvoke([HumanMessage("hi")])  # type: ignore[attr-defined]
+    return busy.value
+
+
+async def _answered(model: object, scope: CallScope) -> None:
+    with call_scope(scope):
+        await model.ainvoke([HumanMessage("hi")])  # type: ignore[attr-defined]
+
+
+async def _until(at: float) -> None:
+    await asyncio.sleep(max(0.0, at - time.time()) + 0.05)
+
+
+async def test_a_running_turns_grader_goes_before_a_new_turns_first_call(
+    gemini: GeminiSimulator, model_spec: ModelSpec, redis_client: aioredis.Redis, prefix: str
+) -> None:
+    gemini.script(Reply.text("first"), Reply.text("graded"), Reply.text("new turn"))
+    limits = {"rpm": 1, "window_s": 1, "inline_wait_s": 0}
+    guard = ModelGuard(redis_client, prefix, CapacityLimits(**limits))  # type: ignore[arg-type]
+    agent = make_chat_model(model_spec, "LLM_MODEL", guard)
+    grader = make_chat_model(model_spec, "GRADER_MODEL", guard)
+    await _answered(agent, CallScope(thread="earlier"))  # the window is full
+    new = await _refused(agent, CallScope(thread="new"))  # asked first …
+    graded = await _refused(grader, CallScope(thread="running", under_way=True))
+    await _until(max(new.retry_at, graded.retry_at))
+    # … but when the window has room for one, the turn under way takes it.
+    await _refused(agent, CallScope(thread="new"))
+    await _answered(grader, CallScope(thread="running", under_way=True))
+    later = await _refused(agent, CallScope(thread="new"))
+    await _until(later.retry_at)
+    await _answered(agent, CallScope(thread="new"))
+    assert [r.status for r in gemini.requests] == [200, 200, 200]  # nothing was refused
+
+
+async def test_one_threads_follow_ups_queue_behind_another_threads_question(
+    gemini: GeminiSimulator, model_spec: ModelSpec, redis_client: aioredis.Redis, prefix: str
+) -> None:
+    gemini.script(*[Reply.text("ok")] * 3)
+    _, agent = _guarded(model_spec, redis_client, prefix, rpm=1, window_s=1, inline_wait_s=0)
+    await _answered(agent, CallScope(thread="busy-thread"))
+    other = await _refused(agent, CallScope(thread="quiet-thread"))
+    follow_up = await _refused(agent, CallScope(thread="busy-thread"))  # its next question
+    await _until(max(other.retry_at, follow_up.retry_at))
+    await _refused(agent, CallScope(thread="busy-thread"))  # first to ask again, still second
+    await _answered(agent, CallScope(thread="quiet-thread"))
+
+
+async def test_a_waiter_that_never_comes_back_is_forgotten(
+    gemini: GeminiSimulator, model_spec: ModelSpec, redis_client: aioredis.Redis, prefix: str
+) -> None:
+    gemini.script(*[Reply.text("ok")] * 2)
+    guard, agent = _guarded(model_spec, redis_client, prefix, rpm=1, window_s=1, inline_wait_s=0)
+    guard.limiter.WAITER_GRACE_S = 0.5
+    await _answered(agent, CallScope(thread="first"))
+    gone = await _refused(agent, CallScope(thread="dead-process", under_way=True))
+    await _until(gone.retry_at + 0.5)
+    await _answered(agent, CallScope(thread="alive"))
