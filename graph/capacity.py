@@ -438,7 +438,7 @@ class ModelGuard:
                     "model %s: %s (%s); next try in %.1fs",
                     current,
                     reason,
-                    exc,
+                    getattr(exc, "status", None) or type(exc).__name__,
                     retry_at - self.clock(),
                 )
                 if inline and retry_at - started <= self.limits.wait_max_s:

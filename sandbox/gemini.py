@@ -239,7 +239,10 @@ class GeminiSimulator(SimulatorServer):
     ) -> None:
         """Refuse every request (for `model`, or any) for the next `seconds`: 429 quota
         exhausted (RetryInfo says `retry_delay_s`, else the time left) or 503 overloaded
-        (with Retry-After when `retry_delay_s` is given)."""
+        (with Retry-After when `retry_delay_s` is given). `seconds` 0 ends every outage."""
+        if seconds <= 0:  # ends the outages under way
+            self._outages.clear()
+            return
         self._outages.append(Outage(time.monotonic() + seconds, status, model, retry_delay_s))
 
     def max_in_window(self, window_s: float, model: str | None = None) -> int:

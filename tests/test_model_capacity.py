@@ -328,3 +328,37 @@ async def test_a_waiter_that_never_comes_back_is_forgotten(
     gone = await _refused(agent, CallScope(thread="dead-process", under_way=True))
     await _until(gone.retry_at + 0.5)
     await _answered(agent, CallScope(thread="alive"))
+
+
+async def test_every_capacity_key_expires(
+    gemini: GeminiSimulator, model_spec: ModelSpec, redis_client: aioredis.Redis, prefix: str
+) -> None:
+    gemini.outage(30, model=MODEL, retry_delay_s=1)
+    gemini.script(*[Reply.text("ok")] * 3)
+    _, agent = _guarded(
+        model_spec,
+        redis_client,
+        prefix,
+        rpm=2,  # the refused call counts: the API may count it too
+        window_s=5,
+        inline_wait_s=0,
+        thread_token_budget=10_000,
+        channel_daily_token_budget=10_000,
+        fallback_model=f"google_genai:{FALLBACK}",
+    )
+    seen: dict[str, int] = {}
+
+    async def look() -> None:
+        async for raw in redis_client.scan_iter(f"{prefix}:*"):
+            seen[raw.decode()] = await redis_client.pttl(raw)
+
+    with pytest.raises(ModelBusy):  # the primary refuses: marked exhausted
+        await _answered(agent, CallScope(thread="t", channel="T:C"))
+    await look()
+    gemini.outage(0)  # over
+    await _answered(agent, CallScope(thread="t", channel="T:C"))  # logged, spent
+    await _refused(agent, CallScope(thread="u", channel="T:C"))  # waits: ranked
+    await look()
+    assert {k.split(":")[1] for k in seen} == {"model-rate", "tokens", "model-exhausted"}
+    assert {k for k in seen if k.endswith(":waiting")}
+    assert not [key for key, ttl in seen.items() if ttl <= 0], seen

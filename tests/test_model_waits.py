@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+import aiohttp
+
 from sandbox import GeminiSimulator, Reply
 from sandbox.slack import SlackSimulator
 from tests.conftest import MODEL
@@ -50,6 +52,19 @@ async def test_a_quota_outage_delays_every_answer_and_loses_none(
     # Each turn tried again when the API said, not within seconds (LLM_MAX_RETRIES=2).
     assert len(refused) <= 5 * (OUTAGE_S // RETRY_DELAY_S + 2)
     assert len([r for r in gemini.requests if r.status == 200]) == 5
+    metrics = await _metrics(serve.url)
+    quota = f'tracegate_model_quota_errors_total{{model="google_genai:{MODEL}",reason="quota"}}'
+    assert metrics[quota] == len(refused)
+    assert metrics['tracegate_model_wait_seconds_count{reason="quota"}'] == len(refused)
+    # A wait is logged as one, not as saq's "Error processing job" with a traceback.
+    assert "Error processing job" not in serve.log()
+
+
+async def _metrics(url: str) -> dict[str, float]:
+    async with aiohttp.ClientSession() as session, session.get(f"{url}/metrics") as response:
+        text = await response.text()
+    samples = (line.rsplit(" ", 1) for line in text.splitlines() if not line.startswith("#"))
+    return {name: float(value) for name, value in samples}
 
 
 async def test_a_waiting_turn_leaves_its_worker_slot_to_other_threads(
