@@ -446,7 +446,7 @@ class ModelGuard:
                     continue
                 raise ModelBusy(current, retry_at, reason) from exc
             break
-        if current == model:
+        if fallback and current == model:  # the primary answers: no longer exhausted
             await self.redis.delete(self._exhausted_key(model))
         scope.under_way = True
         scope.calls += 1

@@ -307,10 +307,11 @@ class Investigator:
         except BudgetExceeded as spent:
             turn.report({"type": "stopped", "reason": "token_budget", "budget": spent.budget})
             message = _budget_message(spent)
+            draft = _answer(turn.final)  # a checked draft of this turn, if it got that far
             return turn.result(
                 "incomplete",
-                message,
-                notices=[*notices, message],
+                draft or message,
+                notices=[*notices, message] if draft else notices,
                 stop_reason="token_budget",
                 **_turn_fields(turn.final),
             )

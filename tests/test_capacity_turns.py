@@ -143,7 +143,7 @@ async def test_a_spent_thread_budget_ends_the_turn_with_a_message_and_shows_on_m
     async with guarded(thread_token_budget=spent + 50) as investigator:
         second = await investigator.investigate(thread_id, "and what changed?", "U1")
     assert second.status == "incomplete" and second.stop_reason == "token_budget"
-    assert "THREAD_TOKEN_BUDGET" in second.answer
+    assert "THREAD_TOKEN_BUDGET" in second.answer and not second.notices  # said once
     assert len(gemini.requests) == 1  # stopped before the call, not after it
     assert _sample("tracegate_token_budget_stops_total", budget="thread") == stops + 1
 

@@ -125,3 +125,36 @@ async def test_thirty_questions_over_two_workers_keep_to_one_shared_limit(
     assert not gemini.refused()  # the API never had to refuse one
     assert took >= RATE_WINDOW_S  # the last ten waited for the next window
     assert len(gemini.requests) == 30
+
+
+async def test_a_thread_past_its_token_budget_is_told_so_not_shown_an_error(
+    slack: SlackSimulator, gemini: GeminiSimulator, fleet_for
+) -> None:
+    fleet = fleet_for(THREAD_TOKEN_BUDGET="100")  # less than one agent call
+    serve = await serving(fleet)
+    root = await ask(slack, serve)
+    thread = await answered(slack, root, "THREAD_TOKEN_BUDGET", fleet, 20)
+    assert not [m.text for m in thread if ":x:" in m.text]
+    assert not gemini.requests  # stopped before the call
+    metrics = await _metrics(serve.url)
+    assert metrics['tracegate_token_budget_stops_total{budget="thread"}'] == 1
+
+
+async def test_the_fallback_model_answers_while_the_primary_stays_exhausted(
+    slack: SlackSimulator, gemini: GeminiSimulator, fleet_for
+) -> None:
+    fallback = "gemini-3.8-flash-lite"
+    gemini.outage(120, model=MODEL, retry_delay_s=3)
+    gemini.script(Reply.text(ANSWER), model=fallback)
+    fleet = fleet_for(LLM_FALLBACK_MODEL=f"google_genai:{fallback}", MODEL_FALLBACK_AFTER="2s")
+    serve = await serving(fleet)
+    root = await ask(slack, serve)
+    await answered(slack, root, ANSWER, fleet, 30)
+    assert _waits_shown(slack, root)  # the primary was waited for, then the fallback asked
+    assert [(r.model, r.status) for r in gemini.requests][-1] == (fallback, 200)
+    metrics = await _metrics(serve.url)
+    uses = (
+        f'tracegate_model_fallback_total{{fallback="google_genai:{fallback}",'
+        f'model="google_genai:{MODEL}",role="agent"}}'
+    )
+    assert metrics[uses] == 1
