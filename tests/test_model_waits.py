@@ -73,7 +73,8 @@ async def test_a_waiting_turn_leaves_its_worker_slot_to_other_threads(
     """One worker slot: while the first thread's turn waits out its retry delay, the second
     thread's turn runs and is answered."""
     gemini.script(Reply.quota(retry_delay_s=8), Reply.text("second answered"), Reply.text(ANSWER))
-    fleet = fleet_for(WORKER_CONCURRENCY="1")
+    # MAX_ATTEMPTS=1: a wait is not an attempt, or the first turn would be given up.
+    fleet = fleet_for(WORKER_CONCURRENCY="1", MAX_ATTEMPTS="1")
     serve = await serving(fleet)
     first = await ask(slack, serve, "first question")
     await asyncio.sleep(1.5)  # its model call was refused; it waits 8 s
@@ -110,7 +111,13 @@ async def test_thirty_questions_over_two_workers_keep_to_one_shared_limit(
 ) -> None:
     gemini.limit(MODEL, rpm=20, window_s=RATE_WINDOW_S)  # the API's own quota, as a check
     gemini.script(*[Reply.text(ANSWER)] * 30)
-    fleet = fleet_for(WORKER_MODE="queue", MODEL_RPM="20", MODEL_RATE_WINDOW=f"{RATE_WINDOW_S}s")
+    # 15 turns at a time per worker: both workers take turns (one alone could take all 30).
+    fleet = fleet_for(
+        WORKER_MODE="queue",
+        WORKER_CONCURRENCY="15",
+        MODEL_RPM="20",
+        MODEL_RATE_WINDOW=f"{RATE_WINDOW_S}s",
+    )
     serve = await serving(fleet)
     workers = [fleet.worker(), fleet.worker()]
     for worker in workers:
