@@ -37,6 +37,7 @@ from bot.thread_context import ThreadReader
 from bot.threads import ThreadMemory, thread_key
 from bot.turns import Turn, TurnStore, turn_id_of
 from bot.worker import Fence, TurnQueue, WorkerTiming, enqueue_turn, job_for_record
+from graph.capacity import ModelBusy, wait_text
 from graph.log_context import bind_log_context
 from graph.runner import InvestigationResult, Investigator
 
@@ -157,6 +158,7 @@ class Conversations:
     presentation: Presentation
     max_attempts: int
     reader: ThreadReader
+    model_wait_max_s: float = 600.0  # MODEL_WAIT_MAX: a turn waits this long for capacity
 
     # --- receiving (before the ack) ------------------------------------------------------
     async def on_message(
@@ -270,16 +272,25 @@ class Conversations:
             rubric = await self.memory.channel_rubric(turn.team, turn.channel)
             context = await self.reader.unseen(turn, include=turn.about)
             TURNS_STARTED.inc()
-            result = await self.investigator.investigate(
-                turn.thread,
-                turn.text,
-                turn.user,
-                on_progress=placeholder.progress if placeholder else None,
-                channel_rubric=rubric,
-                turn_id=turn.id,
-                context=context,
-                fence=fence,
-            )
+            # The wait for model capacity is counted from the turn's first wait, over runs.
+            waiting_since = turn.model_wait_since or time.time()
+            try:
+                result = await self.investigator.investigate(
+                    turn.thread,
+                    turn.text,
+                    turn.user,
+                    on_progress=placeholder.progress if placeholder else None,
+                    channel_rubric=rubric,
+                    turn_id=turn.id,
+                    context=context,
+                    fence=fence,
+                    channel=f"{turn.team}:{turn.channel}",
+                    wait_until=waiting_since + self.model_wait_max_s,
+                )
+            except ModelBusy as busy:
+                await self.turns.waiting_since(turn.id)
+                await self._show_wait(turn, busy, fence)
+                raise  # the worker hands the turn back to the queue until the next try
             observe_turn(result)
             await fence()
             await self.turns.store_result(turn.id, result.model_dump(mode="json"))
@@ -287,6 +298,18 @@ class Conversations:
         await self._deliver(turn, result, fence)
         await self.turns.finish(turn)
         await self._react(turn, _outcome(result), replacing=TAKEN)
+
+    async def _show_wait(self, turn: Turn, busy: ModelBusy, fence: Fence) -> None:
+        """The placeholder says the turn waits, and until when (best effort)."""
+        if not turn.placeholder_ts:
+            return
+        await fence()
+        try:
+            await self.client.chat_update(
+                channel=turn.channel, ts=turn.placeholder_ts, text=wait_text(busy.retry_at)
+            )
+        except Exception as exc:  # cosmetic: the turn waits all the same
+            log.warning("could not show the wait of %s: %s", turn.id, exc)
 
     async def _react(self, turn: Turn, name: str, *, replacing: str | None = None) -> None:
         """Status at a glance on the message that asked. Best effort: a reaction that

@@ -34,6 +34,12 @@ TURN_SECONDS = Histogram(
     ["status"],
     buckets=(1, 2, 5, 10, 20, 30, 60, 120, 300, 600),
 )
+MODEL_WAITS = Histogram(
+    "tracegate_model_wait_seconds",
+    "Waits of turns for model capacity, until their next try (the worker slot is free)",
+    ["reason"],  # quota | overload | limit
+    buckets=(1, 2, 5, 10, 20, 30, 60, 120, 300, 600),
+)
 QUEUE_DEPTH = Gauge("tracegate_queue_depth", "Turns queued and not yet taken by a worker")
 OLDEST_WAITING = Gauge(
     "tracegate_queue_oldest_turn_seconds", "Age of the oldest turn not finished yet (0: none)"

@@ -15,6 +15,7 @@ from bot.preflight import check_redis
 from bot.settings import Settings
 from gates.cluster import KubernetesCluster
 from gates.pipeline import ActionPipeline, build_pipeline
+from graph.capacity import ModelGuard
 from graph.checkpoint import redis_options
 from graph.model import make_chat_model
 from graph.runner import Investigator, open_investigator
@@ -49,6 +50,13 @@ async def open_runtime(
     try:
         if redis is None:
             await check_redis(client, settings.redis_url)
+        # One guard for every model call of the process; its limit is shared through Redis.
+        guard = ModelGuard(
+            client,
+            settings.redis_prefix,
+            settings.capacity_limits(),
+            int(settings.checkpoint_ttl_minutes * 60),
+        )
         actions = None
         if settings.kubernetes_configured:
             kubeconfig = settings.kubeconfig.split(os.pathsep)[0] if settings.kubeconfig else None
@@ -57,7 +65,8 @@ async def open_runtime(
                 client,
                 cluster,
                 settings.action_policy(),
-                make_chat_model(settings.judge_spec(), "JUDGE_MODEL"),
+                # The judge runs inside a proposal: it waits for capacity in place.
+                make_chat_model(settings.judge_spec(), "JUDGE_MODEL", guard, inline=True),
                 prefix=settings.redis_prefix,
                 lease_s=settings.action_lease_s,
             )
@@ -71,6 +80,7 @@ async def open_runtime(
             grader_model=settings.grader_spec(),
             default_rubric=settings.rubric,
             saver=saver,
+            guard=guard,
         ) as investigator:
             yield Runtime(investigator, actions, client, slack_http)
     finally:

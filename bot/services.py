@@ -109,6 +109,7 @@ def build_services(
             ttl_s,
             settings.redis_prefix,
         ),
+        float(settings.model_wait_max),
     )
     runner = TurnRunner(turns, queue, conversations.run, conversations.prepare, timing)
     if isinstance(queue, InProcessQueue):

@@ -29,6 +29,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from bot.worker import WorkerTiming
 from gates.config import ActionPolicy
 from gates.store import DEFAULT_LEASE_S
+from graph.capacity import CapacityLimits
 from graph.config import GraphLimits, ModelSpec, TempoSpec
 from graph.rubric import DEFAULT_RUBRIC
 
@@ -81,6 +82,14 @@ FILLS: dict[type[BaseModel], dict[str, str]] = {
         "timeout_s": "llm_timeout",
         "max_retries": "llm_max_retries",
     },
+    CapacityLimits: {
+        "rpm": "model_rpm",
+        "tpm": "model_tpm",
+        "window_s": "model_rate_window",
+        "wait_max_s": "model_wait_max",
+        "fallback_model": "llm_fallback_model",
+        "fallback_after_s": "model_fallback_after",
+    },
     TempoSpec: {"url": "tempo_url", "tenant": "tempo_tenant", "timeout_s": "tempo_timeout"},
     ActionPolicy: {
         "breaker_max_per_target": "breaker_max_actions_per_target",
@@ -118,6 +127,15 @@ class Settings(BaseSettings):
     gemini_base_url: str | None = _owned(ModelSpec, "base_url")
     llm_timeout: float = _owned(ModelSpec, "timeout_s")
     llm_max_retries: int = _owned(ModelSpec, "max_retries")
+    # Model capacity (CapacityLimits): one limit for every process, waits, fallback, budgets
+    model_rpm: int = _owned(CapacityLimits, "rpm")
+    model_tpm: int = _owned(CapacityLimits, "tpm")
+    model_rate_window: Duration = int(_owned(CapacityLimits, "window_s"))
+    model_wait_max: Duration = int(_owned(CapacityLimits, "wait_max_s"))
+    llm_fallback_model: str | None = _owned(CapacityLimits, "fallback_model")
+    model_fallback_after: Duration = int(_owned(CapacityLimits, "fallback_after_s"))
+    thread_token_budget: int = _owned(CapacityLimits, "thread_token_budget")
+    channel_daily_token_budget: int = _owned(CapacityLimits, "channel_daily_token_budget")
     # Grafana Tempo (TempoSpec)
     tempo_url: str | None = None
     tempo_tenant: str | None = _owned(TempoSpec, "tenant")
@@ -194,6 +212,13 @@ class Settings(BaseSettings):
         if urlsplit(value).scheme not in ("redis", "rediss", "unix"):
             raise ValueError(f"{value!r} is not a URL like redis://host:6379/0")
         return value
+
+    @field_validator("llm_fallback_model")
+    @classmethod
+    def _fallback_model(cls, value: str | None) -> str | None:
+        if value and not value.startswith("google_genai:"):
+            raise ValueError(f"{value!r} is not of the form google_genai:<model>")
+        return value or None
 
     @field_validator("tempo_url", "gemini_base_url", "grafana_url", "slack_api_url")
     @classmethod
@@ -322,6 +347,9 @@ class Settings(BaseSettings):
     def worker_timing(self) -> WorkerTiming:
         return self._typed(WorkerTiming)
 
+    def capacity_limits(self) -> CapacityLimits:
+        return self._typed(CapacityLimits, fallback_model=self.llm_fallback_model or None)
+
     def typed_problems(self) -> list[str]:
         """What the typed configs refuse, one line each (TEMPO_URL is `missing`'s to check)."""
         problems = []
@@ -330,6 +358,7 @@ class Settings(BaseSettings):
             self.action_policy,
             self.model_spec,
             self.worker_timing,
+            self.capacity_limits,
             lambda: self._typed(TempoSpec, url=self.tempo_url or ""),
         ):
             try:

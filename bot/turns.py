@@ -270,6 +270,7 @@ class Turn:
     recorded_at: float = 0.0
     started_at: float = 0.0  # when a worker first ran it (its proposals are made after)
     placeholder_ts: str | None = None
+    model_wait_since: float = 0.0  # when it first waited for model capacity (0: never)
     result: dict[str, Any] | None = None  # the computed answer, stored before delivery
     delivered: frozenset[str] = frozenset()  # delivery steps already done
 
@@ -292,6 +293,7 @@ class Turn:
             recorded_at=float(f.get("recorded_at") or 0),
             started_at=float(f.get("started_at") or 0),
             placeholder_ts=f.get("placeholder_ts") or None,
+            model_wait_since=float(f.get("model_wait_since") or 0),
             result=json.loads(f["result"]) if f.get("result") else None,
             delivered=frozenset(
                 k.removeprefix("delivered:") for k in f if k.startswith("delivered:")
@@ -409,6 +411,15 @@ class TurnStore:
         if not raw:
             return None
         return Turn.from_hash(turn_id, dict(zip(raw[::2], raw[1::2], strict=True)))
+
+    async def waiting_since(self, turn_id: str) -> float:
+        """When the turn first waited for model capacity: now, if it never had."""
+        key = self._key(turn_id)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hsetnx(key, "model_wait_since", f"{time.time():.3f}")
+            pipe.hget(key, "model_wait_since")
+            _, since = await pipe.execute()
+        return float(since)
 
     async def handed_back(self, turn_id: str) -> None:
         """A graceful stop gave the turn back: that run does not count as an attempt."""

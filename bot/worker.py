@@ -35,8 +35,10 @@ from saq.queue.redis import RedisQueue
 from saq.types import Context
 from saq.utils import now as saq_now
 
+from bot.metrics import MODEL_WAITS
 from bot.turns import QueuedJob, Turn, TurnStore
 from gates.store import as_text
+from graph.capacity import ModelBusy
 from graph.checkpoint import Superseded
 
 log = logging.getLogger(__name__)
@@ -44,6 +46,7 @@ log = logging.getLogger(__name__)
 JOB_FUNCTION = "answer_turn"
 POLL_S = 0.2  # how often a waiting job looks at its thread's queue
 ABORT_WAIT_S = 5  # saq's sweep waits this long for a stuck job's abort before retrying it
+RETRY_DELAY_S = 0.5  # a job retried by saq (a hand-back, a crash) runs again after this
 
 
 class WorkerTiming(BaseModel):
@@ -86,6 +89,11 @@ Prepare = Callable[[Turn], Awaitable[None]]
 
 class HandBack(Exception):
     """This worker is stopping: the job goes back to the queue (saq retries it)."""
+
+
+class WaitingForModel(Exception):
+    """The turn waits for model capacity: saq runs its job again at the next try (the job's
+    retry delay), and the worker slot is free meanwhile."""
 
 
 class LeaseLost(Superseded):
@@ -214,7 +222,7 @@ def _job_options(heartbeat_s: int) -> dict[str, Any]:
         "timeout": 0,  # an investigation's length is bounded by the graph, not the queue
         "heartbeat": heartbeat_s,
         "retries": 1000,  # hand-backs are not failures; MAX_ATTEMPTS counts real runs
-        "retry_delay": 0.5,
+        "retry_delay": RETRY_DELAY_S,
         "ttl": 3600,
     }
 
@@ -307,7 +315,31 @@ class TurnRunner:
         self.running = 0  # turns being run by this process right now
 
     async def answer_turn(self, ctx: Context, *, turn_id: str) -> None:
-        """The job: one turn, from its placeholder to its delivered answer."""
+        """The job: one turn, from its placeholder to its delivered answer.
+
+        A turn the model has no capacity for gives its worker slot back: its job is retried
+        by saq at the model's next try (the job's retry delay; saq's own scheduling, so any
+        worker may take it), and the turn resumes from its checkpoint then. The demo's
+        in-process queue has no scheduler: its task waits instead."""
+        job = ctx.get("job")
+        if job is not None and job.retry_delay != RETRY_DELAY_S:
+            job.retry_delay = RETRY_DELAY_S  # a wait's delay is not a crash's (saved at a beat)
+        while True:
+            try:
+                await self._answer_turn(job, turn_id)
+                return
+            except ModelBusy as busy:
+                delay = max(0.0, busy.retry_at - time.time())
+                MODEL_WAITS.labels(busy.reason).observe(delay)
+                log.info("turn %s waits %.1fs for model capacity (%s)", turn_id, delay, busy)
+                if job is None:
+                    await asyncio.sleep(delay)
+                    continue
+                job.retry_delay = max(delay, 0.01)
+                job.retry_backoff = False
+                raise WaitingForModel(str(busy)) from None
+
+    async def _answer_turn(self, job: Job | None, turn_id: str) -> None:
         turn = await self.store.get(turn_id)
         if turn is None:  # evicted or lost with Redis: it must not block its thread
             await self.store.drop(turn_id)
@@ -315,7 +347,6 @@ class TurnRunner:
             return
         if turn.state == "done":
             return
-        job = ctx.get("job")
         beat = _Heartbeat(self, job, turn.thread)
         async with beat.running():
             try:
@@ -392,6 +423,9 @@ class TurnRunner:
 
         try:
             await self.run_turn(current, fence)
+        except ModelBusy:
+            await self.store.handed_back(turn.id)  # waiting is not a failed attempt
+            raise
         except asyncio.CancelledError:
             if not beat.lost:
                 await self.store.handed_back(turn.id)

@@ -7,7 +7,7 @@ from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.outputs import LLMResult
-from prometheus_client import Counter
+from prometheus_client import Counter, Histogram
 
 MODEL_CALLS = Counter(
     "tracegate_model_calls_total", "Chat model calls that returned", ["model", "role"]
@@ -38,7 +38,30 @@ RUBRIC_VERDICTS = Counter(
     "tracegate_rubric_verdicts_total", "Rubric grading passes by verdict", ["verdict"]
 )
 
+QUOTA_ERRORS = Counter(
+    "tracegate_model_quota_errors_total",
+    "Model calls refused for capacity (429 quota, 503 overload), by model",
+    ["model", "reason"],  # reason: quota | overload
+)
+LIMITER_DELAY = Histogram(
+    "tracegate_model_limiter_delay_seconds",
+    "How long a model call waited for the shared limit (MODEL_RPM / MODEL_TPM)",
+    ["model", "role"],
+    buckets=(0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300),
+)
+FALLBACK_USES = Counter(
+    "tracegate_model_fallback_total",
+    "Calls answered by LLM_FALLBACK_MODEL because the primary stayed exhausted",
+    ["model", "fallback", "role"],
+)
+BUDGET_STOPS = Counter(
+    "tracegate_token_budget_stops_total",
+    "Turns stopped because a token budget was spent",
+    ["budget"],  # thread | channel
+)
+
 # The setting a model is built from names its role in the labels.
+ANSWERED_BY = "tracegate_model"  # in a response's metadata: the model that answered
 ROLES = {"LLM_MODEL": "agent", "GRADER_MODEL": "grader", "JUDGE_MODEL": "judge"}
 
 
@@ -52,10 +75,14 @@ class ModelUsage(BaseCallbackHandler):
         self.role = role
 
     def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
-        MODEL_CALLS.labels(self.model, self.role).inc()
+        model = self.model
         for generations in response.generations:
             for generation in generations:
-                usage = getattr(getattr(generation, "message", None), "usage_metadata", None)
+                message = getattr(generation, "message", None)
+                # The model that answered: the fallback's name when it did (graph.model).
+                model = getattr(message, "response_metadata", {}).get(ANSWERED_BY, model)
+                usage = getattr(message, "usage_metadata", None)
                 if usage:
-                    MODEL_TOKENS.labels(self.model, self.role, "input").inc(usage["input_tokens"])
-                    MODEL_TOKENS.labels(self.model, self.role, "output").inc(usage["output_tokens"])
+                    MODEL_TOKENS.labels(model, self.role, "input").inc(usage["input_tokens"])
+                    MODEL_TOKENS.labels(model, self.role, "output").inc(usage["output_tokens"])
+        MODEL_CALLS.labels(model, self.role).inc()

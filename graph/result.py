@@ -37,6 +37,9 @@ class InvestigationResult(BaseModel):
     # Actions the agent proposed this turn (pending approval or refused), for the bot's cards.
     action_request_ids: list[str] = Field(default_factory=list)
     duration_s: float = 0.0
+    # The model that wrote the answer (provider:model): LLM_FALLBACK_MODEL's when it stood
+    # in; None when no model call answered (or the model was not taken through a guard).
+    model: str | None = None
     correlation_id: str
     events: list[dict[str, Any]] = Field(default_factory=list)
 

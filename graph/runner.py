@@ -19,6 +19,7 @@ from langgraph.errors import GraphRecursionError
 
 from gates.pipeline import ActionPipeline
 from graph.build import InvestigationGraph, build_graph
+from graph.capacity import BudgetExceeded, CallScope, ModelBusy, ModelGuard, call_scope
 from graph.checkpoint import FENCE, Fence, Superseded, open_checkpointer
 from graph.config import GraphLimits, ModelSpec, TempoSpec
 from graph.context import ThreadContext
@@ -146,6 +147,7 @@ class _Turn:
         self.events: list[dict[str, Any]] = []
         self.final: dict[str, Any] = {}
         self.context = TurnContext(report=self.report)
+        self.calls = CallScope(thread=thread_id)
         self._undelivered: asyncio.Queue[dict[str, Any] | None] | None = None
 
     def report(self, event: dict[str, Any]) -> None:
@@ -183,6 +185,7 @@ class _Turn:
 
     def result(self, status: Status, answer: str, **fields: Any) -> InvestigationResult:
         return InvestigationResult(
+            model=self.calls.answered_by.get("agent"),
             thread_id=self.thread_id,
             status=status,
             answer=answer,
@@ -251,6 +254,8 @@ class Investigator:
         turn_id: str | None = None,
         context: ThreadContext | None = None,
         fence: Fence | None = None,
+        channel: str | None = None,
+        wait_until: float | None = None,
     ) -> InvestigationResult:
         """Run one turn of the thread's investigation; never raises for a failed run.
 
@@ -260,13 +265,27 @@ class Investigator:
         interrupted), the turn resumes from its last checkpoint instead of starting again.
         `context` is what the Slack thread holds that the investigation has not seen yet.
         `fence` is awaited before every checkpoint write and raises `Superseded` once
-        another run holds the thread; that is the one exception this method lets through.
+        another run holds the thread; that is the one exception this method lets through,
+        with `ModelBusy`: the model has no capacity now and the caller will wait for it
+        (its next try is at or before `wait_until`, epoch seconds) and run the turn again,
+        which resumes from its checkpoint. Without `wait_until`, or past it, the turn ends
+        with a message that says it was the model's capacity. `channel` names the channel
+        whose daily token budget the turn spends (CHANNEL_DAILY_TOKEN_BUDGET).
         """
         turn = _Turn(thread_id, on_progress)
-        async with turn.delivering():
-            return await self._investigate(
-                turn, thread_id, text, user, rubric, channel_rubric, turn_id, context, fence
-            )
+        turn.calls.channel = channel
+        with call_scope(turn.calls):
+            async with turn.delivering():
+                try:
+                    return await self._investigate(
+                        turn, thread_id, text, user, rubric, channel_rubric, turn_id, context, fence
+                    )
+                except ModelBusy as busy:
+                    if wait_until is not None and busy.retry_at <= wait_until:
+                        turn.report({"type": "waiting_for_model", "retry_at": busy.retry_at})
+                        raise
+                    turn.report({"type": "failed", "error": "ModelBusy"})
+                    return turn.result("failed", _busy_message(busy, turn.correlation_id))
 
     async def _investigate(
         self,
@@ -288,6 +307,7 @@ class Investigator:
             snapshot = await self.graph.aget_state(config)
             if turn_id is not None and _holds_turn(snapshot.values, turn_id):
                 # Finished super-steps are not run again; an interrupted one is.
+                turn.calls.under_way = True
                 turn.report({"type": "resumed", "pending": list(snapshot.next)})
                 turn.final = dict(snapshot.values)
                 if snapshot.next:
@@ -300,8 +320,19 @@ class Investigator:
                 )
                 fresh = _turn_input(question, self.limits, active, turn_id, context)
                 await self._stream(_changes(fresh, snapshot.values), config, turn)
-        except Superseded:
-            raise  # another run holds the thread: nothing of this one may be reported
+        except (Superseded, ModelBusy):
+            raise  # another run holds the thread, or the model's capacity is awaited
+        except BudgetExceeded as spent:
+            turn.report({"type": "stopped", "reason": "token_budget", "budget": spent.budget})
+            message = _budget_message(spent)
+            draft = _answer(turn.final)  # a checked draft of this turn, if it got that far
+            return turn.result(
+                "incomplete",
+                draft or message,
+                notices=[*notices, message] if draft else notices,
+                stop_reason="token_budget",
+                **_turn_fields(turn.final),
+            )
         except GraphRecursionError:
             steps = self.limits.recursion_limit
             turn.report({"type": "stopped", "reason": "recursion_limit", "steps": steps})
@@ -397,6 +428,34 @@ def _turn_fields(state: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _busy_message(busy: ModelBusy, correlation_id: str) -> str:
+    what = {
+        "quota": "its quota is exhausted (429 RESOURCE_EXHAUSTED)",
+        "overload": "it is overloaded (503 UNAVAILABLE)",
+        "limit": "this deployment's own limit (MODEL_RPM / MODEL_TPM) is taken",
+    }[busy.reason]
+    return (
+        f"The language model ({busy.model}) had no capacity for this question: {what}, and "
+        "it did not come back within MODEL_WAIT_MAX. Ask again in a few minutes; if it keeps "
+        "happening, raise the model's quota, set LLM_FALLBACK_MODEL, or lower the load "
+        f"(MODEL_RPM). Reference {correlation_id}."
+    )
+
+
+def _budget_message(spent: BudgetExceeded) -> str:
+    if spent.budget == "thread":
+        return (
+            f"This thread has used its token budget ({spent.limit:,} tokens, "
+            "THREAD_TOKEN_BUDGET); I stopped here. Start a new thread for a new question, "
+            "or ask an admin to raise the budget."
+        )
+    return (
+        f"This channel has used today's token budget ({spent.limit:,} tokens, "
+        "CHANNEL_DAILY_TOKEN_BUDGET); I stopped here. It resets at 00:00 UTC, "
+        "or ask an admin to raise the budget."
+    )
+
+
 def _failure_message(exc: Exception, correlation_id: str) -> str:
     module = type(exc).__module__
     if module.startswith(("google.", "langchain_google_genai")):
@@ -421,18 +480,24 @@ async def open_investigator(
     default_rubric: str | None = None,
     on_evaluation: OnEvaluation | None = None,
     saver: BaseCheckpointSaver[str] | None = None,
+    guard: ModelGuard | None = None,
 ) -> AsyncIterator[Investigator]:
     """Everything an investigation needs, opened together and closed together.
 
     With `actions`, the agent can read rollout history and propose actions through it.
     The grader uses `grader_model` (default: the agent's model) and the read-only Tempo tools.
-    `saver` replaces the Redis checkpointer (the demo's embedded mode).
+    `saver` replaces the Redis checkpointer (the demo's embedded mode). `guard` takes every
+    model call (agent, grader) through the shared limit, the budgets and the quota waits.
     """
-    chat_model = make_chat_model(model) if isinstance(model, ModelSpec) else model
+    chat_model = make_chat_model(model, guard=guard) if isinstance(model, ModelSpec) else model
     if grader_model is None:
-        grading_model = chat_model
+        grading_model = (
+            make_chat_model(model, "GRADER_MODEL", guard)
+            if isinstance(model, ModelSpec) and guard is not None
+            else chat_model
+        )
     elif isinstance(grader_model, ModelSpec):
-        grading_model = make_chat_model(grader_model, "GRADER_MODEL")
+        grading_model = make_chat_model(grader_model, "GRADER_MODEL", guard)
     else:
         grading_model = grader_model
     client = TempoClient(tempo)

@@ -6,12 +6,21 @@
 Replies are consumed in order, from the model's own script when one was given for that
 model name, else from the shared script. A reply may be a callable that builds the reply
 from the request (for scripted replays that react to what they were asked).
+
+Capacity, as the real API has it: per-model quota windows (`limit`: requests and input
+tokens per window, 60 s like the API's per-minute quotas unless a test shortens it) answer
+`429 RESOURCE_EXHAUSTED` with a `QuotaFailure` and a `RetryInfo.retryDelay`; an outage
+(`outage`) answers 429 (or `503 UNAVAILABLE`, "the model is overloaded") to every request
+for a while. A refused request is recorded (`requests`, with `status`) and consumes no
+scripted reply.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable
@@ -53,6 +62,16 @@ class Reply:
     def error(cls, status: int = 500, message: str = "simulated failure") -> Reply:
         return cls(status=status, error_message=message)
 
+    @classmethod
+    def quota(cls, retry_delay_s: float = 6.0) -> Reply:
+        """429 RESOURCE_EXHAUSTED for this one request, asking to retry in `retry_delay_s`."""
+        return cls(status=429, error_message=f"{retry_delay_s:g}")
+
+    @classmethod
+    def overloaded(cls) -> Reply:
+        """503 UNAVAILABLE for this one request."""
+        return cls(status=503)
+
     def body(self, prompt_tokens: int = 1) -> dict[str, Any]:
         return {
             "candidates": [
@@ -73,6 +92,8 @@ class GeminiRequest:
     model: str
     body: dict[str, Any]
     stream: bool
+    at: float = field(default_factory=time.monotonic)  # when it arrived
+    status: int = 200  # what the simulator answered (429/503: refused for capacity)
 
     @property
     def contents(self) -> list[dict[str, Any]]:
@@ -113,6 +134,84 @@ class GeminiRequest:
 
 Scripted = Reply | Callable[[GeminiRequest], Reply]
 
+QUOTA_FAILURE = "type.googleapis.com/google.rpc.QuotaFailure"
+RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
+
+
+@dataclass
+class Quota:
+    """A model's per-window quota: requests (rpm) and input tokens (tpm); 0 = none."""
+
+    rpm: int = 0
+    tpm: int = 0
+    window_s: float = 60.0
+    admitted: deque[tuple[float, int]] = field(default_factory=deque)  # (at, prompt tokens)
+
+    def refusal(self, now: float, tokens: int) -> tuple[str, float] | None:
+        """The quota a request at `now` would exceed and when it may come back; None: fits."""
+        while self.admitted and self.admitted[0][0] <= now - self.window_s:
+            self.admitted.popleft()
+        if self.rpm and len(self.admitted) >= self.rpm:
+            oldest = self.admitted[len(self.admitted) - self.rpm][0]
+            return "GenerateRequestsPerMinutePerProjectPerModel", oldest + self.window_s - now
+        used = sum(t for _, t in self.admitted)
+        if self.tpm and used + tokens > self.tpm and self.admitted:
+            freed, frees_at = 0, now
+            for frees_at, spent in self.admitted:  # noqa: B007 (read after the loop)
+                freed += spent
+                if used - freed + tokens <= self.tpm:
+                    break
+            return "GenerateContentInputTokensPerModelPerMinute", frees_at + self.window_s - now
+        self.admitted.append((now, tokens))
+        return None
+
+
+@dataclass
+class Outage:
+    """Every request (for one model, or all) refused until `until`."""
+
+    until: float
+    status: int  # 429 or 503
+    model: str | None
+    retry_delay_s: float | None  # in RetryInfo (429) or Retry-After (503); None: the rest
+
+
+def quota_error(metric: str, model: str, limit: int, retry_delay_s: float) -> dict[str, Any]:
+    """A 429 body as the Gemini API sends it."""
+    return {
+        "error": {
+            "code": 429,
+            "message": "You exceeded your current quota, please check your plan and billing "
+            f"details. Please retry in {retry_delay_s:.1f}s.",
+            "status": "RESOURCE_EXHAUSTED",
+            "details": [
+                {
+                    "@type": QUOTA_FAILURE,
+                    "violations": [
+                        {
+                            "quotaMetric": "generativelanguage.googleapis.com/"
+                            + ("input_token_count" if "Token" in metric else "request_count"),
+                            "quotaId": metric,
+                            "quotaDimensions": {"location": "global", "model": model},
+                            "quotaValue": str(limit),
+                        }
+                    ],
+                },
+                {"@type": RETRY_INFO, "retryDelay": f"{math.ceil(retry_delay_s)}s"},
+            ],
+        }
+    }
+
+
+def overload_error() -> dict[str, Any]:
+    return {
+        "error": {
+            "code": 503,
+            "message": "The model is overloaded. Please try again later.",
+            "status": "UNAVAILABLE",
+        }
+    }
+
 
 @dataclass
 class GeminiSimulator(SimulatorServer):
@@ -123,6 +222,41 @@ class GeminiSimulator(SimulatorServer):
         self._shared: deque[Scripted] = deque()
         self._per_model: dict[str, deque[Scripted]] = {}
         self._arrived = asyncio.Condition()
+        self._quotas: dict[str, Quota] = {}
+        self._outages: list[Outage] = []
+
+    def limit(self, model: str, *, rpm: int = 0, tpm: int = 0, window_s: float = 60.0) -> None:
+        """Give `model` a quota of `rpm` requests and `tpm` input tokens per window."""
+        self._quotas[model] = Quota(rpm, tpm, window_s)
+
+    def outage(
+        self,
+        seconds: float,
+        *,
+        status: int = 429,
+        model: str | None = None,
+        retry_delay_s: float | None = None,
+    ) -> None:
+        """Refuse every request (for `model`, or any) for the next `seconds`: 429 quota
+        exhausted (RetryInfo says `retry_delay_s`, else the time left) or 503 overloaded
+        (with Retry-After when `retry_delay_s` is given). `seconds` 0 ends every outage."""
+        if seconds <= 0:  # ends the outages under way
+            self._outages.clear()
+            return
+        self._outages.append(Outage(time.monotonic() + seconds, status, model, retry_delay_s))
+
+    def max_in_window(self, window_s: float, model: str | None = None) -> int:
+        """The most requests (refused ones too) that arrived within any `window_s`."""
+        times = sorted(r.at for r in self.requests if model is None or r.model == model)
+        most, start = 0, 0
+        for end, at in enumerate(times):
+            while at - times[start] >= window_s:
+                start += 1
+            most = max(most, end - start + 1)
+        return most
+
+    def refused(self) -> list[GeminiRequest]:
+        return [r for r in self.requests if r.status in (429, 503)]
 
     def script(self, *replies: Scripted, model: str | None = None) -> None:
         """Queue replies, for one model name or (default) for any model."""
@@ -141,6 +275,31 @@ class GeminiSimulator(SimulatorServer):
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/{version}/models/{model_action}", self._generate)
+
+    def _capacity_refusal(self, request: GeminiRequest) -> web.Response | None:
+        """A 429 or 503 when the model has no capacity for this request now."""
+        now = request.at
+        self._outages = [o for o in self._outages if o.until > now]
+        for outage in self._outages:
+            if outage.model in (None, request.model):
+                left = outage.until - now
+                delay = outage.retry_delay_s if outage.retry_delay_s is not None else left
+                if outage.status == 503:
+                    headers = {} if outage.retry_delay_s is None else {"Retry-After": f"{delay:g}"}
+                    return web.json_response(overload_error(), status=503, headers=headers)
+                body = quota_error(
+                    "GenerateRequestsPerMinutePerProjectPerModel", request.model, 0, delay
+                )
+                return web.json_response(body, status=429)
+        quota = self._quotas.get(request.model)
+        if quota is None:
+            return None
+        refusal = quota.refusal(now, request.prompt_tokens)
+        if refusal is None:
+            return None
+        metric, delay = refusal
+        limit = quota.tpm if "Token" in metric else quota.rpm
+        return web.json_response(quota_error(metric, request.model, limit, delay), status=429)
 
     def _next(self, request: GeminiRequest) -> Reply:
         queue = self._per_model.get(request.model)
@@ -161,9 +320,20 @@ class GeminiSimulator(SimulatorServer):
         self.requests.append(recorded)
         async with self._arrived:
             self._arrived.notify_all()
+        refused = self._capacity_refusal(recorded)
+        if refused is not None:
+            recorded.status = refused.status
+            return refused
         reply = self._next(recorded)
+        recorded.status = reply.status
         if reply.delay_s:
             await asyncio.sleep(reply.delay_s)
+        if reply.status == 429:
+            delay = float(reply.error_message)
+            body = quota_error("GenerateRequestsPerMinutePerProjectPerModel", model, 0, delay)
+            return web.json_response(body, status=429)
+        if reply.status == 503:
+            return web.json_response(overload_error(), status=503)
         if reply.status != 200:
             error = {"code": reply.status, "message": reply.error_message, "status": "INTERNAL"}
             return web.json_response({"error": error}, status=reply.status)

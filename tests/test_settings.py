@@ -89,6 +89,13 @@ OUT_OF_RANGE = [
     ("RUBRIC_MAX_CHARS", "40001", "40001 is above the maximum 40000"),
     ("KUBE_TIMEOUT", "0", "0 must be more than 0"),
     ("MAX_ATTEMPTS", "21", "21 is above the maximum 20"),
+    ("MODEL_RPM", "-1", "-1 is below the minimum 0"),
+    ("MODEL_TPM", "-1", "-1 is below the minimum 0"),
+    ("MODEL_RATE_WINDOW", "2h", "2h is longer than the maximum 1h"),
+    ("MODEL_WAIT_MAX", "25h", "25h is longer than the maximum 24h"),
+    ("MODEL_FALLBACK_AFTER", "2h", "2h is longer than the maximum 1h"),
+    ("THREAD_TOKEN_BUDGET", "-1", "-1 is below the minimum 0"),
+    ("CHANNEL_DAILY_TOKEN_BUDGET", "-5", "-5 is below the minimum 0"),
 ]
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 
+from graph.capacity import BudgetExceeded, ModelBusy
 from graph.config import GraphLimits
 from graph.grader import Grader
 from graph.metrics import RUBRIC_VERDICTS
@@ -62,6 +63,8 @@ def make_grade(
                 "criteria": [c.model_dump(exclude_none=True) for c in outcome.verdict.criteria],
                 "unverified": outcome.unverified,
             }
+        except (ModelBusy, BudgetExceeded):
+            raise  # not the grader's failure: the turn waits for capacity, or stops
         except Exception as exc:  # the grader's failure is a verdict, not a crash
             log.warning("rubric grader failed: %s: %s", type(exc).__name__, exc)
             evaluation = {

@@ -1,0 +1,503 @@
+"""Model capacity: one limit for every process, and quota errors that wait instead of failing.
+
+Every model call (agent, grader, judge) goes through `ModelGuard.call`:
+
+1. **Budgets.** A turn whose thread or channel has spent its token budget stops
+   (`BudgetExceeded`) before the call is made.
+2. **The shared limit.** Requests and input tokens per window, per model, taken from one
+   Redis log that every `serve` and `worker` shares (`_ACQUIRE`, a sliding window on Redis's
+   clock). The call's input tokens are estimated before it and corrected from the response's
+   usage metadata after it. A short wait is waited in place; a longer one is a `ModelBusy`.
+3. **Quota and overload errors** (`429 RESOURCE_EXHAUSTED`, `503 UNAVAILABLE`) are read for
+   the delay the API asks for (`RetryInfo.retryDelay` in the error's details, or
+   `Retry-After`) and become a `ModelBusy` with the time of the next try — never a failure.
+   The SDK's own retries skip these two codes: they back off in seconds and ignore the delay.
+   Once a model has been exhausted for `fallback_after_s`, the fallback model answers.
+
+A `ModelBusy` unwinds the turn: the bot hands the turn back to the queue for the next try
+and it resumes from its checkpoint (the interrupted super-step runs again). The judge
+cannot unwind (it runs inside an action proposal), so it waits in place (`inline`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal
+
+import redis.asyncio as aioredis
+from langchain_core.messages import BaseMessage
+from langchain_core.outputs import ChatResult
+from pydantic import BaseModel, ConfigDict, Field
+
+from graph.metrics import (
+    BUDGET_STOPS,
+    FALLBACK_USES,
+    LIMITER_DELAY,
+    QUOTA_ERRORS,
+)
+
+log = logging.getLogger(__name__)
+
+Reason = Literal["quota", "overload", "limit"]
+# What the SDK may still retry by itself: not 429 and 503, which wait for their delay here.
+SDK_RETRIED_STATUSES = (408, 500, 502, 504)
+_DELAY = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")  # a google.protobuf.Duration in JSON
+
+
+class CapacityLimits(BaseModel):
+    """The shared limit and the waiting policy (MODEL_* settings)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    rpm: int = Field(default=0, ge=0)  # MODEL_RPM: requests per window per model; 0: none
+    tpm: int = Field(default=0, ge=0)  # MODEL_TPM: input tokens per window per model; 0: none
+    # MODEL_RATE_WINDOW: the quota's window; the API's quotas are per minute
+    window_s: float = Field(default=60.0, ge=1, le=3600)
+    wait_max_s: float = Field(default=600.0, ge=0, le=86400)  # MODEL_WAIT_MAX: a turn waits
+    # A wait this short is waited holding the worker slot; longer ones hand the turn back.
+    inline_wait_s: float = Field(default=2.0, ge=0)
+    fallback_model: str | None = None  # LLM_FALLBACK_MODEL, provider:model
+    fallback_after_s: float = Field(default=60.0, ge=0, le=3600)  # MODEL_FALLBACK_AFTER
+    thread_token_budget: int = Field(default=0, ge=0)  # THREAD_TOKEN_BUDGET; 0: off
+    channel_daily_token_budget: int = Field(default=0, ge=0)  # CHANNEL_DAILY_TOKEN_BUDGET
+
+
+class ModelBusy(Exception):
+    """The model has no capacity now: try again at `retry_at` (epoch seconds)."""
+
+    def __init__(self, model: str, retry_at: float, reason: Reason) -> None:
+        self.model, self.retry_at, self.reason = model, retry_at, reason
+        at = datetime.fromtimestamp(retry_at, UTC).strftime("%H:%M:%S")
+        super().__init__(f"{model}: {reason}; next try at {at} UTC")
+
+
+class BudgetExceeded(Exception):
+    """A token budget is spent: the turn ends with a message, not an error."""
+
+    def __init__(self, budget: Literal["thread", "channel"], limit: int, spent: int) -> None:
+        self.budget, self.limit, self.spent = budget, limit, spent
+        super().__init__(f"{budget} token budget {limit} spent ({spent})")
+
+
+# --- reading the API's errors --------------------------------------------------------------
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def capacity_reason(exc: BaseException) -> Reason | None:
+    """'quota' for a 429 / RESOURCE_EXHAUSTED, 'overload' for a 503 / UNAVAILABLE, in the
+    exception or what it was raised from (langchain-google-genai keeps the SDK's error as
+    `__cause__`); None for anything else."""
+    for error in _chain(exc):
+        code, status = getattr(error, "code", None), getattr(error, "status", None)
+        if code == 429 or status == "RESOURCE_EXHAUSTED":
+            return "quota"
+        if code == 503 or status == "UNAVAILABLE":
+            return "overload"
+    return None
+
+
+def retry_delay_s(exc: BaseException) -> float | None:
+    """The delay the API asked for: `RetryInfo.retryDelay` in the error's details, else the
+    response's `Retry-After` (seconds); None when it named none."""
+    for error in _chain(exc):
+        details = getattr(error, "details", None)
+        body = details.get("error", details) if isinstance(details, dict) else {}
+        for detail in body.get("details") or [] if isinstance(body, dict) else []:
+            if isinstance(detail, dict) and str(detail.get("@type", "")).endswith("RetryInfo"):
+                found = _DELAY.match(str(detail.get("retryDelay", "")))
+                if found:
+                    return float(found[1])
+        headers = getattr(getattr(error, "response", None), "headers", None)
+        if headers is not None:
+            value = headers.get("retry-after") or headers.get("Retry-After")
+            if value is not None:
+                try:
+                    return max(0.0, float(value))
+                except ValueError:
+                    pass  # an HTTP date: rare from this API; the default delay applies
+    return None
+
+
+# --- the turn a call belongs to ------------------------------------------------------------
+@dataclass
+class CallScope:
+    """What the guard knows of the turn making the calls (set by the runner)."""
+
+    thread: str | None = None
+    channel: str | None = None  # the channel's daily budget is counted under this key
+    under_way: bool = False  # a call of this turn was made (or it resumed): it goes first
+    calls: int = 0  # calls answered in this run
+    answered_by: dict[str, str] = field(default_factory=dict)  # role → the model that answered
+
+
+_SCOPE: ContextVar[CallScope | None] = ContextVar("tracegate_call_scope", default=None)
+
+
+@contextmanager
+def call_scope(scope: CallScope) -> Iterator[CallScope]:
+    token = _SCOPE.set(scope)
+    try:
+        yield scope
+    finally:
+        _SCOPE.reset(token)
+
+
+def estimate_tokens(messages: list[BaseMessage], extra: object = None) -> int:
+    """About 4 characters a token over what is sent (messages, tool declarations)."""
+    chars = sum(
+        len(str(m.content)) + len(json.dumps(getattr(m, "tool_calls", None) or [], default=str))
+        for m in messages
+    )
+    if extra:
+        chars += len(json.dumps(extra, default=str))
+    return max(1, math.ceil(chars / 4))
+
+
+# --- the shared limit ----------------------------------------------------------------------
+# KEYS[1]: the model's log, a sorted set of calls granted in the window (member
+# "<call id>:<input tokens>", score: Redis's time in ms). KEYS[2]: the calls waiting for the
+# model, by rank; KEYS[3]: when each waiter is forgotten if it does not come back.
+# ARGV: window ms, rpm, tpm, call id, estimated tokens, waiter, class (0: a call of a turn
+# under way, 1: a new turn's first call), grace ms.
+#
+# A call goes when the window has room for it *and* for every waiter ranked before it (each
+# counted as one request and as this call's tokens): a turn under way (its grader, its judge,
+# its next agent step) before any new turn's first call; within a class, first come first
+# served — and since a thread runs one turn at a time, a thread has at most one waiter, so
+# one thread's follow-ups queue behind the others' questions instead of starving them. A
+# refused call is told when its place in the window frees, keeps its rank (the first one it
+# got) while it waits away, and is forgotten `grace` after that time if it does not come
+# back (a dead process). A call bigger than the whole TPM is granted into an empty window.
+# The log keeps only the window (trimmed every call, expires with it): at most RPM entries.
+_ACQUIRE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local window, rpm, tpm = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local tokens, waiter = tonumber(ARGV[5]), ARGV[6]
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
+if #gone > 0 then
+    redis.call('ZREM', KEYS[2], unpack(gone))
+    redis.call('ZREM', KEYS[3], unpack(gone))
+end
+local rank = redis.call('ZSCORE', KEYS[2], waiter)
+rank = rank and tonumber(rank) or (tonumber(ARGV[7]) * 1e13 + now)
+local ahead = redis.call('ZCOUNT', KEYS[2], '-inf', '(' .. string.format('%d', rank))
+local log = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+local n = #log / 2
+local function frees(i)  -- when the i-th oldest call (1-based) leaves the window
+    if i > n then return window end
+    return tonumber(log[2 * i]) + window - now
+end
+local wait = 0
+if rpm > 0 and n + ahead >= rpm then
+    wait = frees(n + ahead - rpm + 1)
+end
+if tpm > 0 and n > 0 then
+    local used = 0
+    for i = 1, n do used = used + tonumber(string.match(log[2 * i - 1], ':(%d+)$')) end
+    local needed = used + tokens * (ahead + 1) - tpm
+    if needed > 0 then
+        local freed, fits = 0, frees(n + 1)
+        for i = 1, n do
+            freed = freed + tonumber(string.match(log[2 * i - 1], ':(%d+)$'))
+            if freed >= needed then
+                fits = frees(i)
+                break
+            end
+        end
+        wait = math.max(wait, fits)
+    end
+end
+if wait > 0 then
+    redis.call('ZADD', KEYS[2], 'NX', rank, waiter)
+    redis.call('ZADD', KEYS[3], now + wait + tonumber(ARGV[8]), waiter)
+    redis.call('PEXPIRE', KEYS[2], window + wait + tonumber(ARGV[8]))
+    redis.call('PEXPIRE', KEYS[3], window + wait + tonumber(ARGV[8]))
+    return {0, wait}
+end
+redis.call('ZREM', KEYS[2], waiter)
+redis.call('ZREM', KEYS[3], waiter)
+redis.call('ZADD', KEYS[1], now, ARGV[4] .. ':' .. ARGV[5])
+redis.call('PEXPIRE', KEYS[1], window)
+return {1, 0}
+"""
+
+# A granted call's tokens corrected from the response (same place in the window).
+_CORRECT = """
+local at = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not at then return 0 end
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[1], at, ARGV[2])
+return 1
+"""
+
+
+class SharedLimiter:
+    """Requests and input tokens per window per model, for every process at once."""
+
+    # Counted in the window a little longer than the API counts it: a call reaches the API
+    # some time after its grant, and that time varies (a new connection, a busy process).
+    MARGIN = 0.02
+    MARGIN_MIN_S = 0.5
+    # A waiter handed back to the queue comes back about when it was told (saq's scheduler,
+    # a worker slot, the thread's lease); one not back this long after is forgotten.
+    WAITER_GRACE_S = 10.0
+
+    def __init__(self, redis: aioredis.Redis, prefix: str, limits: CapacityLimits) -> None:
+        self.redis, self.prefix, self.limits = redis, prefix, limits
+        self._acquire = redis.register_script(_ACQUIRE)
+        self._correct = redis.register_script(_CORRECT)
+
+    @property
+    def active(self) -> bool:
+        return bool(self.limits.rpm or self.limits.tpm)
+
+    def key(self, model: str) -> str:
+        # One key per model, the same in every process: that is what makes the limit shared.
+        return f"{self.prefix}:model-rate:{model}"
+
+    async def try_acquire(
+        self, model: str, call_id: str, tokens: int, waiter: str = "", under_way: bool = False
+    ) -> float:
+        """0 when the call may go now (and is logged); else seconds until its place in the
+        window frees (`waiter` keeps its place meanwhile: one id per turn and call)."""
+        window_s = self.limits.window_s
+        window_ms = int((window_s + max(window_s * self.MARGIN, self.MARGIN_MIN_S)) * 1000)
+        keys = [self.key(model), f"{self.key(model)}:waiting", f"{self.key(model)}:waiting-until"]
+        granted, wait_ms = await self._acquire(
+            keys=keys,
+            args=[
+                window_ms,
+                self.limits.rpm,
+                self.limits.tpm,
+                call_id,
+                tokens,
+                waiter or call_id,
+                0 if under_way else 1,
+                int(self.WAITER_GRACE_S * 1000),
+            ],
+        )
+        return 0.0 if int(granted) else max(0.001, int(wait_ms) / 1000)
+
+    async def correct(self, model: str, call_id: str, estimated: int, actual: int) -> None:
+        if actual != estimated:
+            await self._correct(
+                keys=[self.key(model)], args=[f"{call_id}:{estimated}", f"{call_id}:{actual}"]
+            )
+
+
+# --- budgets -------------------------------------------------------------------------------
+class TokenBudgets:
+    """Tokens spent per thread (kept as long as the thread's checkpoint) and per channel per
+    UTC day (two days); a turn that would go past a budget stops before its next call."""
+
+    def __init__(
+        self, redis: aioredis.Redis, prefix: str, limits: CapacityLimits, thread_ttl_s: int
+    ) -> None:
+        self.redis, self.prefix, self.limits = redis, prefix, limits
+        self.thread_ttl_s = thread_ttl_s
+
+    def _keys(self, scope: CallScope) -> list[tuple[Literal["thread", "channel"], str, int, int]]:
+        keys: list[tuple[Literal["thread", "channel"], str, int, int]] = []
+        if self.limits.thread_token_budget and scope.thread:
+            key = f"{self.prefix}:tokens:thread:{scope.thread}"
+            keys.append(("thread", key, self.limits.thread_token_budget, self.thread_ttl_s))
+        if self.limits.channel_daily_token_budget and scope.channel:
+            day = datetime.now(UTC).strftime("%Y%m%d")
+            key = f"{self.prefix}:tokens:channel:{scope.channel}:{day}"
+            keys.append(("channel", key, self.limits.channel_daily_token_budget, 2 * 86400))
+        return keys
+
+    async def check(self, scope: CallScope, estimated: int) -> None:
+        """Raise `BudgetExceeded` when this call would take a budget past its limit."""
+        keys = self._keys(scope)
+        if not keys:
+            return
+        spent = await self.redis.mget([key for _, key, _, _ in keys])
+        for (budget, _, limit, _), used in zip(keys, spent, strict=True):
+            if int(used or 0) + estimated > limit:
+                BUDGET_STOPS.labels(budget).inc()
+                raise BudgetExceeded(budget, limit, int(used or 0))
+
+    async def spend(self, scope: CallScope, tokens: int) -> None:
+        keys = self._keys(scope)
+        if not keys or tokens <= 0:
+            return
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for _, key, _, ttl in keys:
+                pipe.incrby(key, tokens)
+                pipe.expire(key, ttl)
+            await pipe.execute()
+
+
+# --- the guard -----------------------------------------------------------------------------
+class ModelGuard:
+    """The shared limit, the budgets and the quota handling around each model call."""
+
+    def __init__(
+        self,
+        redis: aioredis.Redis,
+        prefix: str,
+        limits: CapacityLimits,
+        thread_ttl_s: int = 7 * 86400,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.redis, self.prefix, self.limits = redis, prefix, limits
+        self.limiter = SharedLimiter(redis, prefix, limits)
+        self.budgets = TokenBudgets(redis, prefix, limits, thread_ttl_s)
+        self.clock = clock
+
+    def _exhausted_key(self, model: str) -> str:
+        return f"{self.prefix}:model-exhausted:{model}"
+
+    async def _take_capacity(
+        self, model: str, role: str, call_id: str, tokens: int, scope: CallScope, *, inline: bool
+    ) -> None:
+        """Wait for the shared limit: in place when short (or `inline`), else `ModelBusy`."""
+        if not self.limiter.active:
+            return
+        # One waiter per turn and call: a turn handed back keeps its place when it returns.
+        waiter = f"{scope.thread}#{scope.calls}" if scope.thread else call_id
+        waited = 0.0
+        while True:
+            wait = await self.limiter.try_acquire(
+                model, call_id, tokens, waiter, scope.under_way or role != "agent"
+            )
+            if not wait:
+                if waited:
+                    LIMITER_DELAY.labels(model, role).observe(waited)
+                return
+            if not inline and waited + wait > self.limits.inline_wait_s:
+                LIMITER_DELAY.labels(model, role).observe(waited + wait)
+                raise ModelBusy(model, self.clock() + wait, "limit")
+            await asyncio.sleep(wait)
+            waited += wait
+
+    async def call(
+        self,
+        model: str,
+        role: str,
+        messages: list[BaseMessage],
+        extra: object,
+        generate: Callable[[str], Awaitable[ChatResult]],
+        *,
+        fallback: str | None = None,
+        inline: bool = False,
+    ) -> ChatResult:
+        """One model call through the budgets, the shared limit and the quota handling.
+
+        `generate(model)` makes the call with that model (the primary, or `fallback`).
+        `inline`: quota waits are waited in place (up to MODEL_WAIT_MAX), never raised.
+        """
+        scope = _SCOPE.get() or CallScope()
+        estimated = estimate_tokens(messages, extra)
+        await self.budgets.check(scope, estimated)
+        started = self.clock()
+        current = model
+        while True:
+            call_id = uuid.uuid4().hex[:16]
+            try:
+                await self._take_capacity(current, role, call_id, estimated, scope, inline=inline)
+                result = await generate(current)
+            except ModelBusy as busy:
+                if inline and busy.retry_at - started <= self.limits.wait_max_s:
+                    await asyncio.sleep(max(0.0, busy.retry_at - self.clock()))
+                    continue
+                raise
+            except Exception as exc:
+                reason = capacity_reason(exc)
+                if reason is None:
+                    raise
+                QUOTA_ERRORS.labels(current, reason).inc()
+                delay = retry_delay_s(exc)
+                retry_at = self.clock() + (delay if delay is not None else 10.0)
+                if current == model and fallback and await self._exhausted_long(model):
+                    log.warning("%s exhausted for MODEL_FALLBACK_AFTER; asking %s", model, fallback)
+                    FALLBACK_USES.labels(model, fallback, role).inc()
+                    current = fallback
+                    continue
+                log.info(
+                    "model %s: %s (%s); next try in %.1fs",
+                    current,
+                    reason,
+                    getattr(exc, "status", None) or type(exc).__name__,
+                    retry_at - self.clock(),
+                )
+                if inline and retry_at - started <= self.limits.wait_max_s:
+                    await asyncio.sleep(max(0.0, retry_at - self.clock()))
+                    continue
+                raise ModelBusy(current, retry_at, reason) from exc
+            break
+        if fallback and current == model:  # the primary answers: no longer exhausted
+            await self.redis.delete(self._exhausted_key(model))
+        scope.under_way = True
+        scope.calls += 1
+        scope.answered_by[role] = current
+        usage = _usage(result)
+        if usage is not None:
+            await self.limiter.correct(current, call_id, estimated, usage[0])
+            await self.budgets.spend(scope, usage[0] + usage[1])
+        else:
+            await self.budgets.spend(scope, estimated)
+        return result
+
+    async def _exhausted_long(self, model: str) -> bool:
+        """Mark the model exhausted (from its first error on) and say whether it has been for
+        MODEL_FALLBACK_AFTER. The mark lives while errors keep coming (a window past the
+        last) and goes with the first answer."""
+        key = self._exhausted_key(model)
+        now = self.clock()
+        ttl_ms = int(max(self.limits.window_s, self.limits.fallback_after_s) * 2000) + 1000
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.set(key, repr(now), nx=True)
+            pipe.pexpire(key, ttl_ms)
+            pipe.get(key)
+            *_, since = await pipe.execute()
+        return now - float(since or now) >= self.limits.fallback_after_s
+
+
+def _usage(result: ChatResult) -> tuple[int, int] | None:
+    """(input, output) tokens the response reported."""
+    for generation in result.generations:
+        usage = getattr(getattr(generation, "message", None), "usage_metadata", None)
+        if usage:
+            return int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))
+    return None
+
+
+def wait_text(retry_at: float) -> str:
+    """What a waiting turn's placeholder says."""
+    at = datetime.fromtimestamp(retry_at, UTC).strftime("%H:%M:%S")
+    return f":hourglass_flowing_sand: Waiting for model capacity — next try at {at} UTC"
+
+
+__all__ = [
+    "BudgetExceeded",
+    "CallScope",
+    "CapacityLimits",
+    "ModelBusy",
+    "ModelGuard",
+    "SharedLimiter",
+    "call_scope",
+    "capacity_reason",
+    "retry_delay_s",
+    "wait_text",
+]
