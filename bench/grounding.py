@@ -18,7 +18,7 @@ import asyncio
 import re
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -29,6 +29,7 @@ from bench.grounding_corpus import CORRECT, INVENTED, Answer
 from gates.cluster import KubernetesCluster
 from graph.config import TempoSpec
 from graph.grounding.check import ClaimCheck
+from graph.grounding.claims import find_claims
 from graph.grounding.evidence import Fact
 from graph.grounding.guard import ground_draft
 from graph.grounding.sources import LiveSources
@@ -167,6 +168,45 @@ def rows(name: str, correct: list[Outcome], invented: list[Outcome]) -> list[str
     ]
 
 
+# Text nobody writes but anyone can send (a Slack message, a span's status): each is read
+# in one pass. 100 KB each; the baseline is as much ordinary answer text.
+HOSTILE: dict[str, Callable[[int], str]] = {
+    "'!' run": lambda n: "x" + "!" * n + "x",
+    "'[' run": lambda n: "[" * n,
+    "'[a](' run": lambda n: "[a](" * (n // 4),
+    "spaces after 'pod'": lambda n: "pod" + " " * n + "!",
+    "spaces after 'revision'": lambda n: "revision" + " " * n + "x",
+    "'v1.1.1…x'": lambda n: "v1" + ".1" * (n // 2) + "x",
+    "'a-a-a…'": lambda n: "a-" * (n // 2) + "a",
+    "times '14:02 …'": lambda n: " ".join("14:02" for _ in range(n // 6)),
+    "revision list": lambda n: "revision " + ", ".join(str(i) for i in range(n // 6)),
+    "'a/a/…:1_'": lambda n: "a/" * (n // 2) + "a:1_",
+}
+SIZE = 100_000
+
+
+def _timed_ms(text: str) -> float:
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        find_claims(text)
+        best = min(best, time.perf_counter() - started)
+    return best * 1000
+
+
+def extraction_rows() -> list[str]:
+    ordinary = " ".join(a.text for a in CORRECT)
+    baseline = _timed_ms((ordinary * (SIZE // len(ordinary) + 1))[:SIZE])
+    timed = {name: _timed_ms(make(SIZE)) for name, make in HOSTILE.items()}
+    worst = max(timed, key=lambda name: timed[name])
+    return [
+        f"| claim extraction, {SIZE // 1000} KB | ordinary answers (baseline) | "
+        f"{baseline:.0f} ms | 1.00× | |",
+        f"| claim extraction, {SIZE // 1000} KB | worst of {len(HOSTILE)} hostile inputs "
+        f"({worst}) | {timed[worst]:.0f} ms | {timed[worst] / baseline:.2f}× | linear: < 0.5 s |",
+    ]
+
+
 def report(table: list[str]) -> str:
     lines = [
         BEGIN,
@@ -221,7 +261,7 @@ async def measure() -> str:
                 if not o.caught:
                     print("MISSED:", o.answer.kind, o.answer.invented, o.answer.text[:100])
             table += rows(name, correct, invented)
-    return report(table)
+    return report(table + extraction_rows())
 
 
 def main() -> None:
