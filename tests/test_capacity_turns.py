@@ -24,7 +24,7 @@ from tests.verdicts import verdict
 GRADER = "gemini-grader"
 FALLBACK = "gemini-3.8-flash-lite"
 RUBRIC = "- cause stated"
-ANSWER = "payment-api 1.42.0 is the cause."
+ANSWER = "payment-api is the cause."
 PASSED = verdict("satisfied", ("cause stated", True, None))
 
 Open = Callable[..., AbstractAsyncContextManager[Investigator]]
