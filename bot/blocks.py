@@ -168,6 +168,8 @@ def how_it_was_reached(result: InvestigationResult) -> str:
         )
     if result.stop_reason:
         parts.append(f"stopped: {result.stop_reason.replace('_', ' ')}")
+    if result.model:  # the model that answered (LLM_FALLBACK_MODEL's when it stood in)
+        parts.append(f"model: {result.model.partition(':')[2] or result.model}")
     parts.append(f"{result.duration_s:.1f} s")
     return " · ".join(parts)
 

@@ -7,6 +7,7 @@ from bot.blocks import (
     card_blocks,
     escape,
     explore_url,
+    how_it_was_reached,
     link_traces,
     split_sections,
 )
@@ -151,3 +152,14 @@ def test_a_card_refused_by_an_open_breaker_offers_a_reset() -> None:
     (reset,) = blocks[-1]["elements"]
     assert (reset["action_id"], reset["value"]) == ("reset_breaker", request.id)
     assert block_problems(blocks) == []
+
+
+def test_the_footer_names_the_model_that_answered() -> None:
+    def footer(model: str | None) -> str:
+        result = InvestigationResult(
+            thread_id="T1:C1:1", status="answered", answer="a", correlation_id="c", model=model
+        )
+        return how_it_was_reached(result)
+
+    assert "model: gemini-2.5-flash-lite" in footer("google_genai:gemini-2.5-flash-lite")
+    assert "model:" not in footer(None)
