@@ -24,7 +24,8 @@ from tests.verdicts import verdict
 GRADER = "gemini-grader"
 FALLBACK = "gemini-3.8-flash-lite"
 RUBRIC = "- cause stated"
-ANSWER = "payment-api is the cause."
+# No checkable fact (service, version, …) in it: a grounding check has nothing to send back.
+ANSWER = "No fault was found in the evidence gathered so far."
 PASSED = verdict("satisfied", ("cause stated", True, None))
 
 Open = Callable[..., AbstractAsyncContextManager[Investigator]]
