@@ -39,7 +39,7 @@ bench-grounding: $(VENV)/.installed
 # platform's wheels are hashed, so the image installs with --require-hashes.
 lock: $(VENV)/.installed
 	$(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes \
-		--no-header --quiet --index-url https://pypi.org/simple -o requirements.lock
+		--no-header --quiet -o requirements.lock
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache .mypy_cache .ruff_cache *.egg-info
