@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 
 import pytest
@@ -29,13 +29,6 @@ ANSWER = "No fault was found in the evidence gathered so far."
 PASSED = verdict("satisfied", ("cause stated", True, None))
 
 Open = Callable[..., AbstractAsyncContextManager[Investigator]]
-
-
-@pytest.fixture
-async def redis_client(redis_url: str) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.from_url(redis_url)
-    yield client
-    await client.aclose()
 
 
 @pytest.fixture

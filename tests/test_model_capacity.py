@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
 
 import pytest
 import redis.asyncio as aioredis
@@ -29,13 +28,6 @@ from sandbox import GeminiSimulator, Reply
 from tests.conftest import MODEL
 
 FALLBACK = "gemini-3.8-flash-lite"
-
-
-@pytest.fixture
-async def redis_client(redis_url: str) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.from_url(redis_url)
-    yield client
-    await client.aclose()
 
 
 @pytest.fixture
