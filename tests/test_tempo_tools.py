@@ -65,6 +65,45 @@ async def test_get_trace_summarises_error_spans_with_their_status_message(
     assert 'http="503"' in result
 
 
+async def test_get_trace_shows_which_failed_span_the_failure_starts_in_and_its_caller(
+    tempo_spec: TempoSpec, scenario: Scenario
+) -> None:
+    client, tools = _tools(tempo_spec)
+    result = await tools["get_trace"].ainvoke({"trace_id": scenario.error_trace_ids[2]})
+    await client.aclose()
+    lines = [line for line in result.splitlines() if "status=" in line]
+    # payment-api fails with nothing failing under it; checkout only passes its 503 on.
+    assert lines[0].startswith("- payment-api POST /v1/charge")
+    assert lines[0].endswith("called by checkout [failure starts here]")
+    assert lines[1].startswith("- checkout POST /checkout")
+    assert "[failure starts here]" not in lines[1]
+
+
+async def test_a_failed_client_span_names_the_peer_it_called(
+    tempo: TempoSimulator, tempo_spec: TempoSpec
+) -> None:
+    caller = SimResource("payment-api")
+    root = SimSpan("1" * 16, caller, "POST /v1/charge", 10**18, 10**8, status="error")
+    call = SimSpan(
+        "2" * 16,
+        caller,
+        "POST",
+        10**18 + 1000,
+        9 * 10**7,
+        parent_id="1" * 16,
+        status="error",
+        status_message="429 Too Many Requests",
+        attributes={"peer.service": "stripe", "http.status_code": 429},
+    )
+    tempo.add(SimTrace("e" * 32, (root, call)))
+    client, tools = _tools(tempo_spec)
+    result = await tools["get_trace"].ainvoke({"trace_id": "e" * 32})
+    await client.aclose()
+    first = next(line for line in result.splitlines() if line.startswith("- payment-api POST "))
+    assert 'peer="stripe"' in first
+    assert first.endswith("called by payment-api [failure starts here]")
+
+
 async def test_get_trace_of_a_missing_id_says_it_does_not_exist(tempo_spec: TempoSpec) -> None:
     client, tools = _tools(tempo_spec)
     result = await tools["get_trace"].ainvoke({"trace_id": "ab" * 16})
