@@ -29,7 +29,7 @@ MAX_LABELS = 12
 
 _STATUS = re.compile(r"\[(FIRING|RESOLVED)(?::\d+)?\]|\*\*(Firing|Resolved)\*\*", re.IGNORECASE)
 _LABEL = re.compile(
-    r"^\s*(?:[-•*]\s*)?\*?(?P<key>[A-Za-z_][\w.]{0,60})\*?\s*(?:=|:)\s*"
+    r"^\s*(?:[-•*]\s*)?\*?(?P<key>[A-Za-z_][\w.]{0,60})\*?\s*(?:=|:)\*?\s*"
     r"`?(?P<value>[^`\n]{1,200}?)`?\s*$"
 )
 _STARTS = re.compile(

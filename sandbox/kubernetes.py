@@ -203,10 +203,12 @@ class KubernetesSimulator(SimulatorServer):
         spacing_h: float = 1.0,
         envs: list[dict[str, str]] | None = None,
         now: float | None = None,
+        created_at: list[float] | None = None,
     ) -> dict[str, Any]:
         """A Deployment whose revisions `first_revision`.. ran `images` (with environment
         `envs`, if given) in order, `spacing_h` hours apart, the last (current) one
-        `spacing_h` hours before `now` (default: the wall clock's)."""
+        `spacing_h` hours before `now` (default: the wall clock's) — or each created at its
+        `created_at` (Unix seconds), when given."""
         uid = str(uuid.uuid4())
         labels = {"app": name}
         causes = change_causes or [f"deploy {image.rsplit(':', 1)[-1]}" for image in images]
@@ -225,9 +227,10 @@ class KubernetesSimulator(SimulatorServer):
             }
             pod_hash = template_hash(template)
             template["metadata"]["labels"][HASH_LABEL] = pod_hash
-            created = time.strftime(
-                "%Y-%m-%dT%H:%M:%SZ", time.gmtime(start + step_s * (revision - first_revision))
-            )
+            at = start + step_s * (revision - first_revision)
+            if created_at is not None:
+                at = created_at[revision - first_revision]
+            created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
             rs: dict[str, Any] = {
                 "apiVersion": "apps/v1",
                 "kind": "ReplicaSet",

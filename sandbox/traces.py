@@ -31,6 +31,7 @@ class SimResource:
     deployment: str | None = None
     replicaset: str | None = None
     pod: str | None = None
+    node: str | None = None
 
     @property
     def attributes(self) -> dict[str, str]:
@@ -43,6 +44,7 @@ class SimResource:
             "k8s.deployment.name": self.deployment,
             "k8s.replicaset.name": self.replicaset,
             "k8s.pod.name": self.pod,
+            "k8s.node.name": self.node,
         }
         return {key: value for key, value in named.items() if value is not None}
 

@@ -23,6 +23,15 @@ def test_an_alertmanager_attachment_gives_status_labels_start_and_link() -> None
     assert alert.links == ["https://alertmanager.example/#/alerts?receiver=slack"]
 
 
+def test_a_label_written_bold_with_its_colon_inside_keeps_its_value_clean() -> None:
+    text = "[FIRING:1] HighErrorRate\n*Summary:* 5xx ratio above 5%\n• *service:* `checkout`"
+    alert = read_alert(text, "app Alertmanager", POSTED)
+
+    assert alert is not None
+    assert alert.labels["service"] == "checkout"
+    assert alert.labels["Summary"] == "5xx ratio above 5%"
+
+
 def test_a_grafana_notification_without_a_start_time_starts_when_it_was_posted() -> None:
     alert = read_alert(GRAFANA_TEXT, "app Grafana", POSTED)
 

@@ -1,0 +1,208 @@
+"""What a scenario is: the incident's world (services, their calls, releases and pods), the
+fault and the red herrings in it, what the on-call engineer sees and asks, and the truth.
+
+A scenario is data (`evals/scenarios/<name>/scenario.json`), read into these models. The
+world is compiled into telemetry and cluster state by `evals/world.py`; the truth is read
+only by the scoring (`evals/score.py`) and the live judge, never shown to the investigator.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+SCENARIOS = Path(__file__).resolve().parent / "scenarios"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Release(_Strict):
+    """One revision of a Deployment: its version (the image tag), when it was created, and
+    what `kubectl rollout history` shows as its change-cause."""
+
+    version: str
+    hours_ago: float
+    change_cause: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+class Service(_Strict):
+    """A Deployment in the namespace whose pods send spans."""
+
+    name: str
+    operation: str  # the server span's name
+    calls: list[str] = Field(default_factory=list)  # services or dependencies, in call order
+    releases: list[Release]  # oldest first; the last one runs
+    replicas: int = 3
+    nodes: list[str] = Field(default_factory=list)  # where its pods run (spread in order)
+    latency_ms: tuple[int, int] = (5, 40)  # its own work, per span
+    first_revision: int = 1
+
+    @property
+    def version(self) -> str:
+        return self.releases[-1].version
+
+
+class Dependency(_Strict):
+    """Something called but not traced itself: a database, a cache, a third-party API. It
+    shows as a client span of its caller, with `peer.service` (and `db.system`)."""
+
+    name: str
+    operation: str
+    system: str | None = None  # db.system, e.g. postgresql, redis
+    latency_ms: tuple[int, int] = (2, 15)
+    aliases: list[str] = Field(default_factory=list)  # what people call it in answers
+
+
+class Entry(_Strict):
+    """A kind of request: its root span on `service`, calling `calls` (not the service's own)."""
+
+    service: str
+    operation: str
+    calls: list[str]
+    weight: int = 1
+
+
+class Fault(_Strict):
+    """What broke. `service` fails (at its call to `call`, when given) in `share` of the
+    requests that reach it from `minutes_ago` on, saying `message`; its callers pass the
+    failure up. `version`/`nodes` narrow it to pods of that version or on those nodes;
+    `retries` adds that many failing repeats of the call from `retried_by`."""
+
+    service: str
+    call: str | None = None
+    message: str
+    http: int = 503
+    share: float = Field(gt=0, le=1)
+    minutes_ago: float
+    latency_ms: int = 0  # added to the failing span
+    version: str | None = None
+    nodes: list[str] = Field(default_factory=list)
+    retried_by: str | None = None
+    retries: int = 0
+    silent: bool = False  # the failing process dies mid-request: its spans never arrive
+    caller_message: str = "upstream {service} returned {http}"
+
+
+class Noise(_Strict):
+    """A red herring in the telemetry: errors or slowness that are not the cause — present
+    before the incident as well as during it."""
+
+    service: str
+    message: str | None = None  # errors with this status message; None: only slow
+    http: int | None = None
+    share: float = Field(default=0.1, gt=0, le=1)
+    latency_ms: int = 0
+
+
+class Alert(_Strict):
+    """The alert that opened the thread, as Alertmanager posts it."""
+
+    alertname: str
+    service: str
+    severity: str = "page"
+    minutes_ago: float
+    summary: str
+
+
+class Message(_Strict):
+    user: str
+    text: str
+    minutes_ago: float
+
+
+class Action(_Strict):
+    action: Literal["rollout_undo", "scale"]
+    deployment: str
+    replicas: int | None = None  # scale: at least this many
+
+
+class Truth(_Strict):
+    """The answer key. `root_cause`: the entities (service, workload, version, pod, node,
+    dependency, flag) a right answer names as the cause; `chain`: how the failure spread,
+    cause first; `evidence`: strings some tool result must show for the cause to be
+    provable; `action`: the right one (None: none is right); `wrong_actions`: proposals
+    that would do harm."""
+
+    root_cause: list[str] = Field(min_length=1)
+    chain: list[str] = Field(min_length=1)
+    evidence: list[str] = Field(min_length=1)
+    action: Action | None = None
+    wrong_actions: list[Action] = Field(default_factory=list)
+    criteria: list[str] = Field(default_factory=list)  # for the live judge only
+
+
+class Scenario(_Strict):
+    name: str
+    title: str
+    kind: str
+    seed: int
+    namespace: str = "shop"
+    window_minutes: int = 60
+    interval_s: int = 20  # one request every interval, over the window
+    services: list[Service]
+    dependencies: list[Dependency] = Field(default_factory=list)
+    entries: list[Entry]
+    fault: Fault
+    noise: list[Noise] = Field(default_factory=list)
+    alert: Alert
+    thread: list[Message] = Field(default_factory=list)
+    question: str
+    truth: Truth
+    # Causes that are no service or dependency (a node's zone, a feature flag, DNS), with
+    # the words that name them; a word here that names another entity merges it in.
+    other_entities: dict[str, list[str]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _names_resolve(self) -> Scenario:
+        known = {s.name for s in self.services} | {d.name for d in self.dependencies}
+        calls = [c for s in self.services for c in s.calls] + [
+            c for e in self.entries for c in e.calls
+        ]
+        named = [*calls, self.fault.service, self.alert.service]
+        named += [e.service for e in self.entries] + [n.service for n in self.noise]
+        if self.fault.call:
+            named.append(self.fault.call)
+        if unknown := sorted(set(named) - known):
+            raise ValueError(f"{self.name}: no service or dependency named {unknown}")
+        vocabulary = {e.lower() for e in self.entities()}
+        if missing := [e for e in self.truth.root_cause if e.lower() not in vocabulary]:
+            raise ValueError(f"{self.name}: root cause {missing} is not an entity of the world")
+        return self
+
+    def service(self, name: str) -> Service | None:
+        return next((s for s in self.services if s.name == name), None)
+
+    def entities(self) -> dict[str, list[str]]:
+        """Everything an answer could name as a cause, with the words that name it."""
+        names: dict[str, list[str]] = {}
+        for s in self.services:
+            names[s.name] = [s.name]
+            for release in s.releases:
+                names.setdefault(release.version, [release.version])
+            names.update({node: [node] for node in s.nodes})
+        for d in self.dependencies:
+            names[d.name] = [d.name, *d.aliases]
+        for other, aliases in self.other_entities.items():
+            words = [other, *aliases]
+            for word in words:
+                names.pop(word, None)
+            names[other] = words
+        return names
+
+
+def load(name: str, folder: Path = SCENARIOS) -> Scenario:
+    path = folder / name / "scenario.json"
+    if not path.is_file():
+        known = ", ".join(names(folder)) or "none"
+        raise FileNotFoundError(f"no scenario {name!r} in {folder} (known: {known})")
+    return Scenario.model_validate({"name": name, **json.loads(path.read_text())})
+
+
+def names(folder: Path = SCENARIOS) -> list[str]:
+    return sorted(p.parent.name for p in folder.glob("*/scenario.json"))

@@ -1,0 +1,268 @@
+"""A scenario compiled into what the simulators serve and what the thread holds.
+
+Deterministic: the same scenario and the same `now` give the same trace IDs, pods and
+times, so reruns and regrades see one data window (the scenario clock). Telemetry is what
+real pipelines write: identity on the resource (version, ReplicaSet, pod, node), one server
+span per service hop, a client span for each call to something untraced (a database, a
+cache, a third-party API) naming it in `peer.service`.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from bot.alerts import read_alert
+from evals.spec import Dependency, Noise, Scenario, Service
+from graph.context import ContextMessage, ThreadContext
+from sandbox.kubernetes import KubernetesSimulator, template_hash
+from sandbox.traces import SimResource, SimSpan, SimTrace
+
+REGISTRY = "registry"
+MS = 1_000_000
+
+
+def image(service: str, version: str) -> str:
+    return f"{REGISTRY}/{service}:{version}"
+
+
+def replicaset(service: Service) -> str:
+    """The ReplicaSet the Kubernetes simulator (and Kubernetes) names for the running
+    release: the Deployment's name and its pod template's hash."""
+    container: dict[str, object] = {
+        "name": service.name,
+        "image": image(service.name, service.version),
+    }
+    if env := service.releases[-1].env:
+        container["env"] = [{"name": k, "value": v} for k, v in env.items()]
+    template = {"metadata": {"labels": {"app": service.name}}, "spec": {"containers": [container]}}
+    return f"{service.name}-{template_hash(template)}"
+
+
+def pods(scenario: Scenario, service: Service) -> list[SimResource]:
+    """The running release's pods, spread over the service's nodes in order."""
+    rng = random.Random(f"{scenario.seed}:{service.name}")
+    rs = replicaset(service)
+    nodes = service.nodes or [None]
+    return [
+        SimResource(
+            service=service.name,
+            version=service.version,
+            environment="production",
+            namespace=scenario.namespace,
+            deployment=service.name,
+            replicaset=rs,
+            pod=f"{rs}-{''.join(rng.choice('bcdfghjklmnpqrstvwxz2456789') for _ in range(5))}",
+            node=nodes[i % len(nodes)],
+        )
+        for i in range(service.replicas)
+    ]
+
+
+@dataclass
+class _Request:
+    """One trace being built."""
+
+    trace_id: str
+    faulty: bool  # the fault hits this request (where its conditions hold)
+    spans: list[SimSpan] = field(default_factory=list)
+
+
+class TraceWriter:
+    def __init__(self, scenario: Scenario, now: float) -> None:
+        self.scenario = scenario
+        self.now = now
+        self.rng = random.Random(scenario.seed)
+        self.pods = {s.name: pods(scenario, s) for s in scenario.services}
+        self.dependencies = {d.name: d for d in scenario.dependencies}
+        self.fault_from_ns = int((now - scenario.fault.minutes_ago * 60) * 1e9)
+
+    def _hex(self, chars: int) -> str:
+        return "".join(self.rng.choice("0123456789abcdef") for _ in range(chars))
+
+    def traces(self) -> list[SimTrace]:
+        sc = self.scenario
+        entries = sc.entries
+        weights = [e.weight for e in entries]
+        out = []
+        for i in range(sc.window_minutes * 60 // sc.interval_s):
+            start_s = self.now - (i + 1) * sc.interval_s + self.rng.uniform(0, sc.interval_s / 2)
+            entry = self.rng.choices(entries, weights)[0]
+            start_ns = int(start_s * 1e9)
+            request = _Request(
+                self._hex(32),
+                faulty=start_ns >= self.fault_from_ns and self.rng.random() < sc.fault.share,
+            )
+            self._visit(request, entry.service, entry.operation, entry.calls, None, start_ns)
+            out.append(SimTrace(request.trace_id, tuple(request.spans)))
+        return out
+
+    def _noise(self, service: str) -> Noise | None:
+        hits = [n for n in self.scenario.noise if n.service == service]
+        return next((n for n in hits if self.rng.random() < n.share), None)
+
+    def _visit(
+        self,
+        request: _Request,
+        service_name: str,
+        operation: str,
+        calls: list[str],
+        parent_id: str | None,
+        start_ns: int,
+    ) -> tuple[int, str | None]:
+        """Write the service's span and its calls'; return when it ended and, when the
+        fault made it fail, where the failure started (itself, or what it called)."""
+        service = self.scenario.service(service_name)
+        assert service is not None  # the scenario's names were checked when it was read
+        fault = self.scenario.fault
+        pod = self.rng.choice(self.pods[service_name])
+        span_id = self._hex(16)
+        hit = (
+            request.faulty
+            and service_name == fault.service
+            and (fault.version is None or fault.version == service.version)
+            and (not fault.nodes or pod.node in fault.nodes)
+        )
+        noise = self._noise(service_name)
+        own_ms = self.rng.randint(*service.latency_ms) + (noise.latency_ms if noise else 0)
+        at = start_ns + MS
+        written = len(request.spans)
+        failed_callee = origin = None
+        for callee in calls:
+            retried = fault.retried_by == service_name and callee == fault.service
+            for _ in range(1 + (fault.retries if retried else 0)):
+                at, failed = self._call_one(request, pod, span_id, callee, at, hit)
+                if failed is None:
+                    break  # a call that worked is not repeated
+                failed_callee, origin = callee, failed
+        end_ns = at + own_ms * MS
+        if hit and fault.silent:
+            del request.spans[written:]  # the process died: nothing it sent arrives
+            return end_ns + fault.latency_ms * MS, service_name
+        if hit and fault.call is None:
+            end_ns += fault.latency_ms * MS
+            status, message, http = "error", fault.message, fault.http
+            origin = service_name
+        elif origin is not None:
+            message = fault.caller_message.format(service=failed_callee, http=fault.http)
+            status, http = "error", 502
+        elif noise is not None and noise.message:
+            status, message, http = "error", noise.message, noise.http or 500
+        else:
+            status, message, http = "ok", "", 200
+        request.spans.append(
+            SimSpan(
+                span_id,
+                pod,
+                operation,
+                start_ns,
+                end_ns - start_ns,
+                parent_id=parent_id,
+                status="error" if status == "error" else "ok",
+                status_message=message,
+                attributes={"http.status_code": http},
+            )
+        )
+        return end_ns, origin
+
+    def _call_one(
+        self, request: _Request, pod: SimResource, span_id: str, callee: str, at: int, hit: bool
+    ) -> tuple[int, str | None]:
+        """One call of the service's span `span_id` to `callee`: a traced service's own span
+        (and its calls), or a client span to an untraced dependency."""
+        if callee in self.dependencies:
+            return self._call(request, pod, span_id, self.dependencies[callee], at, hit)
+        service = self.scenario.service(callee)
+        assert service is not None
+        end, origin = self._visit(request, callee, service.operation, service.calls, span_id, at)
+        return end + MS, origin
+
+    def _call(
+        self,
+        request: _Request,
+        pod: SimResource,
+        caller_id: str,
+        dependency: Dependency,
+        start_ns: int,
+        hit: bool,
+    ) -> tuple[int, str | None]:
+        """A client span of `caller` to an untraced dependency."""
+        fault = self.scenario.fault
+        failing = hit and fault.call == dependency.name
+        duration_ms = self.rng.randint(*dependency.latency_ms) + (
+            fault.latency_ms if failing else 0
+        )
+        attributes: dict[str, str | int | float | bool] = {"peer.service": dependency.name}
+        if dependency.system:
+            attributes["db.system"] = dependency.system
+        request.spans.append(
+            SimSpan(
+                self._hex(16),
+                pod,
+                dependency.operation,
+                start_ns,
+                duration_ms * MS,
+                parent_id=caller_id,
+                status="error" if failing else "ok",
+                status_message=fault.message if failing else "",
+                attributes=attributes,
+            )
+        )
+        return start_ns + duration_ms * MS, (dependency.name if failing else None)
+
+
+def traces(scenario: Scenario, now: float) -> list[SimTrace]:
+    return TraceWriter(scenario, now).traces()
+
+
+def deploy(scenario: Scenario, kube: KubernetesSimulator, now: float) -> None:
+    """Every service as a Deployment with its rollout history."""
+    for s in scenario.services:
+        kube.add_deployment(
+            scenario.namespace,
+            s.name,
+            [image(s.name, r.version) for r in s.releases],
+            replicas=s.replicas,
+            change_causes=[r.change_cause or f"deploy {r.version}" for r in s.releases],
+            first_revision=s.first_revision,
+            envs=[r.env for r in s.releases],
+            now=now,
+            created_at=[now - r.hours_ago * 3600 for r in s.releases],
+        )
+
+
+def alert_text(scenario: Scenario, now: float) -> str:
+    """The alert as Alertmanager's common Slack template posts it."""
+    a = scenario.alert
+    starts = datetime.fromtimestamp(now - a.minutes_ago * 60, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return (
+        f"[FIRING:1] {a.alertname} {a.service}\n*Summary:* {a.summary}\n"
+        f"• *alertname:* `{a.alertname}`\n• *service:* `{a.service}`\n"
+        f"• *namespace:* `{scenario.namespace}`\n• *severity:* `{a.severity}`\n"
+        f"Starts at: {starts}"
+    )
+
+
+def thread_context(scenario: Scenario, now: float) -> ThreadContext:
+    """What the thread reader gives the investigation: the alert, read as the bot reads
+    Alertmanager's posts, and the people's messages, oldest first."""
+    posted = datetime.fromtimestamp(now - scenario.alert.minutes_ago * 60 + 30, UTC)
+    text = alert_text(scenario, now)
+    alert = read_alert(text, "Alertmanager", posted)
+    messages = [ContextMessage(at=posted, author="app Alertmanager", text=text)]
+    messages += [
+        ContextMessage(
+            at=datetime.fromtimestamp(now - m.minutes_ago * 60, UTC),
+            author=f"person {m.user}",
+            text=m.text,
+        )
+        for m in sorted(scenario.thread, key=lambda m: -m.minutes_ago)
+    ]
+    return ThreadContext(alerts=[alert] if alert else [], messages=messages)
+
+
+def scenario_clock() -> float:
+    """One clock per run: every scenario of a run is built at the same `now`."""
+    return time.time()
