@@ -45,7 +45,7 @@ def pods(scenario: Scenario, service: Service) -> list[SimResource]:
     """The running release's pods, spread over the service's nodes in order."""
     rng = random.Random(f"{scenario.seed}:{service.name}")
     rs = replicaset(service)
-    nodes = service.nodes or [None]
+    nodes: list[str | None] = list(service.nodes) or [None]
     return [
         SimResource(
             service=service.name,

@@ -307,3 +307,13 @@ async def test_a_list_item_whose_every_sentence_is_cut_goes_whole(world: World) 
     claims, checks = await ground_draft(draft, world.facts, None, TOLERANCE_S)
     text, _, _ = finalise(draft, claims, checks, "remove")
     assert text.split("\n\n")[0] == "- Checkout is fine.\n- Orders are fine."
+
+
+async def test_a_name_a_person_wrote_grounds_the_same_name_quoted_in_a_code_span(
+    world: World,
+) -> None:
+    said = text_facts("new-pricing-engine is now on for 100% of traffic", "the thread")
+    draft = "The cause is the flag `new-pricing-engine`; `old-pricing-engine` is off."
+    _, checks = await ground_draft(draft, world.facts + said, world.sources, TOLERANCE_S)
+    assert status(checks, "new-pricing-engine") == "grounded"
+    assert status(checks, "old-pricing-engine") == "ungrounded"

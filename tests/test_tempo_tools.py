@@ -308,3 +308,28 @@ async def test_the_summary_stays_bounded_however_large_the_trace() -> None:
     result = await _summary(SimTrace("d" * 32, tuple(spans)))
     assert len(result) <= MAX_SUMMARY
     assert result.endswith("more lines cut (summary capped)")
+
+
+async def test_the_peer_a_client_span_called_is_evidence_of_a_service(
+    tempo: TempoSimulator, tempo_spec: TempoSpec
+) -> None:
+    caller = SimResource("payment-api")
+    root = SimSpan("1" * 16, caller, "POST /v1/charge", 10**18, 10**8)
+    call = SimSpan(
+        "2" * 16,
+        caller,
+        "POST",
+        10**18,
+        10**7,
+        parent_id="1" * 16,
+        attributes={"peer.service": "stripe", "db.system": "none"},
+    )
+    tempo.add(SimTrace("d" * 32, (root, call)))
+    client, tools = _tools(tempo_spec)
+    message = await tools["get_trace"].ainvoke(
+        {"type": "tool_call", "id": "1", "name": "get_trace", "args": {"trace_id": "d" * 32}}
+    )
+    await client.aclose()
+    services = {f["value"]: f["source"] for f in message.artifact if f["kind"] == "service"}
+    assert services["stripe"].endswith("peer.service called by payment-api")
+    assert "none" not in services  # db.system names a kind of database, not a service

@@ -49,7 +49,8 @@ _NAMES_FOR: dict[str, tuple[str, ...]] = {
     "replicaset": ("replicaset",),
     "deployment": ("deployment", "service"),
     "service": ("service", "deployment"),
-    "workload": ("service", "deployment", "pod", "replicaset", "namespace", "node"),
+    # A name of no stated kind: any name the evidence holds, or a name a text quoted.
+    "workload": ("service", "deployment", "pod", "replicaset", "namespace", "node", "name"),
     "namespace": ("namespace",),
     "node": ("node",),
 }

@@ -11,6 +11,7 @@ question add what people and alerts said.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -20,6 +21,7 @@ from graph.grounding.claims import find_claims, normalise
 
 MAX_FACTS = 3000  # a thread's evidence, newest kept
 MAX_TIMES_PER_SOURCE = 60  # timestamps one tool result contributes (a trace's spans)
+MAX_NAMES_PER_TEXT = 40  # name-like tokens one text contributes
 
 # Workload attributes on a span's resource, and the kind of fact each is.
 RESOURCE_KINDS = {
@@ -110,9 +112,18 @@ def image_facts(
     return made
 
 
+# A name as an answer writes it in a code span: a token with a hyphen or a digit and a
+# letter, like `new-pricing-engine` or `PricingEngineV2` (see claims.py, _code_names).
+_NAME_TOKEN = re.compile(r"(?<![\w.\-/])(?=[\w.\-]*[a-zA-Z])(?=[\w.\-]*[\-\d])[a-zA-Z][\w.\-]*\w")
+
+
 def text_facts(text: str, source: str) -> list[Fact]:
-    """What a person or an alert stated: every claim found in the text, as a fact."""
-    return [fact(c.kind, c.value, source) for c in find_claims(text)]
+    """What a person, an alert or an error message stated: every claim found in the text,
+    and every name-like token in it (one an answer may quote in a code span, of a kind
+    the text does not say: a feature flag, a host, a job), as a fact."""
+    facts = [fact(c.kind, c.value, source) for c in find_claims(text)]
+    named = dict.fromkeys(m.group() for m in _NAME_TOKEN.finditer(text))
+    return facts + [fact("name", token, source) for token in list(named)[:MAX_NAMES_PER_TEXT]]
 
 
 def times_from(values: Iterable[float], source: str, pool: str = "") -> list[Fact]:

@@ -311,7 +311,9 @@ def _workload_lines(spans: list[Span]) -> list[str]:
 
 
 # What a client span names as the other end of its call (semantic conventions, old and new).
-PEER_ATTRIBUTES = ("peer.service", "server.address", "net.peer.name", "db.system")
+PEER_NAMES = ("peer.service", "server.address", "net.peer.name")
+PEER_ATTRIBUTES = (*PEER_NAMES, "db.system")
+MAX_PEERS = 50  # the peers of one trace taken as evidence
 
 
 def _error_line(span: Span, by_id: dict[str, Span], failing_parents: set[str]) -> str:
@@ -392,6 +394,11 @@ def trace_facts(trace_id: str, spans: list[Span]) -> list[Fact]:
         for key, value in workload.identity:
             if kind := RESOURCE_KINDS.get(key):
                 facts.append(fact(kind, value, f"{source}: {key}", subject=workload.service))
+    peers = {
+        (s.service, k, s.attributes[k]) for s in spans for k in PEER_NAMES if s.attributes.get(k)
+    }
+    for caller, key, peer in sorted(peers)[:MAX_PEERS]:
+        facts.append(fact("service", peer, f"{source}: {key} called by {caller}"))
     for span in spans:
         if span.error and span.status_message:
             facts += text_facts(span.status_message, f"{source}: status of {span.service}")
