@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install demo test lint bench bench-grounding clean lock
+.PHONY: install demo test lint eval bench bench-grounding clean lock
 
 # Create the virtualenv: the runtime dependencies exactly as locked (what the image
 # runs), then the project editable with its dev tools; redone when either file changes.
@@ -27,6 +27,12 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+# Every scenario of evals/scenarios answered by the reference investigator through the real
+# graph and guards; fails when a scenario's evidence is out of the tools' reach or a guard
+# harms a correct answer. Writes its figures into EVALS.md.
+eval: $(VENV)/.installed
+	scripts/with-redis --optional $(BIN)/tracegate eval --write-evals --out .cache/eval-reports
 
 bench: $(VENV)/.installed
 	scripts/with-redis $(BIN)/python -m bench

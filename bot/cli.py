@@ -127,10 +127,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo.add_argument("--interactive", action="store_true", help="type your own questions")
     demo.add_argument("--out", default="demo-blocks", help="folder for the Block Kit JSON")
     demo.add_argument("--scene", action="append", help="play only this scenario (repeatable)")
+    evaluate = commands.add_parser(
+        "eval", help="measure how often answers find the real cause (evals/scenarios)"
+    )
+    # Imported here, not at load: only evals need the scenarios and the simulators.
+    from evals.cli import add_arguments
+
+    add_arguments(evaluate)
     args = parser.parse_args(argv)
 
     if args.command == "demo":
         return _demo(args)
+    if args.command == "eval":
+        from evals.cli import main as evaluate_main
+
+        return evaluate_main(args)
 
     try:
         settings = load_settings(args.command)

@@ -162,11 +162,15 @@ async def run_once(
     redis_url: str | None = None,
     live: Settings | None = None,
     judge: Judge | None = None,
+    overrides: dict[str, Any] | None = None,
 ) -> RunRecord:
     """One investigation of `scenario`: offline (the reference investigator), or `live`
-    with the model those settings name, graded by `judge` as well."""
+    with the model those settings name, graded by `judge` as well. `overrides` change
+    settings of the run (a smaller TOOL_BUDGET, another GROUNDING_MODE)."""
     async with outside(scenario, now, live is not None) as out:
         settings = eval_settings(scenario, out, redis_url, live)
+        if overrides:
+            settings = Settings(_env_file=None, **{**settings.model_dump(), **overrides})
         redis: aioredis.Redis | None = None
         saver: InMemorySaver | None = None
         if redis_url is None:
@@ -239,9 +243,15 @@ def _offline_checks(
         for text in texts(part["functionResponse"].get("response"))
     )
     record.reachable = {e: e in seen for e in scenario.truth.evidence}
-    if out.reference.drafts:
-        drafted = score(out.reference.drafts[-1], scenario, proposals, 0)
-        record.harmed = posted.total + 1e-9 < drafted.total
+    record.harmed = harmed(out.reference.drafts, posted, scenario, proposals)
+
+
+def harmed(drafts: list[str], posted: Score, scenario: Scenario, proposals: list[Proposal]) -> bool:
+    """A guard harmed the answer: the posted one scores below the last draft, scored with
+    the same proposals and nothing invented (the reference invents nothing)."""
+    if not drafts:
+        return False
+    return posted.total + 1e-9 < score(drafts[-1], scenario, proposals, 0).total
 
 
 def summarise(records: list[RunRecord]) -> dict[str, Any]:

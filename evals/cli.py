@@ -1,0 +1,124 @@
+"""`tracegate eval`: run scenarios, compare reports (wired into bot/cli.py).
+
+Only `add_arguments` is used when every command's parser is built: the simulators and the
+scenarios are imported when an eval runs, never by `serve` or `worker`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bot.settings import Settings, SettingsError, load_settings
+
+if TYPE_CHECKING:
+    from evals.report import Report
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--scenario", action="append", help="run only this scenario (repeatable; default: all)"
+    )
+    parser.add_argument("--runs", type=int, default=1, help="runs per scenario (default 1)")
+    parser.add_argument(
+        "--live", action="store_true", help="a real model investigates (needs GOOGLE_API_KEY)"
+    )
+    parser.add_argument("--model", help="live: the model to evaluate, e.g. google_genai:gemini-…")
+    parser.add_argument("--out", default="eval-reports", help="folder for the JSON report")
+    parser.add_argument("--write-evals", action="store_true", help="put the figures into EVALS.md")
+    parser.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("BEFORE", "AFTER"),
+        help="compare two JSON reports instead of running",
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    from evals.report import Report, ReportError, compare, markdown, update_evals_md
+    from evals.spec import names
+
+    if args.compare:
+        try:
+            print(compare(Report.read(Path(args.compare[0])), Report.read(Path(args.compare[1]))))
+        except ReportError as exc:
+            print(f"tracegate eval: {exc}", file=sys.stderr)
+            return 2
+        return 0
+    if args.runs < 1:
+        print("tracegate eval: --runs must be at least 1", file=sys.stderr)
+        return 2
+    known = names()
+    if unknown := [s for s in args.scenario or [] if s not in known]:
+        print(
+            f"tracegate eval: no scenario {', '.join(map(repr, unknown))}; "
+            f"the scenarios are {', '.join(known)}",
+            file=sys.stderr,
+        )
+        return 2
+    live: Settings | None = None
+    if args.live:
+        try:
+            live = _live_settings(args.model)
+        except SettingsError as exc:
+            print(f"tracegate eval: configuration error\n{exc}", file=sys.stderr)
+            return 2
+    elif args.model:
+        print(
+            "tracegate eval: --model needs --live (offline runs use the reference investigator)",
+            file=sys.stderr,
+        )
+        return 2
+    logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
+    report = asyncio.run(_run(args.scenario or known, args.runs, live))
+    out = Path(args.out)
+    path = out / f"eval-{report.mode}-{report.date[:16].replace(' ', 'T').replace(':', '')}.json"
+    report.write(path)
+    print(markdown(report))
+    print(f"\nreport: {path}")
+    if args.write_evals:
+        update_evals_md(Path("EVALS.md"), report)
+        print("EVALS.md updated")
+    failing = report.mode == "offline" and (
+        report.totals()["harmed"] or report.totals()["reachable"] < report.totals()["scenarios"]
+    )
+    return 1 if failing else 0
+
+
+def _live_settings(model: str | None) -> Settings:
+    if not os.environ.get("GOOGLE_API_KEY"):
+        raise SettingsError("live evals need GOOGLE_API_KEY (a real Gemini model investigates)")
+    settings = load_settings()
+    return settings.model_copy(update={"llm_model": model}) if model else settings
+
+
+async def _run(scenarios: list[str], runs: int, live: Settings | None) -> Report:
+    from evals.judge import llm_judge
+    from evals.report import Report
+    from evals.run import AGENT, RunRecord, run_once
+    from evals.spec import load
+    from evals.world import scenario_clock
+    from graph.model import make_chat_model
+
+    now = scenario_clock()  # one scenario clock for the whole run
+    redis_url = os.environ.get("REDIS_URL") or None
+    judge = None
+    if live is not None:
+        judge = llm_judge(make_chat_model(live.judge_spec()))
+    records: list[RunRecord] = []
+    for name in scenarios:
+        scenario = load(name)
+        for run in range(1, runs + 1):
+            record = await run_once(scenario, run, now, redis_url=redis_url, live=live, judge=judge)
+            records.append(record)
+            print(
+                f"{name} run {run}: {record.status}, score {record.score['total']:.2f}",
+                file=sys.stderr,
+            )
+    model = live.llm_model if live is not None else f"reference investigator ({AGENT})"
+    return Report.of("offline" if live is None else "live", model, runs, records)

@@ -1,0 +1,94 @@
+"""Scoring an answer against a scenario's truth, with hand-written answers."""
+
+import pytest
+
+from evals.score import Proposal, cause_text, score
+from evals.spec import Scenario, load
+
+ROLLBACK = Proposal("rollout_undo", "payment-api", None, "pending_approval")
+RIGHT = (
+    "*Likely cause (high confidence):* `payment-api` revision 42 (1.42.0).\n"
+    "• How it spreads: `payment-api` → `checkout` → `frontend`."
+)
+
+
+@pytest.fixture(scope="module")
+def bad_deploy() -> Scenario:
+    return load("bad-deploy")
+
+
+def test_a_right_answer_with_the_right_action_scores_full(bad_deploy: Scenario) -> None:
+    graded = score(RIGHT, bad_deploy, [ROLLBACK], invented=0)
+    assert graded.named == ["payment-api", "1.42.0"]
+    assert (graded.f1, graded.chain, graded.action_right, graded.total) == (1.0, 1.0, True, 1.0)
+
+
+def test_a_wrong_root_cause_scores_zero(bad_deploy: Scenario) -> None:
+    wrong = (
+        "*Likely cause:* `catalog` 5.9.0, deployed 45 minutes ago.\n"
+        "• How it spreads: `payment-api` → `checkout` → `frontend`."
+    )
+    assert score(wrong, bad_deploy, [ROLLBACK], invented=0).total == 0.0
+
+
+def test_a_hedge_naming_two_candidates_scores_partly(bad_deploy: Scenario) -> None:
+    hedge = (
+        "The root cause is either `payment-api` 1.42.0 or `postgres` running out of "
+        "connections. `payment-api` → `checkout` → `frontend`."
+    )
+    graded = score(hedge, bad_deploy, [ROLLBACK], invented=0)
+    assert graded.named == ["payment-api", "1.42.0", "postgres"]
+    assert graded.recall == 1.0 and graded.precision == pytest.approx(2 / 3)
+    assert 0.0 < graded.total < 1.0
+
+
+def test_a_right_answer_with_an_invented_fact_is_penalised(bad_deploy: Scenario) -> None:
+    clean = score(RIGHT, bad_deploy, [ROLLBACK], invented=0)
+    caught = score(RIGHT, bad_deploy, [ROLLBACK], invented=1)
+    assert caught.total == clean.total / 2
+
+
+def test_the_service_that_only_passes_errors_on_is_not_read_as_the_cause(
+    bad_deploy: Scenario,
+) -> None:
+    answer = "`checkout` returns 502s because `payment-api` 1.42.0 throws on every charge."
+    assert score(answer, bad_deploy, [ROLLBACK], invented=0).named == ["payment-api", "1.42.0"]
+
+
+def test_a_harmful_proposal_costs_the_action_part_of_the_score(bad_deploy: Scenario) -> None:
+    harmful = Proposal("rollout_undo", "catalog", None, "pending_approval")
+    graded = score(RIGHT, bad_deploy, [ROLLBACK, harmful], invented=0)
+    assert graded.wrong_action and graded.total == pytest.approx(0.85)
+
+
+def test_no_proposal_where_a_rollback_is_right_misses_the_action(bad_deploy: Scenario) -> None:
+    graded = score(RIGHT, bad_deploy, [], invented=0)
+    assert not graded.action_right and graded.total == pytest.approx(0.85)
+
+
+def test_any_proposal_where_no_action_is_right_misses_the_action() -> None:
+    scenario = load("upstream-rate-limit")
+    answer = "*Likely cause:* `stripe` rate-limits the account. `stripe` → `payment-api`."
+    scale = Proposal("scale", "payment-api", 8, "pending_approval")
+    assert score(answer, scenario, [], invented=0).action_right
+    graded = score(answer, scenario, [scale], invented=0)
+    assert not graded.action_right and graded.wrong_action
+
+
+def test_a_scale_too_small_is_not_the_right_scale() -> None:
+    scenario = load("traffic-surge")
+    answer = "*Likely cause:* `search` is saturated."
+    assert score(answer, scenario, [Proposal("scale", "search", 8, "x")], 0).action_right
+    assert not score(answer, scenario, [Proposal("scale", "search", 4, "x")], 0).action_right
+
+
+def test_a_cause_named_by_an_alias_counts_as_that_entity() -> None:
+    scenario = load("zone-outage")
+    answer = "*Likely cause:* zone b lost its network; inventory pods there fail."
+    assert score(answer, scenario, [], invented=0).named == ["zone-b"]
+
+
+def test_an_answer_without_a_cause_word_is_read_from_its_first_sentence() -> None:
+    assert cause_text("`payment-api` 1.42.0 broke it. Then `checkout` failed.") == (
+        "`payment-api` 1.42.0 broke it."
+    )

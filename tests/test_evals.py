@@ -1,0 +1,235 @@
+"""The eval suite: its scenarios, offline runs through the real graph and guards (Redis, the
+Tempo, Kubernetes and Gemini simulators), live runs' wire protocol, reports and the CLI."""
+
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from bot.settings import Settings
+from evals.judge import llm_judge
+from evals.reference import ReferenceInvestigator
+from evals.report import Report, ReportError, compare, update_evals_md
+from evals.run import harmed, run_once
+from evals.score import score
+from evals.spec import load, names
+from evals.world import deploy, traces
+from graph.model import make_chat_model
+from sandbox import GeminiSimulator, Reply
+from sandbox.kubernetes import KubernetesSimulator
+from sandbox.plays import satisfied
+
+NOW = 1_796_000_000.0  # one scenario clock for the whole module
+
+
+@pytest.mark.parametrize("name", names())
+def test_each_scenario_is_a_busy_shop_with_background_errors_that_are_not_the_cause(
+    name: str,
+) -> None:
+    scenario = load(name)
+    written = traces(scenario, NOW)
+    spans = [s for t in written for s in t.spans]
+    assert len({s.service for s in spans}) >= 5 and len(spans) >= 500
+    fault_from = (NOW - scenario.fault.minutes_ago * 60) * 1e9
+    before = {s.status_message for s in spans if s.status == "error" and s.start_ns < fault_from}
+    assert before and scenario.fault.message not in before
+    failing = [t for t in written if any(s.status == "error" for s in t.spans)]
+    assert len(failing) < len(written) / 2  # most requests still work
+
+
+@pytest.mark.parametrize("name", names())
+async def test_each_scenario_s_evidence_is_in_what_the_simulators_serve(name: str) -> None:
+    scenario = load(name)
+    async with KubernetesSimulator() as kube:
+        deploy(scenario, kube, NOW)
+        served = json.dumps([*kube.deployments.values(), *kube.replicasets.values()])
+    served += json.dumps([asdict(s) for t in traces(scenario, NOW) for s in t.spans])
+    assert [e for e in scenario.truth.evidence if e not in served] == []
+
+
+def test_a_scenario_is_the_same_at_every_clock_only_moved_in_time() -> None:
+    scenario = load("bad-deploy")
+    now, later = traces(scenario, NOW), traces(scenario, NOW + 60)
+    assert now == traces(scenario, NOW)
+    assert [t.trace_id for t in now] == [t.trace_id for t in later]
+    assert abs(later[0].start_ns - now[0].start_ns - 60 * 10**9) < 10**4
+
+
+@pytest.mark.parametrize("name", ["bad-deploy", "dependency-timeout", "zone-outage"])
+async def test_the_reference_investigator_finds_the_cause_through_the_real_graph(
+    name: str, redis_url: str
+) -> None:
+    scenario = load(name)
+    record = await run_once(scenario, 1, time.time(), redis_url=redis_url)
+    assert record.status == "answered"
+    assert record.score["total"] == 1.0, record.answer
+    assert all(record.reachable.values()) and record.harmed is False
+    assert record.facts["grounded"] == record.facts["checked"] > 0
+    expected = scenario.truth.action
+    assert [(p["action"], p["deployment"]) for p in record.proposals] == (
+        [(expected.action, expected.deployment)] if expected else []
+    )
+
+
+async def test_a_tool_budget_too_small_to_read_the_evidence_is_reported_unreachable(
+    redis_url: str,
+) -> None:
+    record = await run_once(
+        load("config-change"), 1, time.time(), redis_url=redis_url, overrides={"tool_budget": 2}
+    )
+    # The change-cause is in the rollout history, which a search and one trace leave unread.
+    assert record.reachable == {"PAYMENT_TIMEOUT_MS=50": False, "context deadline exceeded": True}
+    assert record.score["total"] < 1.0
+
+
+def test_a_guard_that_cuts_the_true_cause_from_a_draft_counts_as_harm() -> None:
+    scenario = load("dependency-timeout")
+    draft = "*Likely cause (high confidence):* `warehouse-api`.\n`inventory`'s calls to it fail."
+    cut = "`inventory`'s calls to it fail."
+    assert harmed([draft], score(cut, scenario, [], 0), scenario, [])
+    assert not harmed([draft], score(draft, scenario, [], 0), scenario, [])
+
+
+async def test_live_mode_speaks_gemini_s_wire_protocol_and_a_judge_grades_the_answer(
+    redis_url: str,
+) -> None:
+    scenario = load("upstream-rate-limit")
+    async with GeminiSimulator() as gemini:
+        agent = ReferenceInvestigator()  # stands in for the real model, over the wire
+        gemini.script(*[agent] * 20, model="live-agent")
+        gemini.script(*[lambda r: satisfied()] * 5, model="live-grader")
+        verdict = {
+            "reasoning": 1,
+            "criteria": [
+                {"criterion": c, "met": True, "why": "named"} for c in scenario.truth.criteria
+            ],
+        }
+        gemini.script(Reply.json(verdict), model="live-judge")
+        live = Settings(
+            _env_file=None,
+            google_api_key="live-key",
+            gemini_base_url=gemini.url,
+            llm_model="google_genai:live-agent",
+            grader_model="google_genai:live-grader",
+            judge_model="google_genai:live-judge",
+            llm_max_retries=0,
+        )
+        judge = llm_judge(make_chat_model(live.judge_spec()))
+        record = await run_once(
+            scenario, 1, time.time(), redis_url=redis_url, live=live, judge=judge
+        )
+    assert (record.mode, record.model, record.status) == (
+        "live",
+        "google_genai:live-agent",
+        "answered",
+    )
+    assert record.judge == {
+        "reasoning": 1.0,
+        "criteria_met": 2,
+        "criteria": 2,
+        "verdicts": verdict["criteria"],
+    }
+    judged = next(r for r in gemini.requests if r.model == "live-judge")
+    # The judge sees the truth and the criteria; the investigated model never does.
+    assert "Names Stripe's rate limit" in judged.text()
+    assert not any(
+        "Names Stripe's rate limit" in r.text() for r in gemini.requests if r.model == "live-agent"
+    )
+    assert record.reachable == {} and record.harmed is None  # offline-only figures
+
+
+def _report(mode: str, total: float) -> Report:
+    record = {
+        "scenario": "bad-deploy",
+        "run": 1,
+        "mode": mode,
+        "model": "m",
+        "status": "answered",
+        "answer": "a",
+        "score": {
+            "total": total,
+            "f1": total,
+            "chain": 1.0,
+            "action_right": True,
+            "wrong_action": False,
+            "invented": 0,
+        },
+        "tool_calls": 3,
+        "model_calls": 4,
+        "tokens": 10,
+        "latency_s": 1.0,
+        "facts": {},
+        "trace_ids": {},
+        "rubric": None,
+        "proposals": [],
+    }
+    return Report.model_validate(
+        {"mode": mode, "model": "m", "date": "d", "runs_per_scenario": 1, "records": [record]}
+    )
+
+
+def test_comparing_reports_shows_what_got_worse() -> None:
+    table = compare(_report("offline", 1.0), _report("offline", 0.5))
+    assert "| bad-deploy | 1.00 | 0.50 | -0.50 **worse**" in table
+
+
+def test_offline_and_live_figures_are_never_compared() -> None:
+    with pytest.raises(ReportError, match="cannot compare a offline report with a live one"):
+        compare(_report("offline", 1.0), _report("live", 1.0))
+
+
+def test_evals_md_keeps_the_live_section_when_offline_figures_are_written(tmp_path: Path) -> None:
+    path = tmp_path / "EVALS.md"
+    update_evals_md(path, _report("offline", 0.75))
+    text = path.read_text()
+    assert "| bad-deploy | 0.75 ± 0.00 |" in text
+    assert "live evals need `GOOGLE_API_KEY`" in text
+
+
+async def _tracegate_eval(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot.cli",
+        "eval",
+        *args,
+        env={"PATH": os.environ["PATH"], **(env or {})},
+        cwd=tempfile.gettempdir(),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await process.communicate()
+    assert process.returncode is not None
+    return process.returncode, out.decode()
+
+
+def _reports(folder: Path) -> list[Report]:
+    return [Report.read(path) for path in sorted(folder.glob("eval-offline-*.json"))]
+
+
+async def test_an_unknown_scenario_exits_2_listing_the_scenarios() -> None:
+    code, out = await _tracegate_eval("--scenario", "nope")
+    assert code == 2 and "no scenario 'nope'; the scenarios are bad-deploy," in out
+
+
+async def test_live_without_a_key_exits_2_naming_the_setting() -> None:
+    code, out = await _tracegate_eval("--live")
+    assert code == 2 and "GOOGLE_API_KEY" in out
+
+
+async def test_one_offline_scenario_from_the_command_line_writes_its_report(
+    tmp_path: Path, redis_url: str
+) -> None:
+    code, out = await _tracegate_eval(
+        "--scenario", "pool-exhaustion", "--out", str(tmp_path), env={"REDIS_URL": redis_url}
+    )
+    assert code == 0, out
+    (report,) = _reports(tmp_path)
+    assert [r.scenario for r in report.records] == ["pool-exhaustion"]
+    assert "| pool-exhaustion | 1.00 ± 0.00 |" in out
