@@ -39,7 +39,8 @@ _ALERT = re.compile(
 _LABEL = re.compile(r"(\w+)=([\w.\-]+)")
 _HIT = re.compile(r"^- ([0-9a-f]{1,32})  ", re.MULTILINE)
 _ERROR = re.compile(
-    r"^- (?P<service>\S+) (?P<name>.+?) \d+ ms(?: peer=\"(?P<peer>[^\"]*)\")?(?: http=\"[^\"]*\")?"
+    r"^- (?P<service>\S+) (?P<name>.+?) \d+ ms(?: peer=\"(?P<peer>[^\"]*)\")?"
+    r"(?: http=\"(?P<http>[^\"]*)\")?"
     r"(?: status=\"(?P<status>(?:[^\"\\]|\\.)*)\")?(?: on (?P<on>[^\n]*?))?"
     r"(?: called by (?P<caller>\S+))?(?P<origin> \[failure starts here\])?$",
     re.MULTILINE,
@@ -70,6 +71,7 @@ class ErrorSpan:
     service: str
     name: str
     peer: str | None
+    http: str | None
     status: str
     pod: str | None
     caller: str | None
@@ -178,6 +180,7 @@ def _read_result(seen: Seen, name: str, args: dict[str, Any], text: str) -> None
                     m["service"],
                     m["name"],
                     m["peer"],
+                    m["http"],
                     json.loads(f'"{m["status"]}"') if m["status"] else "",
                     attrs.get("k8s.pod.name"),
                     m["caller"],
@@ -310,8 +313,13 @@ def next_step(seen: Seen) -> tuple[str, dict[str, Any]] | None:
     changed = _changed(seen)
     if changed is None and (narrow := _failing_nodes(seen)) and narrow[0] not in seen.node_checks:
         service, nodes = narrow
+        # The same failure (status code) on the service's pods on any other node?
         elsewhere = " && ".join(f'resource.k8s.node.name != "{n}"' for n in nodes)
-        traceql = f'{{ resource.service.name = "{service}" && status = error && {elsewhere} }}'
+        origin = next(e for e in _origins(seen) if e.service == service)
+        same = f" && span.http.status_code = {origin.http}" if origin.http else ""
+        traceql = (
+            f'{{ resource.service.name = "{service}" && status = error{same} && {elsewhere} }}'
+        )
         return "query_tempo_traces", {"traceql": traceql, "limit": 5}
     finding = conclude(seen)
     if finding.action is not None and seen.proposed is None and seen.budget_left > 0:
