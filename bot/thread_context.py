@@ -126,7 +126,7 @@ class ThreadReader:
         for m in ordered:
             if len(kept) >= self.limits.messages:
                 break
-            author = _author(m)
+            author = author_of(m)
             at = _at(m["ts"])
             text = message_text(m)[:MAX_MESSAGE_CHARS]
             cost = len(text) + len(author) + 40
@@ -152,7 +152,7 @@ def _at(ts: str) -> datetime:
     return datetime.fromtimestamp(float(ts), UTC)
 
 
-def _author(message: dict[str, Any]) -> str:
+def author_of(message: dict[str, Any]) -> str:
     if message.get("bot_id") or message.get("subtype") == "bot_message":
         name = message.get("username") or (message.get("bot_profile") or {}).get("name")
         return f"app {name or message.get('bot_id')}"

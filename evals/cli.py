@@ -22,6 +22,15 @@ if TYPE_CHECKING:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
+        "action",
+        nargs="?",
+        choices=("run", "capture"),
+        default="run",
+        help="run scenarios (default), or capture LINK: an answered Slack thread as a scenario",
+    )
+    parser.add_argument("link", nargs="?", help="capture: the thread's Slack link")
+    parser.add_argument("--name", help="capture: the new scenario's folder name")
+    parser.add_argument(
         "--scenario", action="append", help="run only this scenario (repeatable; default: all)"
     )
     parser.add_argument("--runs", type=int, default=1, help="runs per scenario (default 1)")
@@ -41,8 +50,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from evals.report import Report, ReportError, compare, markdown, update_evals_md
-    from evals.spec import names
+    from evals.spec import ScenarioError, names
 
+    if args.action == "capture":
+        return _capture(args)
     if args.compare:
         try:
             print(compare(Report.read(Path(args.compare[0])), Report.read(Path(args.compare[1]))))
@@ -75,7 +86,11 @@ def main(args: argparse.Namespace) -> int:
         )
         return 2
     logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
-    report = asyncio.run(_run(args.scenario or known, args.runs, live))
+    try:
+        report = asyncio.run(_run(args.scenario or known, args.runs, live))
+    except ScenarioError as exc:
+        print(f"tracegate eval: {exc}", file=sys.stderr)
+        return 2
     out = Path(args.out)
     path = out / f"eval-{report.mode}-{report.date[:16].replace(' ', 'T').replace(':', '')}.json"
     report.write(path)
@@ -88,6 +103,25 @@ def main(args: argparse.Namespace) -> int:
         report.totals()["harmed"] or report.totals()["reachable"] < report.totals()["scenarios"]
     )
     return 1 if failing else 0
+
+
+def _capture(args: argparse.Namespace) -> int:
+    from evals.capture import capture
+
+    if not args.link or not args.name:
+        print("tracegate eval capture: give the thread's link and --name", file=sys.stderr)
+        return 2
+    try:
+        settings = load_settings()
+        path = asyncio.run(capture(settings, args.link, args.name))
+    except (SettingsError, ValueError, FileExistsError, LookupError) as exc:
+        print(f"tracegate eval capture: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"captured: {path}\nwrite its truth (docs/evals.md), then: "
+        f"tracegate eval --scenario {args.name}"
+    )
+    return 0
 
 
 def _live_settings(model: str | None) -> Settings:
@@ -111,8 +145,9 @@ async def _run(scenarios: list[str], runs: int, live: Settings | None) -> Report
     if live is not None:
         judge = llm_judge(make_chat_model(live.judge_spec()))
     records: list[RunRecord] = []
-    for name in scenarios:
-        scenario = load(name)
+    loaded = [load(name) for name in scenarios]  # a scenario that cannot be used stops it here
+    for scenario in loaded:
+        name = scenario.name
         for run in range(1, runs + 1):
             record = await run_once(scenario, run, now, redis_url=redis_url, live=live, judge=judge)
             records.append(record)

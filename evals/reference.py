@@ -102,6 +102,7 @@ class Seen:
     read: list[str] = field(default_factory=list)
     errors: list[ErrorSpan] = field(default_factory=list)
     nodes: dict[str, str] = field(default_factory=dict)  # pod -> node
+    namespaces: dict[str, str] = field(default_factory=dict)  # service -> its namespace
     rollouts: dict[str, Rollout | None] = field(default_factory=dict)  # None: no Deployment
     node_checks: dict[str, bool] = field(default_factory=dict)  # service -> errors elsewhere
     proposed: str | None = None  # the tool's answer to our proposal
@@ -192,6 +193,8 @@ def _read_result(seen: Seen, name: str, args: dict[str, Any], text: str) -> None
             attrs = dict(_ATTR.findall(w["attrs"]))
             if "k8s.pod.name" in attrs and "k8s.node.name" in attrs:
                 seen.nodes[attrs["k8s.pod.name"]] = attrs["k8s.node.name"]
+            if "k8s.namespace.name" in attrs:
+                seen.namespaces[w["service"]] = attrs["k8s.namespace.name"]
     elif name == "get_rollout_history":
         seen.rollouts[str(args.get("deployment", ""))] = _rollout(text)
     elif name == "propose_action":
@@ -307,7 +310,8 @@ def next_step(seen: Seen) -> tuple[str, dict[str, Any]] | None:
         return "get_trace", {"trace_id": unread[0]}
     for suspect in _suspects(seen):
         if suspect not in seen.rollouts and seen.budget_left > 1:
-            return "get_rollout_history", {"namespace": seen.namespace, "deployment": suspect}
+            namespace = seen.namespaces.get(suspect, seen.namespace)
+            return "get_rollout_history", {"namespace": namespace, "deployment": suspect}
         if _lines_up(seen, seen.rollouts.get(suspect)):
             break
     changed = _changed(seen)

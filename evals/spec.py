@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 SCENARIOS = Path(__file__).resolve().parent / "scenarios"
 
@@ -137,21 +137,75 @@ class Truth(_Strict):
     criteria: list[str] = Field(default_factory=list)  # for the live judge only
 
 
+class RecordedSpan(_Strict):
+    span_id: str
+    parent_id: str | None
+    resource: dict[str, str]  # service.name, service.version, k8s.* as Tempo returned them
+    name: str
+    start_ns: int
+    end_ns: int
+    error: bool
+    status_message: str = ""
+    attributes: dict[str, str] = Field(default_factory=dict)
+
+
+class RecordedTrace(_Strict):
+    trace_id: str
+    spans: list[RecordedSpan]
+
+
+class RecordedRevision(_Strict):
+    revision: int
+    images: list[str]
+    change_cause: str = ""
+    created: str = ""  # ISO 8601, as the API wrote it
+
+
+class RecordedDeployment(_Strict):
+    namespace: str
+    name: str
+    replicas: int
+    revisions: list[RecordedRevision]  # oldest first
+
+
+class RecordedMessage(_Strict):
+    author: str  # "person U123" | "app Alertmanager"
+    text: str
+    seconds_before: float  # before the capture
+
+
+class Recorded(_Strict):
+    """A real incident thread, captured (`tracegate eval capture`): what the turn saw —
+    the thread, the traces and Deployments its tools read, the tool calls and the answer
+    posted — redacted, with every time shifted to the run's clock when it is replayed."""
+
+    source: str  # the thread link
+    captured_at: float
+    thread: list[RecordedMessage] = Field(default_factory=list)
+    traces: list[RecordedTrace] = Field(default_factory=list)
+    deployments: list[RecordedDeployment] = Field(default_factory=list)
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+    answer: str = ""
+
+
 class Scenario(_Strict):
+    """A generated incident (services, entries, fault, alert) or a captured one (recorded)."""
+
     name: str
     title: str
     kind: str
-    seed: int
+    seed: int = 0
     namespace: str = "shop"
     window_minutes: int = 60
     interval_s: int = 20  # one request every interval, over the window
-    services: list[Service]
+    services: list[Service] = Field(default_factory=list)
     dependencies: list[Dependency] = Field(default_factory=list)
-    entries: list[Entry]
-    fault: Fault
+    entries: list[Entry] = Field(default_factory=list)
+    fault: Fault | None = None
     noise: list[Noise] = Field(default_factory=list)
-    alert: Alert
+    alert: Alert | None = None
     thread: list[Message] = Field(default_factory=list)
+    recorded: Recorded | None = None
     question: str
     truth: Truth
     # Causes that are no service or dependency (a node's zone, a feature flag, DNS), with
@@ -160,6 +214,16 @@ class Scenario(_Strict):
 
     @model_validator(mode="after")
     def _names_resolve(self) -> Scenario:
+        if self.recorded is None and (self.fault is None or self.alert is None or not self.entries):
+            raise ValueError(
+                f"{self.name}: a scenario needs services, entries, a fault and an alert"
+            )
+        vocabulary = {e.lower() for e in self.entities()}
+        if missing := [e for e in self.truth.root_cause if e.lower() not in vocabulary]:
+            raise ValueError(f"{self.name}: root cause {missing} is not an entity of the world")
+        if self.recorded is not None:
+            return self
+        assert self.fault is not None and self.alert is not None
         known = {s.name for s in self.services} | {d.name for d in self.dependencies}
         calls = [c for s in self.services for c in s.calls] + [
             c for e in self.entries for c in e.calls
@@ -170,9 +234,6 @@ class Scenario(_Strict):
             named.append(self.fault.call)
         if unknown := sorted(set(named) - known):
             raise ValueError(f"{self.name}: no service or dependency named {unknown}")
-        vocabulary = {e.lower() for e in self.entities()}
-        if missing := [e for e in self.truth.root_cause if e.lower() not in vocabulary]:
-            raise ValueError(f"{self.name}: root cause {missing} is not an entity of the world")
         return self
 
     def service(self, name: str) -> Service | None:
@@ -188,6 +249,20 @@ class Scenario(_Strict):
             names.update({node: [node] for node in s.nodes})
         for d in self.dependencies:
             names[d.name] = [d.name, *d.aliases]
+        if self.recorded is not None:
+            for trace in self.recorded.traces:
+                for span in trace.spans:
+                    for key in ("service.name", "service.version", "k8s.pod.name", "k8s.node.name"):
+                        if value := span.resource.get(key):
+                            names.setdefault(value, [value])
+                    if peer := span.attributes.get("peer.service"):
+                        names.setdefault(peer, [peer])
+            for deployment in self.recorded.deployments:
+                names.setdefault(deployment.name, [deployment.name])
+                for revision in deployment.revisions:
+                    for image in revision.images:
+                        tag = image.rpartition(":")[2]
+                        names.setdefault(tag, [tag])
         for other, aliases in self.other_entities.items():
             words = [other, *aliases]
             for word in words:
@@ -196,12 +271,27 @@ class Scenario(_Strict):
         return names
 
 
+class ScenarioError(ValueError):
+    """A scenario file that cannot be used as it is, and what to fix."""
+
+
 def load(name: str, folder: Path = SCENARIOS) -> Scenario:
     path = folder / name / "scenario.json"
     if not path.is_file():
         known = ", ".join(names(folder)) or "none"
-        raise FileNotFoundError(f"no scenario {name!r} in {folder} (known: {known})")
-    return Scenario.model_validate({"name": name, **json.loads(path.read_text())})
+        raise ScenarioError(f"no scenario {name!r} in {folder} (known: {known})")
+    try:
+        document = json.loads(path.read_text())
+        if document.get("kind") == "captured" and not document["truth"].get("root_cause"):
+            raise ScenarioError(
+                f"{path}: a captured scenario without its truth; write truth.root_cause, chain, "
+                "evidence and action (docs/evals.md, 'From real incidents')"
+            )
+        return Scenario.model_validate({"name": name, **document})
+    except (ValueError, ValidationError, KeyError) as exc:
+        if isinstance(exc, ScenarioError):
+            raise
+        raise ScenarioError(f"{path}: {exc}") from exc
 
 
 def names(folder: Path = SCENARIOS) -> list[str]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from bot.alerts import read_alert
-from evals.spec import Dependency, Noise, Scenario, Service
+from evals.spec import Dependency, Noise, Recorded, Scenario, Service
 from graph.context import ContextMessage, ThreadContext
 from sandbox.kubernetes import KubernetesSimulator, template_hash
 from sandbox.traces import SimResource, SimSpan, SimTrace
@@ -72,12 +72,14 @@ class _Request:
 
 class TraceWriter:
     def __init__(self, scenario: Scenario, now: float) -> None:
+        assert scenario.fault is not None  # a generated scenario has one (spec.py)
         self.scenario = scenario
+        self.fault = scenario.fault
         self.now = now
         self.rng = random.Random(scenario.seed)
         self.pods = {s.name: pods(scenario, s) for s in scenario.services}
         self.dependencies = {d.name: d for d in scenario.dependencies}
-        self.fault_from_ns = int((now - scenario.fault.minutes_ago * 60) * 1e9)
+        self.fault_from_ns = int((now - self.fault.minutes_ago * 60) * 1e9)
 
     def _hex(self, chars: int) -> str:
         return "".join(self.rng.choice("0123456789abcdef") for _ in range(chars))
@@ -93,7 +95,7 @@ class TraceWriter:
             start_ns = int(start_s * 1e9)
             request = _Request(
                 self._hex(32),
-                faulty=start_ns >= self.fault_from_ns and self.rng.random() < sc.fault.share,
+                faulty=start_ns >= self.fault_from_ns and self.rng.random() < self.fault.share,
             )
             self._visit(request, entry.service, entry.operation, entry.calls, None, start_ns)
             out.append(SimTrace(request.trace_id, tuple(request.spans)))
@@ -116,7 +118,7 @@ class TraceWriter:
         fault made it fail, where the failure started (itself, or what it called)."""
         service = self.scenario.service(service_name)
         assert service is not None  # the scenario's names were checked when it was read
-        fault = self.scenario.fault
+        fault = self.fault
         pod = self.rng.choice(self.pods[service_name])
         span_id = self._hex(16)
         hit = (
@@ -189,7 +191,7 @@ class TraceWriter:
         hit: bool,
     ) -> tuple[int, str | None]:
         """A client span of `caller` to an untraced dependency."""
-        fault = self.scenario.fault
+        fault = self.fault
         failing = hit and fault.call == dependency.name
         duration_ms = self.rng.randint(*dependency.latency_ms) + (
             fault.latency_ms if failing else 0
@@ -214,11 +216,67 @@ class TraceWriter:
 
 
 def traces(scenario: Scenario, now: float) -> list[SimTrace]:
+    if scenario.recorded is not None:
+        return replayed_traces(scenario.recorded, now)
     return TraceWriter(scenario, now).traces()
 
 
+def replayed_traces(recorded: Recorded, now: float) -> list[SimTrace]:
+    """A captured incident's traces, moved in time so the capture happens `now`."""
+    shift = int((now - recorded.captured_at) * 1e9)
+    out = []
+    for trace in recorded.traces:
+        spans = []
+        for s in trace.spans:
+            r = s.resource
+            resource = SimResource(
+                service=r.get("service.name", "?"),
+                version=r.get("service.version"),
+                environment=r.get("deployment.environment"),
+                namespace=r.get("k8s.namespace.name"),
+                deployment=r.get("k8s.deployment.name"),
+                replicaset=r.get("k8s.replicaset.name"),
+                pod=r.get("k8s.pod.name"),
+                node=r.get("k8s.node.name"),
+            )
+            spans.append(
+                SimSpan(
+                    s.span_id,
+                    resource,
+                    s.name,
+                    s.start_ns + shift,
+                    s.end_ns - s.start_ns,
+                    parent_id=s.parent_id,
+                    status="error" if s.error else "unset",
+                    status_message=s.status_message,
+                    attributes=dict(s.attributes),
+                )
+            )
+        out.append(SimTrace(trace.trace_id, tuple(spans)))
+    return out
+
+
+def _at(iso: str, shift_s: float) -> float:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() + shift_s
+
+
 def deploy(scenario: Scenario, kube: KubernetesSimulator, now: float) -> None:
-    """Every service as a Deployment with its rollout history."""
+    """Every service as a Deployment with its rollout history (a captured scenario: the
+    Deployments the turn read, their revisions renumbered in order from the first)."""
+    if scenario.recorded is not None:
+        shift = now - scenario.recorded.captured_at
+        for d in scenario.recorded.deployments:
+            kube.add_deployment(
+                d.namespace,
+                d.name,
+                [r.images[0] for r in d.revisions],
+                replicas=d.replicas,
+                change_causes=[r.change_cause for r in d.revisions],
+                first_revision=d.revisions[0].revision,
+                now=now,
+                created_at=[_at(r.created, shift) if r.created else now for r in d.revisions],
+            )
+        return
     for s in scenario.services:
         kube.add_deployment(
             scenario.namespace,
@@ -236,6 +294,7 @@ def deploy(scenario: Scenario, kube: KubernetesSimulator, now: float) -> None:
 def alert_text(scenario: Scenario, now: float) -> str:
     """The alert as Alertmanager's common Slack template posts it."""
     a = scenario.alert
+    assert a is not None
     starts = datetime.fromtimestamp(now - a.minutes_ago * 60, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return (
         f"[FIRING:1] {a.alertname} {a.service}\n*Summary:* {a.summary}\n"
@@ -248,6 +307,9 @@ def alert_text(scenario: Scenario, now: float) -> str:
 def thread_context(scenario: Scenario, now: float) -> ThreadContext:
     """What the thread reader gives the investigation: the alert, read as the bot reads
     Alertmanager's posts, and the people's messages, oldest first."""
+    if scenario.recorded is not None:
+        return _replayed_context(scenario.recorded, now)
+    assert scenario.alert is not None
     posted = datetime.fromtimestamp(now - scenario.alert.minutes_ago * 60 + 30, UTC)
     text = alert_text(scenario, now)
     alert = read_alert(text, "Alertmanager", posted)
@@ -261,6 +323,22 @@ def thread_context(scenario: Scenario, now: float) -> ThreadContext:
         for m in sorted(scenario.thread, key=lambda m: -m.minutes_ago)
     ]
     return ThreadContext(alerts=[alert] if alert else [], messages=messages)
+
+
+def _replayed_context(recorded: Recorded, now: float) -> ThreadContext:
+    messages = [
+        ContextMessage(
+            at=datetime.fromtimestamp(now - m.seconds_before, UTC), author=m.author, text=m.text
+        )
+        for m in recorded.thread
+    ]
+    alerts = [
+        alert
+        for m in messages
+        if m.author.startswith("app ")
+        and (alert := read_alert(m.text, m.author.removeprefix("app "), m.at)) is not None
+    ]
+    return ThreadContext(alerts=alerts, messages=messages)
 
 
 def scenario_clock() -> float:
