@@ -86,15 +86,15 @@ def markdown(report: Report) -> str:
     lines += [
         "",
         "| scenario | score (± sd) | root-cause F1 | chain | right action | harmful | "
-        "invented | tool calls | latency | reachable | harmed |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "invented | tool calls | tokens | latency | reachable | harmed |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in sorted(report.rows.items()):
         lines.append(
             f"| {name} | {r['score']:.2f} ± {r['stdev']:.2f} | {r['f1']:.2f} | {r['chain']:.2f} "
             f"| {r['action_right']}/{r['runs']} | {r['wrong_action']} | {r['invented']} "
-            f"| {r['tool_calls']:g} | {r['latency_s']:.2f} s | {_yes(r['reachable'])} "
-            f"| {r['harmed'] or 0} |"
+            f"| {r['tool_calls']:g} | {r['tokens']} | {r['latency_s']:.2f} s "
+            f"| {_yes(r['reachable'])} | {r['harmed'] or 0} |"
         )
     return "\n".join(lines)
 

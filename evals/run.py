@@ -53,7 +53,7 @@ class RunRecord(BaseModel):
     score: dict[str, Any]
     tool_calls: int
     model_calls: int
-    tokens: int | None  # None: not counted (live runs count what the API reports)
+    tokens: int  # every model call of the run (agent, grader), as the API reported them
     latency_s: float
     facts: dict[str, int]
     trace_ids: dict[str, int]
@@ -114,6 +114,8 @@ def eval_settings(
         "redis_url": redis_url or "redis://embedded.invalid/0",
         "redis_prefix": f"eval-{uuid.uuid4().hex[:12]}",  # runs never share keys
         "progress_interval": 0,
+        # Counted per thread as the API reports them (the eval reads the count back).
+        "thread_token_budget": (base.thread_token_budget if base else 0) or 10**12,
     }
     if out.gemini is not None:
         values |= {
@@ -177,14 +179,16 @@ async def run_once(
             redis, saver = fakeredis.FakeAsyncRedis(), InMemorySaver()
         async with open_runtime(settings, redis=redis, saver=saver) as runtime:
             started = time.monotonic()
+            thread = f"eval:{scenario.name}:{run}:{uuid.uuid4().hex[:8]}"
             result = await runtime.investigator.investigate(
-                f"eval:{scenario.name}:{run}:{uuid.uuid4().hex[:8]}",
+                thread,
                 scenario.question,
                 ASKER,
                 context=world.thread_context(scenario, now),
             )
             latency = time.monotonic() - started
             proposals = await _proposals(runtime, result)
+            spent = await runtime.redis.get(f"{settings.redis_prefix}:tokens:thread:{thread}")
         graded = score(result.answer, scenario, proposals, invented(result))
         record = RunRecord(
             scenario=scenario.name,
@@ -196,7 +200,7 @@ async def run_once(
             score=graded.as_dict(),
             tool_calls=result.tool_calls,
             model_calls=0,
-            tokens=None,
+            tokens=int(spent or 0),
             latency_s=round(latency, 3),
             facts={
                 "checked": result.facts_checked,
@@ -233,7 +237,6 @@ def _offline_checks(
     assert out.gemini is not None and out.reference is not None
     agent = [r for r in out.gemini.requests if r.model == AGENT]
     record.model_calls = len(agent)
-    record.tokens = sum(r.prompt_tokens + 1 for r in agent)
     seen = "\n".join(
         text
         for r in agent
@@ -272,6 +275,7 @@ def summarise(records: list[RunRecord]) -> dict[str, Any]:
             "wrong_action": sum(r.score["wrong_action"] for r in runs),
             "invented": sum(r.score["invented"] for r in runs),
             "tool_calls": round(statistics.fmean(r.tool_calls for r in runs), 1),
+            "tokens": round(statistics.fmean(r.tokens for r in runs)),
             "latency_s": round(statistics.fmean(r.latency_s for r in runs), 2),
             "reachable": all(all(r.reachable.values()) for r in runs)
             if runs[0].reachable

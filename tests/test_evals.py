@@ -142,6 +142,7 @@ async def test_live_mode_speaks_gemini_s_wire_protocol_and_a_judge_grades_the_an
         "Names Stripe's rate limit" in r.text() for r in gemini.requests if r.model == "live-agent"
     )
     assert record.reachable == {} and record.harmed is None  # offline-only figures
+    assert record.tokens > 0  # as the API reported them, read back from the thread's count
 
 
 def _report(mode: str, total: float) -> Report:
