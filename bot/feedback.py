@@ -78,7 +78,7 @@ class Feedback:
 
     @property
     def negative_key(self) -> str:
-        return f"{self.prefix}:feedback:negative"
+        return negative_key(self.prefix)
 
     async def _answer_thread(self, correlation_id: str, click: FeedbackClick) -> str | None:
         """The answer's thread, when the click came from under that answer."""
@@ -140,10 +140,18 @@ class Feedback:
         return {_text(k): _text(v) for k, v in raw.items()}
 
     async def negative(self) -> list[tuple[str, str]]:
-        """(thread key, correlation id) of the answers that have a 👎, newest first."""
-        members = await self.redis.zrange(self.negative_key, 0, -1, desc=True)
-        listed = [_text(m) for m in members if isinstance(m, bytes | str)]
-        return [(thread, cid) for thread, _, cid in (m.rpartition("|") for m in listed)]
+        return await negative_answers(self.redis, self.prefix)
+
+
+def negative_key(prefix: str) -> str:
+    return f"{prefix}:feedback:negative"
+
+
+async def negative_answers(redis: aioredis.Redis, prefix: str) -> list[tuple[str, str]]:
+    """(thread key, correlation id) of the answers that have a 👎, newest first."""
+    members = await redis.zrange(negative_key(prefix), 0, -1, desc=True)
+    listed = [_text(m) for m in members if isinstance(m, bytes | str)]
+    return [(thread, cid) for thread, _, cid in (m.rpartition("|") for m in listed)]
 
 
 def _text(value: bytes | str) -> str:
