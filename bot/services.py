@@ -16,6 +16,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.cards import ApproverGroup, Cards
 from bot.conversation import Conversations, Presentation
 from bot.feedback import Feedback
+from bot.home import Home
 from bot.jobs import Jobs
 from bot.rubric_command import RubricCommand, RubricEditors
 from bot.runtime import Runtime
@@ -39,6 +40,7 @@ class Services:
     turns: TurnStore
     runner: TurnRunner
     feedback: Feedback
+    home: Home
 
 
 def slack_client(settings: Settings, session: aiohttp.ClientSession) -> AsyncWebClient:
@@ -129,6 +131,7 @@ def build_services(
         runtime.investigator, memory, settings.rubric, editors, audit, settings.rubric_max_chars
     )
     feedback = Feedback(client, redis, memory, audit, settings.redis_prefix, ttl_s)
+    home = Home(client, runtime.actions, approvers, feedback)
     return Services(
-        client, memory, jobs, cards, conversations, rubric_command, turns, runner, feedback
+        client, memory, jobs, cards, conversations, rubric_command, turns, runner, feedback, home
     )

@@ -196,6 +196,8 @@ class SlackSimulator(SimulatorServer):
         self._acks: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._connected = asyncio.Event()
         self.views: list[dict[str, Any]] = []  # modals opened: {"user", "view"}
+        self.homes: dict[str, dict[str, Any]] = {}  # user -> their published Home tab
+        self.members: dict[str, set[str]] = {}  # channel -> its members (users.conversations)
         self._triggers: dict[str, tuple[float, str, bool]] = {}  # id -> (issued, user, used)
 
     def trigger(self, user: str) -> str:
@@ -506,6 +508,39 @@ class SlackSimulator(SimulatorServer):
         self.views.append({"user": user, "view": {**view, "id": view_id}})
         return {"ok": True, "view": {**view, "id": view_id}}
 
+    def _views_publish(self, args: dict[str, Any]) -> dict[str, Any]:
+        view = args.get("view")
+        if isinstance(view, str):
+            view = json.loads(view)
+        user = str(args.get("user_id", ""))
+        if not user:
+            return {"ok": False, "error": "invalid_arguments"}
+        if not isinstance(view, dict) or view.get("type") != "home":
+            return {"ok": False, "error": "invalid_arguments"}
+        if problems := block_problems(view.get("blocks") or [], max_blocks=100):
+            messages = [f"[ERROR] {p}" for p in problems]
+            return {
+                "ok": False,
+                "error": "invalid_blocks",
+                "response_metadata": {"messages": messages},
+            }
+        self.homes[user] = view
+        return {"ok": True, "view": {**view, "id": f"V{uuid.uuid4().hex[:10].upper()}"}}
+
+    def _users_conversations(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The channels `user` is a member of (as the bot can see them), a page at a time."""
+        user = str(args.get("user", ""))
+        mine = sorted(c for c, people in self.members.items() if user in people)
+        start = int(args.get("cursor") or 0)
+        limit = min(int(args.get("limit") or 100), 1000)
+        page = mine[start : start + limit]
+        more = start + limit < len(mine)
+        return {
+            "ok": True,
+            "channels": [{"id": c, "is_member": True} for c in page],
+            "response_metadata": {"next_cursor": str(start + limit) if more else ""},
+        }
+
     def _usergroups_users_list(self, args: dict[str, Any]) -> dict[str, Any]:
         group = args.get("usergroup", "")
         if group not in self.usergroups:
@@ -751,6 +786,17 @@ class SlackDriver:
         }
         body = urlencode({"payload": json.dumps(payload)})
         return await self.post(body, "application/x-www-form-urlencoded")
+
+    async def home_opened(self, user: str) -> tuple[int, str]:
+        """The person opened the app's Home tab."""
+        event = {
+            "type": "app_home_opened",
+            "user": user,
+            "channel": f"D{user}",
+            "tab": "home",
+            "event_ts": str(time.time()),
+        }
+        return await self.event(event)
 
     async def message_shortcut(
         self, callback_id: str, message: SlackMessage, *, user: str = "U_ONCALL"
