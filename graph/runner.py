@@ -34,6 +34,7 @@ from graph.progress import TurnContext
 from graph.result import InvestigationResult, RubricReport, Status
 from graph.state import InvestigationState
 from graph.tools.kubernetes import kubernetes_tools
+from graph.tools.pods import kubernetes_read_tools
 from graph.tools.tempo import TempoClient, tempo_tools
 from graph.trace_guard import TraceVerifier, ids_with
 
@@ -503,7 +504,12 @@ async def open_investigator(
     client = TempoClient(tempo)
     try:
         evidence_tools = tempo_tools(client)
-        tools = evidence_tools + (kubernetes_tools(actions) if actions else [])
+        cluster_tools = (
+            kubernetes_tools(actions) + kubernetes_read_tools(actions.cluster, actions.policy)
+            if actions
+            else []
+        )
+        tools = evidence_tools + cluster_tools
         verifier = TraceVerifier(client, limits.trace_verify_concurrency)
         grader = Grader(grading_model, evidence_tools, limits.grader_max_steps)
         records = actions.store if actions else None
