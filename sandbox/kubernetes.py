@@ -180,6 +180,12 @@ def json_patch(document: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str,
     return doc
 
 
+def pod_name(replicaset: str, index: int) -> str:
+    """The name `add_pods` gives a ReplicaSet's `index`-th pod (stable, like a hash suffix)."""
+    digest = hashlib.sha256(f"{replicaset}/{index}".encode()).digest()
+    return f"{replicaset}-" + "".join(_POD_SUFFIX[b % len(_POD_SUFFIX)] for b in digest[:5])
+
+
 def _utc(at: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
 
@@ -393,9 +399,8 @@ class KubernetesSimulator(SimulatorServer):
         started = _utc((time.time() if now is None else now) - age_s)
         made = []
         for i in range(found["spec"]["replicas"] if count is None else count):
-            digest = hashlib.sha256(f"{rs['metadata']['name']}/{i}".encode()).digest()
-            suffix = "".join(_POD_SUFFIX[b % len(_POD_SUFFIX)] for b in digest[:5])
-            name = f"{rs['metadata']['name']}-{suffix}"
+            name = pod_name(rs["metadata"]["name"], i)
+            digest = hashlib.sha256(name.encode()).digest()
             containers = copy.deepcopy(template["spec"]["containers"])
             pod: dict[str, Any] = {
                 "apiVersion": "v1",
