@@ -155,6 +155,15 @@ async def test_loki_gone_fails_the_tool(tool: BaseTool, loki: LokiSimulator) -> 
         await tool.ainvoke({"logql": PAYMENT})
 
 
+async def test_a_tenant_loki_refuses_fails_the_tool_as_not_retryable(
+    tool: BaseTool, loki: LokiSimulator
+) -> None:
+    loki.tenant = "acme"  # the tool's client sends none
+    with pytest.raises(ToolFailed, match=r"^Loki is unavailable \(HTTP 401: no org id") as err:
+        await tool.ainvoke({"logql": PAYMENT})
+    assert not err.value.retryable
+
+
 async def test_the_tenant_is_sent_as_x_scope_orgid(loki: LokiSimulator) -> None:
     loki.tenant = "acme"
     client = LokiClient(_spec(loki, tenant="acme"))

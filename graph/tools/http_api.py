@@ -21,7 +21,12 @@ MAX_ERROR = 300  # characters of an API's error text (untrusted, unbounded)
 
 
 class SourceUnavailable(Exception):
-    """The source did not answer usefully: connection error, timeout, 5xx, not its JSON."""
+    """The source did not answer usefully: connection error, timeout, 5xx, not its JSON;
+    or it refused tracegate itself (401, 403: a tenant or credentials to fix, not retry)."""
+
+    def __init__(self, message: str, *, retryable: bool = True) -> None:
+        super().__init__(message)
+        self.retryable = retryable
 
 
 class SourceRefused(Exception):
@@ -92,7 +97,10 @@ class HttpSource:
         body = self._json(response)
         if response.status_code >= 500 or response.status_code in (401, 403, 429):
             words = body.get("error") if isinstance(body, dict) else None
-            raise SourceUnavailable(f"HTTP {response.status_code}: {clip(words or response.text)}")
+            raise SourceUnavailable(
+                f"HTTP {response.status_code}: {clip(words or response.text)}",
+                retryable=response.status_code not in (401, 403),
+            )
         if response.status_code >= 400:
             if isinstance(body, dict) and body.get("error"):
                 kind = f" ({body['errorType']})" if body.get("errorType") else ""

@@ -240,7 +240,7 @@ def loki_tools(client: LokiClient) -> list[BaseTool]:
         except SourceUnavailable as exc:
             raise ToolFailed(
                 f"Loki is unavailable ({exc}). Say so in the answer; do not guess log lines.",
-                retryable=True,
+                retryable=exc.retryable,
             ) from exc
         where = f"from {utc(start)} to {utc(end)}"
         link = explore_link(client.spec, logql, start, end)

@@ -204,7 +204,7 @@ def _failed(exc: Exception) -> ToolFailed:
         )
     return ToolFailed(
         f"Prometheus is unavailable ({exc}). Say so in the answer; do not guess values.",
-        retryable=True,
+        retryable=not isinstance(exc, SourceUnavailable) or exc.retryable,
     )
 
 
