@@ -20,13 +20,14 @@ from graph.tools.prometheus import (
 from sandbox.prometheus import PrometheusSimulator
 
 MEMORY = "container_memory_working_set_bytes"
-NOW = time.time()
 
 
-def _memory(pod: str, climb_at: float, high: float) -> list[tuple[float, float]]:
-    """200 MB until `climb_at`, then `high`, a sample every 15 s over the last two hours."""
-    start = int(NOW - 7200) // 15 * 15
-    return [(float(t), 2e8 if t < climb_at else high) for t in range(start, int(NOW), 15)]
+def _memory(climb_at: float, high: float) -> list[tuple[float, float]]:
+    """200 MB until `climb_at`, then `high`, a sample every 15 s over the last two hours
+    (of the test's own clock: a module-level "now" goes stale in a long run)."""
+    now = time.time()
+    start = int(now - 7200) // 15 * 15
+    return [(float(t), 2e8 if t < climb_at else high) for t in range(start, int(now), 15)]
 
 
 @pytest.fixture
@@ -34,7 +35,7 @@ async def prometheus() -> AsyncIterator[PrometheusSimulator]:
     async with PrometheusSimulator() as sim:
         for pod, high in (("payment-api-7f9c-abcde", 5.1e8), ("payment-api-7f9c-fghij", 3e8)):
             labels = {"__name__": MEMORY, "namespace": "shop", "pod": pod, "container": "api"}
-            sim.add(labels, _memory(pod, NOW - 1200, high))
+            sim.add(labels, _memory(time.time() - 1200, high))
         yield sim
 
 
@@ -93,7 +94,7 @@ async def test_many_series_are_summarised_within_bounds(
 ) -> None:
     for i in range(300):
         prometheus.add(
-            {"__name__": "up", "instance": f"host-{i}:9100" + "x" * 200}, [(NOW - 30, 1)]
+            {"__name__": "up", "instance": f"host-{i}:9100" + "x" * 200}, [(time.time() - 30, 1)]
         )
     result = await tools["query_prometheus"].ainvoke({"promql": "up"})
     assert result.startswith("300 series for up at ")
@@ -122,7 +123,9 @@ async def test_an_expression_that_cannot_run_comes_back_as_an_execution_error(
     tools: dict[str, BaseTool], prometheus: PrometheusSimulator
 ) -> None:
     for name in ("a_total", "b_total"):
-        prometheus.add({"__name__": name, "job": "x"}, [(NOW - 60, 1), (NOW - 30, 2)])
+        prometheus.add(
+            {"__name__": name, "job": "x"}, [(time.time() - 60, 1), (time.time() - 30, 2)]
+        )
     with pytest.raises(ToolFailed, match=r"same labelset \(execution\)"):
         await tools["query_prometheus"].ainvoke({"promql": 'rate({__name__=~".+_total"}[5m])'})
 
@@ -150,7 +153,7 @@ async def test_label_values_are_listed_within_bounds(
     tools: dict[str, BaseTool], prometheus: PrometheusSimulator
 ) -> None:
     for i in range(80):
-        prometheus.add({"__name__": "up", "pod": f"pod-{i:02d}"}, [(NOW - 30, 1)])
+        prometheus.add({"__name__": "up", "pod": f"pod-{i:02d}"}, [(time.time() - 30, 1)])
     result = await tools["list_prometheus_label_values"].ainvoke({"label": "pod", "match": "up"})
     assert result.startswith('80 values of pod of series matching up: "pod-00", ')
     assert f"… and {80 - MAX_LABEL_VALUES} more" in result
