@@ -107,6 +107,10 @@ class Seen:
     node_checks: dict[str, bool] = field(default_factory=dict)  # service -> errors elsewhere
     proposed: str | None = None  # the tool's answer to our proposal
     drafted: bool = False
+    tools: set[str] = field(default_factory=set)  # the tools this turn offers
+    read_pods: dict[str, str] = field(default_factory=dict)  # deployment -> pods summary
+    read_memory: dict[str, str] = field(default_factory=dict)  # deployment -> query result
+    read_logs: dict[str, str] = field(default_factory=dict)  # deployment -> logs summary
 
     @property
     def budget_left(self) -> int:
@@ -129,6 +133,11 @@ def texts(value: Any) -> list[str]:
 
 def read_request(request: GeminiRequest) -> Seen:
     seen = Seen()
+    seen.tools = {
+        d.get("name", "")
+        for tool in request.body.get("tools") or []
+        for d in tool.get("functionDeclarations") or tool.get("function_declarations") or []
+    }
     pending: list[tuple[str, dict[str, Any]]] = []
     for content in request.contents:
         for part in content.get("parts", []):
@@ -199,6 +208,22 @@ def _read_result(seen: Seen, name: str, args: dict[str, Any], text: str) -> None
         seen.rollouts[str(args.get("deployment", ""))] = _rollout(text)
     elif name == "propose_action":
         seen.proposed = text
+    elif name == "get_workload_pods":
+        seen.read_pods[str(args.get("deployment", ""))] = text
+    elif name == "query_prometheus":
+        seen.read_memory[_quoted_container(str(args.get("promql", "")))] = text
+    elif name == "query_loki_logs":
+        seen.read_logs[_quoted_app(str(args.get("logql", "")))] = text
+
+
+def _quoted_container(promql: str) -> str:
+    found = re.search(r'container="([^"]+)"', promql)
+    return found[1] if found else ""
+
+
+def _quoted_app(logql: str) -> str:
+    found = re.search(r'app="([^"]+)"', logql)
+    return found[1] if found else ""
 
 
 def _quoted_service(traceql: str) -> str:
@@ -314,6 +339,8 @@ def next_step(seen: Seen) -> tuple[str, dict[str, Any]] | None:
             return "get_rollout_history", {"namespace": namespace, "deployment": suspect}
         if _lines_up(seen, seen.rollouts.get(suspect)):
             break
+    if (health := _health_step(seen)) is not None:
+        return health
     changed = _changed(seen)
     if changed is None and (narrow := _failing_nodes(seen)) and narrow[0] not in seen.node_checks:
         service, nodes = narrow
@@ -328,6 +355,38 @@ def next_step(seen: Seen) -> tuple[str, dict[str, Any]] | None:
     finding = conclude(seen)
     if finding.action is not None and seen.proposed is None and seen.budget_left > 0:
         return "propose_action", finding.action
+    return None
+
+
+def _dying(seen: Seen) -> str | None:
+    """The Deployment whose processes look like they die or run out of memory: one a caller
+    saw reset, or one whose own spans fail for memory."""
+    for e in _origins(seen):
+        if reset := _RESET.search(e.status):
+            return reset["callee"]
+        if _MEMORY.search(e.status):
+            return e.service
+    return None
+
+
+def _health_step(seen: Seen) -> tuple[str, dict[str, Any]] | None:
+    """For a dying service, once its rollout is read: its pods, then (when offered) its
+    memory in Prometheus and its logs in Loki — one call each, within the budget."""
+    dying = _dying(seen)
+    if dying is None or dying not in seen.rollouts or seen.budget_left <= 1:
+        return None
+    namespace = seen.namespaces.get(dying, seen.namespace)
+    if "get_workload_pods" in seen.tools and dying not in seen.read_pods:
+        return "get_workload_pods", {"namespace": namespace, "deployment": dying}
+    if "query_prometheus" in seen.tools and dying not in seen.read_memory:
+        promql = (
+            f'max by (pod) (container_memory_working_set_bytes{{namespace="{namespace}", '
+            f'container="{dying}"}})'
+        )
+        return "query_prometheus", {"promql": promql}
+    if "query_loki_logs" in seen.tools and dying not in seen.read_logs:
+        logql = f'{{namespace="{namespace}", app="{dying}"}} |~ "(?i)error|memory|killed|gc "'
+        return "query_loki_logs", {"logql": logql, "limit": 50}
     return None
 
 
@@ -446,11 +505,23 @@ def compose(seen: Seen, finding: Finding) -> str:
         lines.append("• How it spreads: " + " → ".join(f"`{s}`" for s in finding.chain) + ".")
     if finding.trace_id:
         lines.append(f"• Example trace: {finding.trace_id}.")
+    for deployment, pods in seen.read_pods.items():
+        if "OOMKilled" in pods:
+            lines.append(f"• `{deployment}` pods are OOM-killed and restarting (CrashLoopBackOff).")
     if seen.proposed:
         lines.append(
             "• I proposed a remediation; it needs an engineer's approval before anything runs."
         )
-    lines.append("*Not checked:* metrics, logs and anything outside Tempo and the rollout history.")
+    unread = [
+        what
+        for what, read in (
+            ("pods", seen.read_pods),
+            ("metrics", seen.read_memory),
+            ("logs", seen.read_logs),
+        )
+        if not read
+    ]
+    lines.append(f"*Not checked:* {', '.join([*unread, 'anything the tools did not show'])}.")
     return "\n".join(lines)
 
 

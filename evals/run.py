@@ -35,6 +35,8 @@ from evals.spec import Scenario
 from graph.result import InvestigationResult
 from sandbox import GeminiSimulator, TempoSimulator
 from sandbox.kubernetes import KubernetesSimulator, write_kubeconfig
+from sandbox.loki import LokiSimulator
+from sandbox.prometheus import PrometheusSimulator
 
 AGENT, GRADER, JUDGE = "eval-reference", "eval-grader", "eval-judge"
 ASKER = "U_ONCALL"
@@ -52,6 +54,7 @@ class RunRecord(BaseModel):
     answer: str
     score: dict[str, Any]
     tool_calls: int
+    tools: list[str] = Field(default_factory=list)  # the tools called, in order
     model_calls: int
     tokens: int  # every model call of the run (agent, grader), as the API reported them
     latency_s: float
@@ -74,6 +77,8 @@ class Outside:
     gemini: GeminiSimulator | None
     kubeconfig: Path
     reference: ReferenceInvestigator | None = None
+    prometheus: PrometheusSimulator | None = None  # when the scenario has metrics
+    loki: LokiSimulator | None = None  # when the scenario has logs
     seen: list[str] = field(default_factory=list)
 
 
@@ -87,15 +92,24 @@ async def outside(scenario: Scenario, now: float, live: bool) -> AsyncIterator[O
         world.deploy(scenario, kube, now)
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         kubeconfig = write_kubeconfig(scratch / "kubeconfig.json", kube.url)
+        prometheus = loki = None
+        if scenario.metrics:
+            prometheus = await stack.enter_async_context(PrometheusSimulator())
+            for metric in scenario.metrics:
+                prometheus.add(metric.labels, [(now - m * 60, v) for m, v in metric.points])
+        if scenario.logs:
+            loki = await stack.enter_async_context(LokiSimulator())
+            for stream in scenario.logs:
+                loki.add(stream.labels, [(now - m * 60, line) for m, line in stream.lines])
         if live:
-            yield Outside(tempo, kube, None, kubeconfig)
+            yield Outside(tempo, kube, None, kubeconfig, None, prometheus, loki)
             return
         gemini = await stack.enter_async_context(GeminiSimulator())
         reference = ReferenceInvestigator()
         gemini.script(*[reference] * MAX_REFERENCE_REQUESTS, model=AGENT)
         gemini.script(*[reference_grader] * MAX_REFERENCE_REQUESTS, model=GRADER)
         gemini.script(*[reference_judge] * MAX_REFERENCE_REQUESTS, model=JUDGE)
-        yield Outside(tempo, kube, gemini, kubeconfig, reference)
+        yield Outside(tempo, kube, gemini, kubeconfig, reference, prometheus, loki)
 
 
 def eval_settings(
@@ -107,6 +121,8 @@ def eval_settings(
     values |= {
         "tempo_url": out.tempo.url,
         "tempo_tenant": None,
+        "prometheus_url": out.prometheus.url if out.prometheus else None,
+        "loki_url": out.loki.url if out.loki else None,
         "kubeconfig": str(out.kubeconfig),
         "actions_enabled": True,
         "allowed_namespaces": scenario.namespace,
@@ -199,6 +215,7 @@ async def run_once(
             answer=result.answer,
             score=graded.as_dict(),
             tool_calls=result.tool_calls,
+            tools=[str(e.get("tool")) for e in result.events if e.get("type") == "tool_started"],
             model_calls=0,
             tokens=int(spent or 0),
             latency_s=round(latency, 3),

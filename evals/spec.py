@@ -86,6 +86,9 @@ class Fault(_Strict):
     retried_by: str | None = None
     retries: int = 0
     silent: bool = False  # the failing process dies mid-request: its spans never arrive
+    # The failing pods' containers keep dying with this reason (e.g. OOMKilled), as the
+    # Kubernetes API shows them (restarts, last termination, BackOff events).
+    crash: str | None = None
     caller_message: str = "upstream {service} returned {http}"
 
 
@@ -98,6 +101,20 @@ class Noise(_Strict):
     http: int | None = None
     share: float = Field(default=0.1, gt=0, le=1)
     latency_ms: int = 0
+
+
+class Metric(_Strict):
+    """A Prometheus series the scenario's Prometheus serves: (minutes ago, value) points."""
+
+    labels: dict[str, str]
+    points: list[tuple[float, float]]
+
+
+class LogStream(_Strict):
+    """A Loki stream: its labels and (minutes ago, line) entries."""
+
+    labels: dict[str, str]
+    lines: list[tuple[float, str]]
 
 
 class Alert(_Strict):
@@ -203,6 +220,8 @@ class Scenario(_Strict):
     entries: list[Entry] = Field(default_factory=list)
     fault: Fault | None = None
     noise: list[Noise] = Field(default_factory=list)
+    metrics: list[Metric] = Field(default_factory=list)  # served by Prometheus when given
+    logs: list[LogStream] = Field(default_factory=list)  # served by Loki when given
     alert: Alert | None = None
     thread: list[Message] = Field(default_factory=list)
     recorded: Recorded | None = None

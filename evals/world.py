@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from bot.alerts import read_alert
 from evals.spec import Dependency, Noise, Recorded, Scenario, Service
 from graph.context import ContextMessage, ThreadContext
-from sandbox.kubernetes import KubernetesSimulator, template_hash
+from sandbox.kubernetes import KubernetesSimulator, pod_name, template_hash
 from sandbox.traces import SimResource, SimSpan, SimTrace
 
 REGISTRY = "registry"
@@ -43,7 +43,6 @@ def replicaset(service: Service) -> str:
 
 def pods(scenario: Scenario, service: Service) -> list[SimResource]:
     """The running release's pods, spread over the service's nodes in order."""
-    rng = random.Random(f"{scenario.seed}:{service.name}")
     rs = replicaset(service)
     nodes: list[str | None] = list(service.nodes) or [None]
     return [
@@ -54,7 +53,7 @@ def pods(scenario: Scenario, service: Service) -> list[SimResource]:
             namespace=scenario.namespace,
             deployment=service.name,
             replicaset=rs,
-            pod=f"{rs}-{''.join(rng.choice('bcdfghjklmnpqrstvwxz2456789') for _ in range(5))}",
+            pod=pod_name(rs, i),  # the name the Kubernetes simulator gives the same pod
             node=nodes[i % len(nodes)],
         )
         for i in range(service.replicas)
@@ -288,6 +287,40 @@ def deploy(scenario: Scenario, kube: KubernetesSimulator, now: float) -> None:
             envs=[r.env for r in s.releases],
             now=now,
             created_at=[now - r.hours_ago * 3600 for r in s.releases],
+        )
+        kube.add_pods(
+            scenario.namespace,
+            s.name,
+            nodes=tuple(s.nodes) or ("node-a1",),
+            age_s=s.releases[-1].hours_ago * 3600,
+            now=now,
+        )
+    _crash(scenario, kube, now)
+
+
+def _crash(scenario: Scenario, kube: KubernetesSimulator, now: float) -> None:
+    """The failing service's pods crash-looping, with the kubelet's events, when the
+    fault says so."""
+    fault = scenario.fault
+    service = scenario.service(fault.service) if fault else None
+    if fault is None or fault.crash is None or service is None:
+        return
+    restarts = max(2, int(fault.minutes_ago // 4))
+    for pod in pods(scenario, service):
+        assert pod.pod is not None
+        kube.crash_loop(
+            scenario.namespace, pod.pod, reason=fault.crash, restarts=restarts, finished=now - 40
+        )
+        kube.add_event(
+            scenario.namespace,
+            "Pod",
+            pod.pod,
+            "BackOff",
+            f"Back-off restarting failed container {service.name} in pod {pod.pod}",
+            type="Warning",
+            count=restarts,
+            first=now - fault.minutes_ago * 60,
+            last=now - 30,
         )
 
 

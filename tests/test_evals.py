@@ -48,7 +48,15 @@ async def test_each_scenario_s_evidence_is_in_what_the_simulators_serve(name: st
     scenario = load(name)
     async with KubernetesSimulator() as kube:
         deploy(scenario, kube, NOW)
-        served = json.dumps([*kube.deployments.values(), *kube.replicasets.values()])
+        served = json.dumps(
+            [
+                *kube.deployments.values(),
+                *kube.replicasets.values(),
+                *kube.pods.values(),
+                *kube.events,
+                scenario.model_dump(include={"metrics", "logs"}),
+            ]
+        )
     served += json.dumps([asdict(s) for t in traces(scenario, NOW) for s in t.spans])
     assert [e for e in scenario.truth.evidence if e not in served] == []
 
@@ -75,6 +83,23 @@ async def test_the_reference_investigator_finds_the_cause_through_the_real_graph
     assert [(p["action"], p["deployment"]) for p in record.proposals] == (
         [(expected.action, expected.deployment)] if expected else []
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "source"),
+    [
+        ("oom-crash-loop", "get_workload_pods"),
+        ("oom-crash-loop", "query_prometheus"),
+        ("memory-leak", "query_loki_logs"),
+    ],
+)
+async def test_evidence_outside_traces_is_reached_through_pods_metrics_and_logs(
+    name: str, source: str, redis_url: str
+) -> None:
+    record = await run_once(load(name), 1, time.time(), redis_url=redis_url)
+    assert source in record.tools
+    assert all(record.reachable.values()), record.reachable  # OOMKilled, GC overhead, ...
+    assert record.score["total"] == 1.0
 
 
 async def test_a_tool_budget_too_small_to_read_the_evidence_is_reported_unreachable(
