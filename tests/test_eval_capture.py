@@ -23,6 +23,27 @@ TEAM = "T1"  # the workspace auth.test names
 SECRETS = ("alice@example.com", "xoxb-1234-abcdef", "10.2.3.4", "bob@corp.example")
 
 
+def _bot_settings(
+    slack: SlackSimulator,
+    gemini: GeminiSimulator,
+    tempo: TempoSimulator,
+    redis_url: str,
+    prefix: str,
+    kubeconfig: Path | None = None,
+) -> Settings:
+    return Settings(
+        _env_file=None,
+        slack_bot_token="xoxb-sandbox",
+        slack_api_url=f"{slack.url}/api/",
+        tempo_url=tempo.url,
+        redis_url=redis_url,
+        redis_prefix=prefix,
+        kubeconfig=str(kubeconfig) if kubeconfig else None,
+        google_api_key="sandbox-key",
+        gemini_base_url=gemini.url,
+    )
+
+
 def test_a_link_to_a_reply_names_its_thread() -> None:
     link = "https://acme.slack.com/archives/C0PAY/p1700000123000200?thread_ts=1700000000.000100&cid=C0PAY"
     assert parse_link(link).thread_ts == "1700000000.000100"
@@ -75,17 +96,8 @@ async def test_an_answered_thread_becomes_a_redacted_scenario_the_eval_can_run(
             f"why? db at {SECRETS[2]}, mail {SECRETS[3]}", ts="1700000000.000200", thread_ts=ROOT
         )
         await settled(bot)
-    settings = Settings(
-        _env_file=None,
-        slack_bot_token="xoxb-sandbox",
-        slack_api_url=f"{slack.url}/api/",
-        tempo_url=tempo.url,
-        redis_url=redis_url,
-        redis_prefix=prefix,
-        kubeconfig=str(tmp_path / "kubeconfig"),  # the bot's, written by bot_for
-        google_api_key="sandbox-key",
-        gemini_base_url=gemini.url,
-    )
+    # The bot's own settings: its Slack, Redis prefix, Tempo and kubeconfig (bot_for's).
+    settings = _bot_settings(slack, gemini, tempo, redis_url, prefix, tmp_path / "kubeconfig")
 
     path = await capture(
         settings, f"https://t.slack.com/archives/C1/p{ROOT.replace('.', '')}", "cap", tmp_path
@@ -140,16 +152,7 @@ async def test_capture_negative_takes_each_thread_with_a_thumbs_down_once(
         bad = block["elements"][0]["negative_button"]["value"]
         await driver.feedback(bad, user="U_ONCALL", channel="C1", message_ts=answer.ts)
         await settled(bot)
-    settings = Settings(
-        _env_file=None,
-        slack_bot_token="xoxb-sandbox",
-        slack_api_url=f"{slack.url}/api/",
-        tempo_url=tempo.url,
-        redis_url=redis_url,
-        redis_prefix=prefix,
-        google_api_key="sandbox-key",
-        gemini_base_url=gemini.url,
-    )
+    settings = _bot_settings(slack, gemini, tempo, redis_url, prefix)
 
     first = await capture_negative(settings, tmp_path)
     again = await capture_negative(settings, tmp_path)
