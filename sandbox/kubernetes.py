@@ -20,8 +20,14 @@ Enough of apps/v1 for kubectl-style rollbacks and scaling through a real client:
 `requests` lists every request as it arrives, so tests can wait for one.
 
 With `rules` (a Role's `rules`, as data), requests are authorized like the API server's RBAC
-does for a ServiceAccount bound to that Role in every namespace: anything no rule grants is
-403 Forbidden, and `rbac_used` collects each (apiGroup, resource, verb) that was granted.
+does for a ServiceAccount bound to that Role by a RoleBinding in each namespace of
+`role_bindings` (None: each namespace that holds a Deployment): anything no rule grants, and
+anything in a namespace without the binding, is 403 Forbidden; `rbac_used` collects each
+(apiGroup, resource, verb) that was granted.
+
+The deployment controller observes a new generation a step after the write, as the real
+one does: until `observe_after_s` has passed, `status.observedGeneration` (in the write's
+answer and in reads) is the previous generation, so a rollout check must wait for it.
 """
 
 from __future__ import annotations
@@ -179,6 +185,8 @@ class KubernetesSimulator(SimulatorServer):
     rollout_delay_s: float = 0.0  # how long a rollout's new pods take to become available
     rules: list[dict[str, Any]] | None = None  # a Role's rules; None: everything is allowed
     rbac_used: set[tuple[str, str, str]] = field(default_factory=set)
+    role_bindings: set[str] | None = None  # namespaces bound to the Role; None: with Deployments
+    observe_after_s: float = 0.05  # until then, a write's new generation is not yet observed
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -186,6 +194,7 @@ class KubernetesSimulator(SimulatorServer):
         self.replicasets: dict[tuple[str, str], dict[str, Any]] = {}
         self._versions = itertools.count(1000)
         self._rollouts: dict[tuple[str, str], _Rollout] = {}
+        self._unobserved: dict[tuple[str, str], tuple[float, int]] = {}  # -> (when, previous)
 
     # --- fixtures -------------------------------------------------------------------
     def _bump(self, obj: dict[str, Any]) -> None:
@@ -352,6 +361,18 @@ class KubernetesSimulator(SimulatorServer):
             "conditions": [progressing],
         }
 
+    def _observe(self, deployment: dict[str, Any]) -> None:
+        """The controller has not observed the latest write yet: the previous generation."""
+        key = (deployment["metadata"]["namespace"], deployment["metadata"]["name"])
+        lag = self._unobserved.get(key)
+        if lag is None:
+            return
+        observed = lag[1]
+        if time.monotonic() >= lag[0]:
+            del self._unobserved[key]
+            observed = deployment["metadata"]["generation"]
+        deployment["status"] = {**deployment.get("status", {}), "observedGeneration": observed}
+
     def _roll(self, after: dict[str, Any]) -> None:
         """What the deployment controller does when the pod template changes."""
         namespace, uid = after["metadata"]["namespace"], after["metadata"]["uid"]
@@ -424,7 +445,10 @@ class KubernetesSimulator(SimulatorServer):
         verb = {"GET": "get" if name else "list", "PATCH": "patch", "PUT": "update"}.get(
             request.method, request.method.lower()
         )
-        for rule in self.rules:
+        bound = self.role_bindings
+        if bound is None:
+            bound = {ns for ns, _ in self.deployments}
+        for rule in self.rules if namespace in bound else []:
             if (
                 group in rule.get("apiGroups", [])
                 and resource in rule.get("resources", [])
@@ -496,6 +520,7 @@ class KubernetesSimulator(SimulatorServer):
         if isinstance(found, web.Response):
             return found
         self._progress(found)
+        self._observe(found)
         return web.json_response(found)
 
     def _scale_of(self, deployment: dict[str, Any]) -> dict[str, Any]:
@@ -557,6 +582,9 @@ class KubernetesSimulator(SimulatorServer):
                 time.monotonic(), current["status"].get("availableReplicas", 0), new_template
             )
             self._progress(updated)
+            previous = current["metadata"]["generation"]
+            self._unobserved[(ns, name)] = (time.monotonic() + self.observe_after_s, previous)
+            self._observe(updated)
         self._bump(updated)
         ns, name = current["metadata"]["namespace"], current["metadata"]["name"]
         self.deployments[(ns, name)] = updated
