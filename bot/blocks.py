@@ -174,6 +174,61 @@ def how_it_was_reached(result: InvestigationResult) -> str:
     return " · ".join(parts)
 
 
+FEEDBACK_ACTION = "answer_feedback"
+REASON_CALLBACK = "feedback_reason"
+REASON_BLOCK, REASON_ACTION = "what_was_wrong", "text"
+MAX_REASON_CHARS = 2000
+
+
+def feedback_block(correlation_id: str) -> dict[str, Any]:
+    """The feedback buttons under an answer (a `context_actions` block)."""
+    return {
+        "type": "context_actions",
+        "elements": [
+            {
+                "type": "feedback_buttons",
+                "action_id": FEEDBACK_ACTION,
+                "positive_button": {
+                    "text": {"type": "plain_text", "text": "Good answer"},
+                    "value": f"good:{correlation_id}",
+                    "accessibility_label": "This answer was right",
+                },
+                "negative_button": {
+                    "text": {"type": "plain_text", "text": "Wrong answer"},
+                    "value": f"bad:{correlation_id}",
+                    "accessibility_label": "This answer was wrong",
+                },
+            }
+        ],
+    }
+
+
+def reason_view(correlation_id: str) -> dict[str, Any]:
+    """The optional "what was wrong?" modal a 👎 opens."""
+    return {
+        "type": "modal",
+        "callback_id": REASON_CALLBACK,
+        "private_metadata": correlation_id,
+        "title": {"type": "plain_text", "text": "What was wrong?"},
+        "submit": {"type": "plain_text", "text": "Send"},
+        "close": {"type": "plain_text", "text": "Skip"},
+        "blocks": [
+            {
+                "type": "input",
+                "block_id": REASON_BLOCK,
+                "optional": True,
+                "label": {"type": "plain_text", "text": "What did the answer get wrong?"},
+                "element": {
+                    "type": "plain_text_input",
+                    "action_id": REASON_ACTION,
+                    "multiline": True,
+                    "max_length": MAX_REASON_CHARS,
+                },
+            }
+        ],
+    }
+
+
 def answer_message(
     result: InvestigationResult,
     grafana_url: str | None,
@@ -188,7 +243,8 @@ def answer_message(
         body += "\n\n:warning: Trace IDs marked _unverified_ could not be checked in Tempo."
     notes = "".join(f"\n_{escape(n)}_" for n in result.notices)
     chunks = split_sections(body + ("\n" + notes if notes else ""))
-    room = MAX_BLOCKS - 2 - (1 if actions else 0)  # action states, context line, Steps button
+    # Action states, the context line, the Steps button and the feedback buttons.
+    room = MAX_BLOCKS - 3 - (1 if actions else 0)
     if len(chunks) > room:
         omitted = sum(len(c) for c in chunks[room - 1 :])
         chunks = [
@@ -198,6 +254,7 @@ def answer_message(
     blocks = [section(c) for c in chunks]
     if actions:
         blocks.append(action_states(actions))
+    blocks.append(feedback_block(result.correlation_id))  # 👍 / 👎 right under the answer
     blocks.append(context(how_it_was_reached(result)))
     blocks.append(
         {"type": "actions", "elements": [button("Steps", "show_steps", result.correlation_id)]}

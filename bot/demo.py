@@ -1,6 +1,6 @@
 """`tracegate demo`: whole incidents on embedded defaults, through the real server.
 
-Only the outside world is simulated (Slack, Tempo, Kubernetes and, without
+Only the outside world is simulated (Slack, Tempo, Kubernetes, Prometheus, Loki and, without
 GOOGLE_API_KEY, Gemini); the bot is the one `tracegate serve` runs. The Slack threads are
 printed as a transcript and their Block Kit JSON written to a folder.
 """
@@ -29,6 +29,7 @@ from bot.settings import Settings
 from bot.transcript import render_blocks, render_message
 from sandbox import GeminiSimulator, TempoSimulator
 from sandbox.kubernetes import KubernetesSimulator, write_kubeconfig
+from sandbox.loki import LokiSimulator
 from sandbox.plays import (
     AGENT,
     GRADER,
@@ -37,11 +38,13 @@ from sandbox.plays import (
     bad_deploy_play,
     db_overload_play,
     hallucination_play,
+    oom_loop_play,
     replay_agent,
     replay_grader,
     replay_judge,
 )
-from sandbox.scenarios import Scenario, bad_deploy, db_overload
+from sandbox.prometheus import PrometheusSimulator
+from sandbox.scenarios import OomLoop, Scenario, bad_deploy, db_overload, load_oom_loop
 from sandbox.slack import SlackDriver, SlackSimulator
 
 SECRET = "demo-signing-secret"
@@ -60,6 +63,9 @@ class World:
     checkout: Scenario
     orders: Scenario
     kubeconfig: Path
+    prometheus: PrometheusSimulator
+    loki: LokiSimulator
+    oom: OomLoop
 
     @property
     def replay(self) -> bool:
@@ -75,7 +81,10 @@ async def open_world(folder: Path, replay: bool) -> AsyncIterator[World]:
         SlackSimulator(bot_token="xoxb-demo") as slack,
         TempoSimulator(traces=checkout.traces + orders.traces) as tempo,
         kube,
+        PrometheusSimulator() as prometheus,
+        LokiSimulator() as loki,
     ):
+        oom = load_oom_loop(kube, prometheus, loki)
         kube.add_deployment("shop", "payment-api", kube_images, replicas=4, first_revision=40)
         kube.add_deployment(
             "shop",
@@ -88,9 +97,13 @@ async def open_world(folder: Path, replay: bool) -> AsyncIterator[World]:
         kubeconfig = write_kubeconfig(folder / "kubeconfig.json", kube.url)
         if replay:
             async with GeminiSimulator() as gemini:
-                yield World(slack, tempo, kube, gemini, checkout, orders, kubeconfig)
+                yield World(
+                    slack, tempo, kube, gemini, checkout, orders, kubeconfig, prometheus, loki, oom
+                )
         else:
-            yield World(slack, tempo, kube, None, checkout, orders, kubeconfig)
+            yield World(
+                slack, tempo, kube, None, checkout, orders, kubeconfig, prometheus, loki, oom
+            )
 
 
 def demo_settings(world: World, redis_url: str, api_key: str | None) -> Settings:
@@ -99,6 +112,8 @@ def demo_settings(world: World, redis_url: str, api_key: str | None) -> Settings
         "slack_signing_secret": SECRET,
         "slack_api_url": f"{world.slack.url}/api/",
         "tempo_url": world.tempo.url,
+        "prometheus_url": world.prometheus.url,
+        "loki_url": world.loki.url,
         "redis_url": redis_url,
         "redis_prefix": f"demo-{uuid.uuid4().hex[:12]}",  # runs never share keys
         "port": 0,
@@ -285,6 +300,12 @@ async def db_overload_scene(stage: Stage) -> None:
     await stage.ask("orders-api is returning 503s, roll it back?")
 
 
+async def oom_loop_scene(stage: Stage) -> None:
+    if stage.world.replay:
+        _script(stage.world, oom_loop_play(stage.world.oom))
+    await stage.ask("payment-api in payments has been failing since the last deploy, why?")
+
+
 async def hallucination_scene(stage: Stage) -> None:
     if stage.world.replay:
         _script(stage.world, hallucination_play(stage.world.checkout))
@@ -305,6 +326,13 @@ SCENES: list[tuple[str, str, str, Scene]] = [
         "C0ORDERS",
         "orders-api fails because Postgres is out of connections",
         db_overload_scene,
+    ),
+    (
+        "oom-loop",
+        "C0PAYOPS",
+        "payment-api is OOM-killed in a loop after a deploy: in pods, events and memory, "
+        "not in traces",
+        oom_loop_scene,
     ),
     (
         "hallucination",
@@ -345,7 +373,7 @@ async def play(
                 "Gemini replies are a scripted replay of each scenario (no GOOGLE_API_KEY set)"
                 if world.replay
                 else f"Gemini is real ({settings.llm_model}); "
-                "Slack, Tempo and Kubernetes are simulated"
+                "Slack, Tempo, Kubernetes, Prometheus and Loki are simulated"
             )
             narrator.say(f"tracegate demo — {mode}.")
             narrator.say(f"Conversations: {store}. Block Kit JSON: {folder}/")

@@ -83,7 +83,8 @@ def log_startup(settings: Settings, what: str) -> None:
         kubernetes = "Kubernetes not configured (no rollout history, no actions)"
     actions = "actions ENABLED" if settings.actions_enabled else "actions off (ACTIONS_ENABLED)"
     line = (
-        f"tracegate {what}; {kubernetes}; {actions}; approvers: "
+        f"tracegate {what}; evidence: {', '.join(settings.evidence_sources())}; {kubernetes}; "
+        f"{actions}; approvers: "
         + (", ".join(approvers) if approvers else nobody)
         + f"; default rubric {'on' if settings.rubric else 'off'}; models: agent "
         f"{settings.llm_model}, grader {settings.grader_model or settings.llm_model}, judge "

@@ -25,6 +25,11 @@ ACK_SECONDS = Histogram(
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5),
 )
 TURNS_STARTED = Counter("tracegate_turns_started_total", "Investigation turns started")
+ANSWER_FEEDBACK = Counter(
+    "tracegate_answer_feedback_total",
+    "People's verdicts on answers (a changed verdict counts again), by verdict",
+    ["verdict"],
+)
 TURNS_FINISHED = Counter(
     "tracegate_turns_finished_total", "Investigation turns finished, by status", ["status"]
 )

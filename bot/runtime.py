@@ -81,6 +81,8 @@ async def open_runtime(
             default_rubric=settings.rubric,
             saver=saver,
             guard=guard,
+            prometheus=settings.prometheus_spec(),
+            loki=settings.loki_spec(),
         ) as investigator:
             yield Runtime(investigator, actions, client, slack_http)
     finally:

@@ -15,6 +15,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.cards import ApproverGroup, Cards
 from bot.conversation import Conversations, Presentation
+from bot.feedback import Feedback
+from bot.home import Home
 from bot.jobs import Jobs
 from bot.rubric_command import RubricCommand, RubricEditors
 from bot.runtime import Runtime
@@ -37,6 +39,8 @@ class Services:
     rubric_command: RubricCommand
     turns: TurnStore
     runner: TurnRunner
+    feedback: Feedback
+    home: Home
 
 
 def slack_client(settings: Settings, session: aiohttp.ClientSession) -> AsyncWebClient:
@@ -120,14 +124,14 @@ def build_services(
         if anyone or editor_ids
         else RubricEditors(False, settings.action_policy().approvers, approvers)
     )
+    # Rubric changes and feedback go to the actions' audit stream, through its one writer,
+    # whether or not actions are configured.
+    audit = runtime.actions.store if runtime.actions else ActionStore(redis, settings.redis_prefix)
     rubric_command = RubricCommand(
-        runtime.investigator,
-        memory,
-        settings.rubric,
-        editors,
-        # Rubric changes go to the actions' audit stream, through its one writer, whether
-        # or not actions are configured.
-        runtime.actions.store if runtime.actions else ActionStore(redis, settings.redis_prefix),
-        settings.rubric_max_chars,
+        runtime.investigator, memory, settings.rubric, editors, audit, settings.rubric_max_chars
     )
-    return Services(client, memory, jobs, cards, conversations, rubric_command, turns, runner)
+    feedback = Feedback(client, redis, memory, audit, settings.redis_prefix, ttl_s)
+    home = Home(client, runtime.actions, approvers, feedback)
+    return Services(
+        client, memory, jobs, cards, conversations, rubric_command, turns, runner, feedback, home
+    )

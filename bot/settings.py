@@ -30,7 +30,7 @@ from bot.worker import WorkerTiming
 from gates.config import ActionPolicy
 from gates.store import DEFAULT_LEASE_S
 from graph.capacity import CapacityLimits
-from graph.config import GraphLimits, ModelSpec, TempoSpec
+from graph.config import GraphLimits, LokiSpec, ModelSpec, PrometheusSpec, TempoSpec
 from graph.rubric import DEFAULT_RUBRIC
 
 LEASE_KUBE_CALLS = 6
@@ -91,6 +91,17 @@ FILLS: dict[type[BaseModel], dict[str, str]] = {
         "fallback_after_s": "model_fallback_after",
     },
     TempoSpec: {"url": "tempo_url", "tenant": "tempo_tenant", "timeout_s": "tempo_timeout"},
+    PrometheusSpec: {
+        "url": "prometheus_url",
+        "tenant": "prometheus_tenant",
+        "timeout_s": "prometheus_timeout",
+    },
+    LokiSpec: {
+        "url": "loki_url",
+        "tenant": "loki_tenant",
+        "timeout_s": "loki_timeout",
+        "datasource": "grafana_loki_datasource",
+    },
     ActionPolicy: {
         "breaker_max_per_target": "breaker_max_actions_per_target",
         "breaker_max_global": "breaker_max_actions_global",
@@ -120,6 +131,7 @@ class Settings(BaseSettings):
     # Grafana (links only)
     grafana_url: str | None = None
     grafana_tempo_datasource: str = "tempo"
+    grafana_loki_datasource: str = _owned(LokiSpec, "datasource")
 
     # The model (ModelSpec)
     google_api_key: SecretStr | None = _owned(ModelSpec, "api_key")
@@ -140,6 +152,13 @@ class Settings(BaseSettings):
     tempo_url: str | None = None
     tempo_tenant: str | None = _owned(TempoSpec, "tenant")
     tempo_timeout: float = _owned(TempoSpec, "timeout_s")
+    # Optional evidence: Prometheus (or Mimir, Thanos) metrics, Loki logs
+    prometheus_url: str | None = None
+    prometheus_tenant: str | None = _owned(PrometheusSpec, "tenant")
+    prometheus_timeout: float = _owned(PrometheusSpec, "timeout_s")
+    loki_url: str | None = None
+    loki_tenant: str | None = _owned(LokiSpec, "tenant")
+    loki_timeout: float = _owned(LokiSpec, "timeout_s")
     # Redis (checkpoints)
     redis_url: str = "redis://localhost:6379/0"
     redis_prefix: str = "tracegate"  # key prefix for the bot's own keys (not checkpoints)
@@ -220,7 +239,9 @@ class Settings(BaseSettings):
             raise ValueError(f"{value!r} is not of the form google_genai:<model>")
         return value or None
 
-    @field_validator("tempo_url", "gemini_base_url", "grafana_url", "slack_api_url")
+    @field_validator(
+        "tempo_url", "prometheus_url", "loki_url", "gemini_base_url", "grafana_url", "slack_api_url"
+    )
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
         # "tempo:3200" parses as scheme "tempo": every request would fail, quietly.
@@ -344,6 +365,27 @@ class Settings(BaseSettings):
             )
         return self._typed(TempoSpec)
 
+    def prometheus_spec(self) -> PrometheusSpec | None:
+        """None when PROMETHEUS_URL is not set: no metric tools."""
+        return self._typed(PrometheusSpec) if self.prometheus_url else None
+
+    def loki_spec(self) -> LokiSpec | None:
+        """None when LOKI_URL is not set: no log-query tools."""
+        if not self.loki_url:
+            return None
+        return self._typed(LokiSpec, grafana_url=self.grafana_url)
+
+    def evidence_sources(self) -> list[str]:
+        """The sources the agent reads, for the start-up line."""
+        sources = ["Tempo"]
+        if self.kubernetes_configured:
+            sources.append("Kubernetes (rollouts, pods, events, logs)")
+        if self.prometheus_url:
+            sources.append("Prometheus")
+        if self.loki_url:
+            sources.append("Loki")
+        return sources
+
     def worker_timing(self) -> WorkerTiming:
         return self._typed(WorkerTiming)
 
@@ -360,6 +402,8 @@ class Settings(BaseSettings):
             self.worker_timing,
             self.capacity_limits,
             lambda: self._typed(TempoSpec, url=self.tempo_url or ""),
+            lambda: self._typed(PrometheusSpec, url=self.prometheus_url or ""),
+            lambda: self._typed(LokiSpec, url=self.loki_url or ""),
         ):
             try:
                 build()

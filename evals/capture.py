@@ -20,6 +20,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, ToolMessage
 
 from bot.alerts import message_text
+from bot.feedback import negative_answers
 from bot.runtime import open_runtime
 from bot.services import slack_client
 from bot.settings import Settings, SettingsError
@@ -193,6 +194,23 @@ async def capture(settings: Settings, link: str, name: str, folder: Path = SCENA
     return target
 
 
+async def capture_negative(settings: Settings, folder: Path = SCENARIOS) -> list[Path]:
+    """Every thread whose answer got a 👎 and is not captured yet, as a scenario named
+    `feedback-<channel>-<thread ts>`."""
+    _check(settings)
+    async with open_runtime(settings) as runtime:
+        client = slack_client(settings, runtime.slack_http)
+        links: list[tuple[str, str]] = []
+        for thread, _ in await negative_answers(runtime.redis, settings.redis_prefix):
+            _, channel, thread_ts = thread.split(":", 2)
+            name = f"feedback-{channel.lower()}-{thread_ts.replace('.', '')}"
+            if (folder / name).exists() or any(n == name for n, _ in links):
+                continue
+            found = await client.chat_getPermalink(channel=channel, message_ts=thread_ts)
+            links.append((name, str(found["permalink"])))
+    return [await capture(settings, link, name, folder) for name, link in links]
+
+
 async def _replies(client: Any, where: ThreadLink) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     cursor = None
@@ -228,7 +246,8 @@ def _turn(
         if m.get("user") != bot_user
     ]
     question = _MENTION.sub("", messages[q].get("text") or "").strip()
-    return question, message_text(messages[answer_index]), before
+    answer = messages[answer_index]
+    return question, answer.get("text") or message_text(answer), before
 
 
 def _tool_calls(messages: list[Any]) -> list[dict[str, Any]]:

@@ -31,6 +31,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("link", nargs="?", help="capture: the thread's Slack link")
     parser.add_argument("--name", help="capture: the new scenario's folder name")
     parser.add_argument(
+        "--negative",
+        action="store_true",
+        help="capture: every thread whose answer got a 👎 (instead of one LINK)",
+    )
+    parser.add_argument(
         "--scenario", action="append", help="run only this scenario (repeatable; default: all)"
     )
     parser.add_argument("--runs", type=int, default=1, help="runs per scenario (default 1)")
@@ -106,20 +111,29 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _capture(args: argparse.Namespace) -> int:
-    from evals.capture import capture
+    from evals.capture import capture, capture_negative
 
-    if not args.link or not args.name:
-        print("tracegate eval capture: give the thread's link and --name", file=sys.stderr)
+    if not args.negative and (not args.link or not args.name):
+        print(
+            "tracegate eval capture: give the thread's link and --name, or --negative",
+            file=sys.stderr,
+        )
         return 2
     try:
         settings = load_settings()
-        path = asyncio.run(capture(settings, args.link, args.name))
+        if args.negative:
+            paths = asyncio.run(capture_negative(settings))
+        else:
+            paths = [asyncio.run(capture(settings, args.link, args.name))]
     except (SettingsError, ValueError, FileExistsError, LookupError) as exc:
         print(f"tracegate eval capture: {exc}", file=sys.stderr)
         return 2
+    for path in paths:
+        print(f"captured: {path}")
     print(
-        f"captured: {path}\nwrite its truth (docs/evals.md), then: "
-        f"tracegate eval --scenario {args.name}"
+        "write each one's truth (docs/evals.md), then: tracegate eval --scenario <name>"
+        if paths
+        else "nothing new to capture"
     )
     return 0
 

@@ -1,6 +1,7 @@
 """The Kubernetes side of actions, through kubernetes_asyncio (kubeconfig or in-cluster).
 
-`snapshot` reads what a human is shown and what the gates judge; `plan_scale` and
+`snapshot` reads what a human is shown and what the gates judge; `workload_pods`, `pod`,
+`events` and `pod_log` read (never change) what the investigation tools show; `plan_scale` and
 `plan_rollback` compute a change from fresh reads and return it unsent, so everything that
 can fail before the write fails before it. Every write carries the resourceVersion the gates
 just checked, so a change that slips in between the check and the write is refused by the
@@ -46,8 +47,11 @@ class ClusterError(Exception):
     """The API refused or failed; the message is the API server's own."""
 
 
-class DeploymentNotFound(ClusterError):
-    pass
+class NotFound(ClusterError):
+    """The API server answered 404: the Deployment, pod or container is not there."""
+
+
+DeploymentNotFound = NotFound  # what reading a Deployment meets
 
 
 class NothingToUndo(ClusterError):
@@ -73,6 +77,7 @@ class KubernetesCluster:
     def __init__(self, api: client.ApiClient, timeout_s: float) -> None:
         self._api = api
         self._apps = client.AppsV1Api(api)
+        self._core = client.CoreV1Api(api)
         self._timeout = timeout_s
 
     @classmethod
@@ -105,7 +110,7 @@ class KubernetesCluster:
             ) from exc
         except ApiException as exc:
             if exc.status == 404:
-                raise DeploymentNotFound(_api_message(exc)) from exc
+                raise NotFound(_api_message(exc)) from exc
             raise ClusterError(_api_message(exc)) from exc
         except (OSError, aiohttp.ClientError) as exc:
             # ServerDisconnectedError is a ClientConnectionError, not an OSError.
@@ -164,6 +169,83 @@ class KubernetesCluster:
                 for revision, rs in owned
             ],
         )
+
+    async def workload_pods(
+        self, namespace: str, name: str, limit: int
+    ) -> tuple[dict[str, Any], list[dict[str, Any]], bool]:
+        """The Deployment, up to `limit` of the pods its selector matches, and whether
+        there are more."""
+        deployment = self._plain(
+            await self._call(self._apps.read_namespaced_deployment(name, namespace))
+        )
+        labels = deployment["spec"]["selector"].get("matchLabels", {})
+        selector = ",".join(f"{k}={v}" for k, v in labels.items())
+        listed = self._plain(
+            await self._call(
+                self._core.list_namespaced_pod(namespace, label_selector=selector, limit=limit)
+            )
+        )
+        more = bool((listed.get("metadata") or {}).get("continue"))
+        return deployment, listed.get("items") or [], more
+
+    async def pod(self, namespace: str, name: str) -> dict[str, Any]:
+        pod: dict[str, Any] = self._plain(
+            await self._call(self._core.read_namespaced_pod(name, namespace))
+        )
+        return pod
+
+    async def events(
+        self, namespace: str, limit: int, field_selector: str | None = None
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """Up to `limit` core/v1 events of the namespace (events.k8s.io/v1 would hand the
+        kubelet's events over with `eventTime: null`, which the generated client refuses),
+        and whether there are more."""
+        options: dict[str, Any] = {"limit": limit}
+        if field_selector:
+            options["field_selector"] = field_selector
+        listed = self._plain(
+            await self._call(self._core.list_namespaced_event(namespace, **options))
+        )
+        more = bool((listed.get("metadata") or {}).get("continue"))
+        return listed.get("items") or [], more
+
+    async def pod_log(
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        *,
+        tail_lines: int,
+        limit_bytes: int,
+        previous: bool,
+    ) -> str:
+        """The last `tail_lines` lines of a container's log, at most `limit_bytes` of them.
+
+        Read raw: the generated client parses a body that happens to be JSON (a log of one
+        structured line) and hands back its Python repr instead of the text.
+        """
+        response = await self._call(
+            self._core.read_namespaced_pod_log(
+                pod,
+                namespace,
+                container=container,
+                tail_lines=tail_lines,
+                limit_bytes=limit_bytes,
+                previous=previous,
+                _preload_content=False,
+            )
+        )
+        try:
+            body = await self._call(response.read())
+        finally:
+            response.release()
+        if not 200 <= response.status <= 299:
+            error = ApiException(status=response.status, reason=response.reason)
+            error.body = body
+            if response.status == 404:
+                raise NotFound(_api_message(error)) from error
+            raise ClusterError(_api_message(error)) from error
+        return str(body.decode("utf-8", errors="replace"))
 
     async def rollout_status(self, namespace: str, name: str) -> RolloutStatus:
         """What `kubectl rollout status` looks at."""

@@ -33,6 +33,15 @@ class ActionPolicy(BaseModel):
     rollout_watch_s: float = Field(default=300, gt=0)  # ROLLOUT_WATCH_TIMEOUT
     rollout_poll_s: float = Field(default=2.0, gt=0)  # between rollout status reads
 
+    def namespace_refusal(self, namespace: str) -> str | None:
+        """Why tracegate may not act in (or read pods, events and logs of) `namespace`;
+        None when it may."""
+        if namespace in self.protected_namespaces:
+            return f"namespace {namespace} is protected (PROTECTED_NAMESPACES)"
+        if self.allowed_namespaces and namespace not in self.allowed_namespaces:
+            return f"namespace {namespace} is not in ALLOWED_NAMESPACES"
+        return None
+
     @field_validator("protected_deployments")
     @classmethod
     def _namespace_slash_name(cls, value: frozenset[str]) -> frozenset[str]:

@@ -384,6 +384,13 @@ class ActionStore:
         ]
         return [e for e in decoded if request_id is None or e["request_id"] == request_id]
 
+    async def recent_audit(self, count: int) -> list[dict[str, str]]:
+        """The newest `count` audit entries, newest first."""
+        entries = await self.redis.xrevrange(self.audit_stream, count=count) or []
+        return [
+            {as_text(k): as_text(v) for k, v in (fields or {}).items()} for _, fields in entries
+        ]
+
     # --- the duplicate gate's index: one live request per (incident, fingerprint) ----
     def _fingerprint_key(self, thread_key: str, fp: str) -> str:
         return f"{self.prefix}:fingerprint:{thread_key}:{fp}"

@@ -33,6 +33,26 @@ class TempoSpec(BaseModel):
     timeout_s: float = Field(default=5.0, gt=0)
 
 
+class PrometheusSpec(BaseModel):
+    """Prometheus, or anything serving its HTTP API (Mimir, Thanos, VictoriaMetrics)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    url: str  # PROMETHEUS_URL, with any path prefix (Mimir: http://mimir/prometheus)
+    tenant: str | None = None  # PROMETHEUS_TENANT -> X-Scope-OrgID (Mimir)
+    timeout_s: float = Field(default=10.0, gt=0)  # PROMETHEUS_TIMEOUT: per request
+
+
+class LokiSpec(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    url: str  # LOKI_URL
+    tenant: str | None = None  # LOKI_TENANT -> X-Scope-OrgID
+    timeout_s: float = Field(default=10.0, gt=0)  # LOKI_TIMEOUT: per request
+    grafana_url: str | None = None  # GRAFANA_URL: an Explore link for each query
+    datasource: str = "loki"  # GRAFANA_LOKI_DATASOURCE: the Loki data source's uid
+
+
 class GraphLimits(BaseModel):
     """Bounds on one investigation turn (whole numbers: a bool or a float is refused)."""
 

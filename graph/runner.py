@@ -21,7 +21,7 @@ from gates.pipeline import ActionPipeline
 from graph.build import InvestigationGraph, build_graph
 from graph.capacity import BudgetExceeded, CallScope, ModelBusy, ModelGuard, call_scope
 from graph.checkpoint import FENCE, Fence, Superseded, open_checkpointer
-from graph.config import GraphLimits, ModelSpec, TempoSpec
+from graph.config import GraphLimits, LokiSpec, ModelSpec, PrometheusSpec, TempoSpec
 from graph.context import ThreadContext
 from graph.grader import Grader
 from graph.grounding.evidence import Fact, text_facts, times_from
@@ -34,6 +34,9 @@ from graph.progress import TurnContext
 from graph.result import InvestigationResult, RubricReport, Status
 from graph.state import InvestigationState
 from graph.tools.kubernetes import kubernetes_tools
+from graph.tools.loki import LokiClient, loki_tools
+from graph.tools.pods import kubernetes_read_tools
+from graph.tools.prometheus import PrometheusClient, prometheus_tools
 from graph.tools.tempo import TempoClient, tempo_tools
 from graph.trace_guard import TraceVerifier, ids_with
 
@@ -481,6 +484,8 @@ async def open_investigator(
     on_evaluation: OnEvaluation | None = None,
     saver: BaseCheckpointSaver[str] | None = None,
     guard: ModelGuard | None = None,
+    prometheus: PrometheusSpec | None = None,
+    loki: LokiSpec | None = None,
 ) -> AsyncIterator[Investigator]:
     """Everything an investigation needs, opened together and closed together.
 
@@ -488,6 +493,8 @@ async def open_investigator(
     The grader uses `grader_model` (default: the agent's model) and the read-only Tempo tools.
     `saver` replaces the Redis checkpointer (the demo's embedded mode). `guard` takes every
     model call (agent, grader) through the shared limit, the budgets and the quota waits.
+    `prometheus` and `loki`, when configured, add their query tools (and nothing else
+    depends on them: a source that fails is a failed tool call).
     """
     chat_model = make_chat_model(model, guard=guard) if isinstance(model, ModelSpec) else model
     if grader_model is None:
@@ -501,9 +508,18 @@ async def open_investigator(
     else:
         grading_model = grader_model
     client = TempoClient(tempo)
+    metrics = PrometheusClient(prometheus) if prometheus else None
+    logs = LokiClient(loki) if loki else None
     try:
         evidence_tools = tempo_tools(client)
-        tools = evidence_tools + (kubernetes_tools(actions) if actions else [])
+        evidence_tools += prometheus_tools(metrics) if metrics else []
+        evidence_tools += loki_tools(logs) if logs else []
+        cluster_tools = (
+            kubernetes_tools(actions) + kubernetes_read_tools(actions.cluster, actions.policy)
+            if actions
+            else []
+        )
+        tools = evidence_tools + cluster_tools
         verifier = TraceVerifier(client, limits.trace_verify_concurrency)
         grader = Grader(grading_model, evidence_tools, limits.grader_max_steps)
         records = actions.store if actions else None
@@ -531,3 +547,6 @@ async def open_investigator(
             yield Investigator(graph, limits, default_rubric)
     finally:
         await client.aclose()
+        for source in (metrics, logs):
+            if source is not None:
+                await source.aclose()

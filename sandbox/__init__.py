@@ -1,4 +1,5 @@
-"""Wire-level simulators of the outside world: Slack, Gemini, Tempo and Kubernetes.
+"""Wire-level simulators of the outside world: Slack, Gemini, Tempo, Kubernetes, Prometheus
+and Loki.
 
 Each simulator is a real HTTP server on a free loopback port that speaks the external
 protocol. Nothing here imports tracegate's own packages, so a test that passes against a

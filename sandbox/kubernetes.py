@@ -1,4 +1,5 @@
-"""A Kubernetes API simulator: Deployments, their ReplicaSets, the scale subresource.
+"""A Kubernetes API simulator: Deployments, their ReplicaSets, the scale subresource; pods,
+their logs and events (core/v1, read only).
 
 Enough of apps/v1 for kubectl-style rollbacks and scaling through a real client:
 - GET/PATCH deployments (JSON Patch, merge patch, strategic merge treated as merge patch),
@@ -15,6 +16,18 @@ Enough of apps/v1 for kubectl-style rollbacks and scaling through a real client:
 - injectable faults: latency, a status for matching requests (403, 500, ...), requests held
   unanswered and unapplied, and stored writes followed by a dropped connection or a late
   answer — what a real API server under trouble does.
+
+Read only, as the API server answers them (core/v1):
+- GET pods with `labelSelector` (equality terms) and `fieldSelector` (`metadata.name`,
+  `metadata.namespace`, `spec.nodeName`, `status.phase`; any other field is 400 "field label
+  not supported"), `limit` with a `continue` token; GET one pod (404 when missing);
+- GET `pods/<name>/log`: `container` (400 when a pod of several containers gets none, or
+  one it lacks), `previous` (a Go boolean; 400 when the container never terminated),
+  `tailLines` (the last N lines), then `limitBytes` (the first N bytes of what is left, a
+  cut line and all); plain text, never JSON;
+- GET events with `fieldSelector` on `involvedObject.{kind,name,namespace,uid}`, `reason`,
+  `type`, `metadata.name` (`=`, `==`, `!=`), `limit`; events written like the kubelet's
+  (core/v1, `eventTime` null).
 
 `writes` lists every stored (not dry-run) change, so tests can count executions;
 `requests` lists every request as it arrives, so tests can wait for one.
@@ -51,6 +64,23 @@ from sandbox.server import SimulatorServer
 REVISION = "deployment.kubernetes.io/revision"
 HASH_LABEL = "pod-template-hash"
 _APPS = "/apis/apps/v1/namespaces/{ns}"
+_CORE = "/api/v1/namespaces/{ns}"
+_POD_SUFFIX = "bcdfghjklmnpqrstvwxz2456789"  # the alphabet of generated name suffixes
+# Go's strconv.ParseBool, which the API server parses boolean query parameters with.
+_BOOLS = {v: True for v in ("1", "t", "T", "TRUE", "true", "True")} | {
+    v: False for v in ("0", "f", "F", "FALSE", "false", "False")
+}
+POD_FIELDS = ("metadata.name", "metadata.namespace", "spec.nodeName", "status.phase")
+EVENT_FIELDS = (
+    "involvedObject.kind",
+    "involvedObject.name",
+    "involvedObject.namespace",
+    "involvedObject.uid",
+    "metadata.name",
+    "metadata.namespace",
+    "reason",
+    "type",
+)
 
 
 @dataclass
@@ -156,6 +186,61 @@ def json_patch(document: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str,
     return doc
 
 
+def pod_name(replicaset: str, index: int) -> str:
+    """The name `add_pods` gives a ReplicaSet's `index`-th pod (stable, like a hash suffix)."""
+    digest = hashlib.sha256(f"{replicaset}/{index}".encode()).digest()
+    return f"{replicaset}-" + "".join(_POD_SUFFIX[b % len(_POD_SUFFIX)] for b in digest[:5])
+
+
+def _utc(at: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+
+
+def _field(obj: dict[str, Any], path: str) -> str:
+    value: Any = obj
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return "" if value is None else str(value)
+
+
+class SelectorError(ValueError):
+    pass
+
+
+def parse_selector(raw: str, fields: tuple[str, ...] | None = None) -> list[tuple[str, str, bool]]:
+    """`a=b,c!=d` as (key, value, equal) terms. With `fields`, a field selector: keys other
+    than those are refused as the API server refuses them."""
+    terms = []
+    for term in filter(None, (t.strip() for t in raw.split(","))):
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+            equal = False
+        elif "=" in term:
+            key, value = term.replace("==", "=", 1).split("=", 1)
+            equal = True
+        else:
+            raise SelectorError(f"unable to parse requirement: {term!r}: only =, == and != here")
+        key = key.strip()
+        if fields is not None and key not in fields:
+            raise SelectorError(f"field label not supported: {key}")
+        terms.append((key, value.strip(), equal))
+    return terms
+
+
+def _selected(terms: list[tuple[str, str, bool]], get: Any) -> bool:
+    return all((get(k) == v) == equal for k, v, equal in terms)
+
+
+def _page(request: web.Request, items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str]:
+    """`limit` and `continue` as the API server pages a list (the token is an offset here)."""
+    start = int(request.query.get("continue") or 0)
+    limit = int(request.query.get("limit") or 0)
+    if limit <= 0:
+        return items[start:], ""
+    end = start + limit
+    return items[start:end], (str(end) if end < len(items) else "")
+
+
 def write_kubeconfig(path: Path, server: str) -> Path:
     """A kubeconfig whose only cluster is `server` (e.g. a simulator's URL)."""
     config = {
@@ -185,6 +270,7 @@ class KubernetesSimulator(SimulatorServer):
     rollout_delay_s: float = 0.0  # how long a rollout's new pods take to become available
     rules: list[dict[str, Any]] | None = None  # a Role's rules; None: everything is allowed
     rbac_used: set[tuple[str, str, str]] = field(default_factory=set)
+    log_queries: list[dict[str, str]] = field(default_factory=list)  # of each log request
     role_bindings: set[str] | None = None  # namespaces bound to the Role; None: with Deployments
     observe_after_s: float = 0.05  # until then, a write's new generation is not yet observed
 
@@ -194,6 +280,10 @@ class KubernetesSimulator(SimulatorServer):
         self.replicasets: dict[tuple[str, str], dict[str, Any]] = {}
         self._versions = itertools.count(1000)
         self._rollouts: dict[tuple[str, str], _Rollout] = {}
+        self.pods: dict[tuple[str, str], dict[str, Any]] = {}
+        self.events: list[dict[str, Any]] = []
+        # (namespace, pod, container, previous) -> the log text
+        self.logs: dict[tuple[str, str, str, bool], str] = {}
         self._unobserved: dict[tuple[str, str], tuple[float, int]] = {}  # -> (when, previous)
 
     # --- fixtures -------------------------------------------------------------------
@@ -302,6 +392,163 @@ class KubernetesSimulator(SimulatorServer):
         self._bump(deployment)
         self.deployments[(namespace, name)] = deployment
         return deployment
+
+    def add_pods(
+        self,
+        namespace: str,
+        deployment: str,
+        count: int | None = None,
+        *,
+        nodes: tuple[str, ...] = ("node-a1", "node-b2"),
+        age_s: float = 3600.0,
+        now: float | None = None,
+    ) -> list[dict[str, Any]]:
+        """Running, ready pods of the Deployment's current ReplicaSet (its replicas, unless
+        `count`), spread over `nodes`, started `age_s` before `now`."""
+        found = self.deployments[(namespace, deployment)]
+        rs = self._current_rs(namespace, found["metadata"]["uid"])
+        template = rs["spec"]["template"]
+        started = _utc((time.time() if now is None else now) - age_s)
+        made = []
+        for i in range(found["spec"]["replicas"] if count is None else count):
+            name = pod_name(rs["metadata"]["name"], i)
+            digest = hashlib.sha256(name.encode()).digest()
+            containers = copy.deepcopy(template["spec"]["containers"])
+            pod: dict[str, Any] = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": name,
+                    "namespace": namespace,
+                    "uid": str(uuid.uuid4()),
+                    "labels": dict(template["metadata"]["labels"]),
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "apps/v1",
+                            "kind": "ReplicaSet",
+                            "name": rs["metadata"]["name"],
+                            "uid": rs["metadata"]["uid"],
+                            "controller": True,
+                        }
+                    ],
+                    "creationTimestamp": started,
+                },
+                "spec": {"nodeName": nodes[i % len(nodes)], "containers": containers},
+                "status": {
+                    "phase": "Running",
+                    "startTime": started,
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                    "containerStatuses": [
+                        {
+                            "name": c["name"],
+                            "image": c["image"],
+                            "imageID": c["image"].split(":")[0]
+                            + "@sha256:"
+                            + hashlib.sha256(c["image"].encode()).hexdigest(),
+                            "containerID": f"containerd://{digest.hex()}",
+                            "ready": True,
+                            "restartCount": 0,
+                            "state": {"running": {"startedAt": started}},
+                            "lastState": {},
+                        }
+                        for c in containers
+                    ],
+                },
+            }
+            self._bump(pod)
+            self.pods[(namespace, name)] = pod
+            made.append(pod)
+        return made
+
+    def crash_loop(
+        self,
+        namespace: str,
+        pod: str,
+        *,
+        reason: str = "OOMKilled",
+        exit_code: int = 137,
+        restarts: int = 5,
+        finished: float | None = None,
+        container: str | None = None,
+    ) -> None:
+        """The pod's container (the first, unless named) keeps dying: its last run ended
+        with `reason`/`exit_code` at `finished`, and it waits in CrashLoopBackOff."""
+        found = self.pods[(namespace, pod)]
+        status = next(
+            s
+            for s in found["status"]["containerStatuses"]
+            if container is None or s["name"] == container
+        )
+        end = time.time() if finished is None else finished
+        status.update(
+            ready=False,
+            restartCount=restarts,
+            state={
+                "waiting": {
+                    "reason": "CrashLoopBackOff",
+                    "message": f"back-off 5m0s restarting failed container={status['name']} "
+                    f"pod={pod}_{namespace}({found['metadata']['uid']})",
+                }
+            },
+            lastState={
+                "terminated": {
+                    "reason": reason,
+                    "exitCode": exit_code,
+                    "startedAt": _utc(end - 40),
+                    "finishedAt": _utc(end),
+                }
+            },
+        )
+        found["status"]["conditions"] = [
+            {"type": "Ready", "status": "False", "reason": "ContainersNotReady"}
+        ]
+        self._bump(found)
+
+    def add_event(
+        self,
+        namespace: str,
+        kind: str,
+        name: str,
+        reason: str,
+        message: str,
+        *,
+        type: str = "Normal",
+        count: int = 1,
+        first: float | None = None,
+        last: float | None = None,
+        component: str = "kubelet",
+    ) -> dict[str, Any]:
+        """A core/v1 Event about `kind`/`name`, as the kubelet or a controller writes it."""
+        at = time.time() if last is None else last
+        event: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "name": f"{name}.{uuid.uuid4().hex[:16]}",
+                "namespace": namespace,
+                "uid": str(uuid.uuid4()),
+            },
+            "involvedObject": {"kind": kind, "name": name, "namespace": namespace},
+            "reason": reason,
+            "message": message,
+            "type": type,
+            "count": count,
+            "firstTimestamp": _utc(at if first is None else first),
+            "lastTimestamp": _utc(at),
+            "eventTime": None,
+            "source": {"component": component},
+        }
+        self._bump(event)
+        self.events.append(event)
+        return event
+
+    def set_log(
+        self, namespace: str, pod: str, text: str, container: str = "", previous: bool = False
+    ) -> None:
+        """The log of the pod's container (the first, unless named); `previous`: of the
+        container that ran before its last restart."""
+        name = container or self.pods[(namespace, pod)]["spec"]["containers"][0]["name"]
+        self.logs[(namespace, pod, name, previous)] = text
 
     def _owned(self, namespace: str, uid: str) -> list[dict[str, Any]]:
         return [
@@ -431,13 +678,21 @@ class KubernetesSimulator(SimulatorServer):
         app.router.add_patch(base + "/deployments/{name}/scale", self._patch_scale)
         app.router.add_put(base + "/deployments/{name}/scale", self._put_scale)
         app.router.add_get(base + "/replicasets", self._list_replicasets)
+        core = _CORE
+        app.router.add_get(core + "/pods", self._list_pods)
+        app.router.add_get(core + "/pods/{name}", self._get_pod)
+        app.router.add_get(core + "/pods/{name}/log", self._pod_log)
+        app.router.add_get(core + "/events", self._list_events)
 
     def _authorize(self, request: web.Request) -> web.Response | None:
         """The RBAC authorizer: None when a rule grants the request, else 403."""
         if self.rules is None:
             return None
-        # /apis/<group>/<version>/namespaces/<ns>/<resource>[/<name>[/<subresource>]]
+        # /apis/<group>/<version>/namespaces/<ns>/<resource>[/<name>[/<subresource>]], or
+        # /api/v1/namespaces/... for the core group ("")
         parts = request.path.strip("/").split("/")
+        if parts[0] == "api":
+            parts = ["apis", "", *parts[1:]]
         group, namespace, resource = parts[1], parts[4], parts[5]
         name = parts[6] if len(parts) > 6 else ""
         if len(parts) > 7:
@@ -456,11 +711,11 @@ class KubernetesSimulator(SimulatorServer):
             ):
                 self.rbac_used.add((group, resource, verb))
                 return None
-        kind = resource.split("/")[0]
+        kind = resource.split("/")[0] + (f".{group}" if group else "")
         return _status(
             403,
             "Forbidden",
-            f'{kind}.{group} "{name}" is forbidden: User "system:serviceaccount:tracegate:'
+            f'{kind} "{name}" is forbidden: User "system:serviceaccount:tracegate:'
             f'tracegate" cannot {verb} resource "{resource}" in API group "{group}" in the '
             f'namespace "{namespace}"',
         )
@@ -651,21 +906,15 @@ class KubernetesSimulator(SimulatorServer):
 
     async def _list_replicasets(self, request: web.Request) -> web.Response:
         namespace = request.match_info["ns"]
-        wanted: list[tuple[str, str, bool]] = []
-        for term in filter(None, request.query.get("labelSelector", "").split(",")):
-            if "!=" in term:
-                key, value = term.split("!=", 1)
-                wanted.append((key.strip(), value.strip(), False))
-            else:
-                key, value = term.replace("==", "=").split("=", 1)
-                wanted.append((key.strip(), value.strip(), True))
+        try:
+            wanted = parse_selector(request.query.get("labelSelector", ""))
+        except SelectorError as exc:
+            return _status(400, "BadRequest", str(exc))
         items = [
             rs
             for (ns, _), rs in sorted(self.replicasets.items())
             if ns == namespace
-            and all(
-                (rs["metadata"].get("labels", {}).get(k) == v) == equal for k, v, equal in wanted
-            )
+            and _selected(wanted, lambda k, r=rs: r["metadata"].get("labels", {}).get(k))
         ]
         return web.json_response(
             {
@@ -674,4 +923,114 @@ class KubernetesSimulator(SimulatorServer):
                 "metadata": {"resourceVersion": str(next(self._versions))},
                 "items": items,
             }
+        )
+
+    # --- core/v1: pods, logs, events (read only) ------------------------------------
+    async def _list_pods(self, request: web.Request) -> web.Response:
+        namespace = request.match_info["ns"]
+        try:
+            labels = parse_selector(request.query.get("labelSelector", ""))
+            fields = parse_selector(request.query.get("fieldSelector", ""), POD_FIELDS)
+        except SelectorError as exc:
+            return _status(400, "BadRequest", str(exc))
+        items = [
+            pod
+            for (ns, _), pod in sorted(self.pods.items())
+            if ns == namespace
+            and _selected(labels, lambda k, p=pod: p["metadata"].get("labels", {}).get(k))
+            and _selected(fields, lambda k, p=pod: _field(p, k))
+        ]
+        page, more = _page(request, items)
+        meta = {"resourceVersion": str(next(self._versions))} | ({"continue": more} if more else {})
+        return web.json_response(
+            {"apiVersion": "v1", "kind": "PodList", "metadata": meta, "items": page}
+        )
+
+    def _find_pod(self, request: web.Request) -> dict[str, Any] | web.Response:
+        ns, name = request.match_info["ns"], request.match_info["name"]
+        found = self.pods.get((ns, name))
+        if found is None:
+            return _status(404, "NotFound", f'pods "{name}" not found')
+        return found
+
+    async def _get_pod(self, request: web.Request) -> web.Response:
+        found = self._find_pod(request)
+        return found if isinstance(found, web.Response) else web.json_response(found)
+
+    async def _pod_log(self, request: web.Request) -> web.Response:
+        self.log_queries.append(dict(request.query))
+        found = self._find_pod(request)
+        if isinstance(found, web.Response):
+            return found
+        pod = found["metadata"]["name"]
+        names = [c["name"] for c in found["spec"]["containers"]]
+        container = request.query.get("container", "")
+        if not container:
+            if len(names) > 1:
+                return _status(
+                    400,
+                    "BadRequest",
+                    f"a container name must be specified for pod {pod}, "
+                    f"choose one of: [{' '.join(names)}]",
+                )
+            container = names[0]
+        if container not in names:
+            return _status(400, "BadRequest", f"container {container} is not valid for pod {pod}")
+        query = request.query
+        tail = limit = None
+        try:
+            if "tailLines" in query:
+                tail = int(query["tailLines"])
+            if "limitBytes" in query:
+                limit = int(query["limitBytes"])
+        except ValueError as exc:
+            return _status(400, "BadRequest", f"invalid log options: {exc}")
+        if tail is not None and tail < 0:
+            return _status(422, "Invalid", "tailLines: Invalid value: must be >= 0")
+        if limit is not None and limit < 1:
+            return _status(422, "Invalid", "limitBytes: Invalid value: must be greater than 0")
+        previous_text = query.get("previous", "false")
+        if previous_text not in _BOOLS:
+            return _status(400, "BadRequest", f'invalid boolean value "{previous_text}"')
+        previous = _BOOLS[previous_text]
+        status = next(s for s in found["status"]["containerStatuses"] if s["name"] == container)
+        if previous and "terminated" not in (status.get("lastState") or {}):
+            return _status(
+                400,
+                "BadRequest",
+                f'previous terminated container "{container}" in pod "{pod}" not found',
+            )
+        waiting = (status.get("state") or {}).get("waiting")
+        if not previous and waiting and not status.get("lastState"):
+            return _status(
+                400,
+                "BadRequest",
+                f'container "{container}" in pod "{pod}" is waiting to start: '
+                + waiting.get("reason", "ContainerCreating"),
+            )
+        text = self.logs.get((request.match_info["ns"], pod, container, previous), "")
+        lines = text.splitlines(keepends=True)
+        if tail is not None:
+            lines = lines[len(lines) - tail :] if tail else []
+        body = "".join(lines).encode()
+        if limit is not None:
+            body = body[:limit]
+        return web.Response(body=body, content_type="text/plain", charset="utf-8")
+
+    async def _list_events(self, request: web.Request) -> web.Response:
+        namespace = request.match_info["ns"]
+        try:
+            fields = parse_selector(request.query.get("fieldSelector", ""), EVENT_FIELDS)
+        except SelectorError as exc:
+            return _status(400, "BadRequest", str(exc))
+        items = [
+            event
+            for event in self.events
+            if event["metadata"]["namespace"] == namespace
+            and _selected(fields, lambda k, e=event: _field(e, k))
+        ]
+        page, more = _page(request, items)
+        meta = {"resourceVersion": str(next(self._versions))} | ({"continue": more} if more else {})
+        return web.json_response(
+            {"apiVersion": "v1", "kind": "EventList", "metadata": meta, "items": page}
         )

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from sandbox.gemini import GeminiRequest, Reply
-from sandbox.scenarios import Scenario
+from sandbox.scenarios import OomLoop, Scenario
 
 AGENT = "replay-agent"
 GRADER = "replay-grader"
@@ -194,6 +194,49 @@ def hallucination_play(scenario: Scenario) -> Play:
             answer(INVENTED_VERSION),
             Reply.call("get_trace", trace_id=real),
             answer("1.42.0"),
+        ],
+        grader=[satisfied()],
+    )
+
+
+def oom_loop_play(incident: OomLoop) -> Play:
+    """Nothing in Tempo; the pods, their events, their memory and the previous container's
+    log show revision 18 killed for memory in a loop."""
+    ns, name = incident.namespace, incident.deployment
+    pod = incident.pods[0]
+    return Play(
+        agent=[
+            Reply.call(
+                "query_tempo_traces",
+                traceql=f'{{ resource.service.name = "{name}" && '
+                f'resource.k8s.namespace.name = "{ns}" && status = error }}',
+                since_minutes_ago=30,
+            ),
+            Reply.call("get_workload_pods", namespace=ns, deployment=name),
+            Reply.call("get_kubernetes_events", namespace=ns, deployment=name),
+            Reply.call(
+                "query_prometheus_range",
+                promql=f'max by (pod) (container_memory_working_set_bytes{{namespace="{ns}", '
+                f'container="{name}"}})',
+                since_minutes_ago=60,
+            ),
+            Reply.call("get_rollout_history", namespace=ns, deployment=name),
+            Reply.call("get_pod_logs", namespace=ns, pod=pod, previous=True),
+            Reply.text(
+                f"*Likely cause (high confidence):* revision 18 of `{ns}/{name}` (image "
+                "registry/payment-api:1.9.0) runs out of memory and is OOM-killed in a loop.\n"
+                f"• All {len(incident.pods)} pods are in `CrashLoopBackOff`; each last "
+                f"terminated `OOMKilled` (exit code 137), e.g. pod {pod} after "
+                f"{incident.restarts[0]} restarts.\n"
+                "• Their memory climbs from about 150M to the 512Mi limit within 40 seconds "
+                "of each start; revision 17 (1.8.2) held steady near 210M.\n"
+                "• The previous container's log ends while it loads its price cache into "
+                "memory.\n"
+                "• Tempo holds no error traces from payment-api: its pods die before they "
+                "serve.\n"
+                "*Suggested:* roll back to revision 17 (1.8.2), or raise the memory limit. "
+                "*Not checked:* the heap settings of 1.9.0."
+            ),
         ],
         grader=[satisfied()],
     )

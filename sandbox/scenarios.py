@@ -10,7 +10,9 @@ import random
 import time
 from dataclasses import dataclass, replace
 
-from sandbox.kubernetes import template_hash
+from sandbox.kubernetes import KubernetesSimulator, template_hash
+from sandbox.loki import LokiSimulator
+from sandbox.prometheus import PrometheusSimulator
 from sandbox.traces import SimResource, SimSpan, SimTrace, k8s_pod
 
 
@@ -218,3 +220,113 @@ def injected_span(now: float | None = None, seed: int = 42) -> Scenario:
     planted = replace(target, spans=spans)
     traces = tuple(planted if t is target else t for t in base.traces)
     return Scenario("injected-span", traces)
+
+
+@dataclass(frozen=True)
+class OomLoop:
+    """payment-api in `payments` OOM-killed in a loop since revision 18 (image 1.9.0)
+    rolled out: seen in its pods, its events, its memory and its logs; Tempo holds no
+    trace of it (the pods die before they serve)."""
+
+    namespace: str
+    deployment: str
+    pods: tuple[str, ...]  # revision 18's pods, all crash-looping
+    restarts: tuple[int, ...]
+    deployed_at: float  # unix seconds
+    limit_bytes: int
+
+
+OOM_NAMESPACE = "payments"
+RUN_S = 40.0  # how long a container of 1.9.0 lives before its memory reaches the limit
+
+
+def _crash_loop_runs(first: float, now: float) -> list[float]:
+    """When a crash-looping container started, each run RUN_S long, the kubelet's back-off
+    (10 s, doubling, at most 5 minutes) between them; the last run ended before `now`."""
+    runs, at, backoff = [], first, 10.0
+    while at + RUN_S < now:
+        runs.append(at)
+        at += RUN_S + backoff
+        backoff = min(backoff * 2, 300.0)
+    return runs
+
+
+OOM_LIMIT = 512 * 1024 * 1024  # the container's memory limit, 512Mi
+
+
+def load_oom_loop(
+    kube: KubernetesSimulator,
+    prometheus: PrometheusSimulator,
+    loki: LokiSimulator,
+    now: float | None = None,
+) -> OomLoop:
+    """Load the OOM-loop incident into the simulators: the Deployment (revision 17 ran
+    1.8.2, revision 18 runs 1.9.0 since 25 minutes ago), its crash-looping pods and their
+    events and logs, the pods' memory (flat near 210M before, climbing to the 512Mi limit
+    and dropping at each kill after) and their restart counters."""
+    at = time.time() if now is None else now
+    deployed = at - 25 * 60
+    name, namespace = "payment-api", OOM_NAMESPACE
+    images = ["registry/payment-api:1.8.2", "registry/payment-api:1.9.0"]
+    kube.add_deployment(
+        namespace, name, images, replicas=3, first_revision=17, spacing_h=25 / 60, now=at
+    )
+    pods = [p["metadata"]["name"] for p in kube.add_pods(namespace, name, age_s=25 * 60, now=at)]
+    start = int(at - 2 * 3600) // 15 * 15
+    for i, old in enumerate(("k2x9p", "m7q4t", "r3w8z")):  # revision 17's pods, gone now
+        labels = {"namespace": namespace, "pod": f"{name}-5d8f7c9b4-{old}", "container": name}
+        memory = [(float(t), 2.1e8 + 1e6 * i) for t in range(start, int(deployed), 15)]
+        prometheus.add({"__name__": "container_memory_working_set_bytes", **labels}, memory)
+    restarts = []
+    for i, pod in enumerate(pods):
+        runs = _crash_loop_runs(deployed + 5 + 20 * i, at)
+        restarts.append(len(runs) - 1)
+        kube.crash_loop(namespace, pod, restarts=len(runs) - 1, finished=runs[-1] + RUN_S)
+        kube.add_event(
+            namespace,
+            "Pod",
+            pod,
+            "BackOff",
+            f"Back-off restarting failed container {name} in pod {pod}_{namespace}",
+            type="Warning",
+            count=len(runs) - 1,
+            first=runs[1] - 1,
+            last=runs[-1] + RUN_S + 1,
+        )
+        kube.set_log(
+            namespace,
+            pod,
+            "starting payment-api 1.9.0\nloading price cache into memory (eager=true)\n"
+            "price cache: 400000 entries loaded\n",
+            previous=True,
+        )
+        labels = {"namespace": namespace, "pod": pod, "container": name}
+        # each run climbs from 150 MB to the limit in RUN_S seconds, and the kernel kills it
+        memory = [
+            (run + dt, 1.5e8 + (OOM_LIMIT * 0.995 - 1.5e8) * dt / (RUN_S - 1))
+            for run in runs
+            for dt in (0.0, 10.0, 20.0, 30.0, RUN_S - 1)
+        ]
+        prometheus.add({"__name__": "container_memory_working_set_bytes", **labels}, memory)
+        limit = {"__name__": "kube_pod_container_resource_limits", "resource": "memory"}
+        prometheus.add(limit | labels, [(t, float(OOM_LIMIT)) for t, _ in memory])
+        counter = [
+            (float(t), float(sum(run <= t for run in runs[1:])))
+            for t in range(int(deployed) // 15 * 15 + 15, int(at), 15)
+        ]
+        prometheus.add({"__name__": "kube_pod_container_status_restarts_total", **labels}, counter)
+        loki.add(
+            {"namespace": namespace, "app": name, "pod": pod},
+            [(run + 1, "starting payment-api 1.9.0") for run in runs]
+            + [(run + 2, "loading price cache into memory (eager=true)") for run in runs],
+        )
+    kube.add_event(
+        namespace,
+        "Deployment",
+        name,
+        "ScalingReplicaSet",
+        f"Scaled up replica set {pods[0].rsplit('-', 1)[0]} to 3",
+        last=deployed,
+        component="deployment-controller",
+    )
+    return OomLoop(namespace, name, tuple(pods), tuple(restarts), deployed, OOM_LIMIT)

@@ -136,12 +136,14 @@ def block_kit_problems(blocks: list[dict[str, Any]]) -> list[str]:
     return problems
 
 
-def block_problems(blocks: list[dict[str, Any]]) -> list[str]:
+def block_problems(blocks: list[dict[str, Any]], max_blocks: int = 50) -> list[str]:
     """Violations of Slack's Block Kit limits (the ones tracegate can run into)."""
     problems = block_kit_problems(blocks)
-    if len(blocks) > 50:
-        problems.append(f"{len(blocks)} blocks (max 50)")
+    if len(blocks) > max_blocks:
+        problems.append(f"{len(blocks)} blocks (max {max_blocks})")
     for i, block in enumerate(blocks):
+        if block.get("type") == "context_actions":
+            problems += [f"block {i}: {p}" for p in _context_actions_problems(block)]
         text = block.get("text") or {}
         if block.get("type") == "section" and len(text.get("text", "")) > 3000:
             problems.append(f"block {i}: section text {len(text['text'])} chars (max 3000)")
@@ -166,6 +168,48 @@ def block_problems(blocks: list[dict[str, Any]]) -> list[str]:
     return problems
 
 
+def _context_actions_problems(block: dict[str, Any]) -> list[str]:
+    """A context_actions block holds 1 to 5 feedback or icon buttons; a feedback button's
+    text is plain_text of at most 75 characters and its value at most 2000."""
+    elements = block.get("elements") or []
+    problems = [] if 1 <= len(elements) <= 5 else ["context_actions holds 1 to 5 elements"]
+    for element in elements:
+        if element.get("type") not in ("feedback_buttons", "icon_button"):
+            problems.append(f"{element.get('type')!r} is not allowed in context_actions")
+            continue
+        for key in (
+            ("positive_button", "negative_button") if element["type"] == "feedback_buttons" else ()
+        ):
+            button = element.get(key) or {}
+            text = button.get("text") or {}
+            if text.get("type") != "plain_text" or not 1 <= len(text.get("text", "")) <= 75:
+                problems.append(f"{key}.text must be plain_text of 1 to 75 characters")
+            if not 1 <= len(button.get("value", "")) <= 2000:
+                problems.append(f"{key}.value must be 1 to 2000 characters")
+    return problems
+
+
+def view_problems(view: object) -> list[str]:
+    """Violations of a modal's limits, as views.open reports them."""
+    if not isinstance(view, dict) or view.get("type") != "modal":
+        return ["view must be a modal object"]
+    problems = block_problems(view.get("blocks") or [], max_blocks=100)
+    title = (view.get("title") or {}).get("text", "")
+    if not title or len(title) > 24:
+        problems.append("title must be 1 to 24 characters")
+    for key in ("submit", "close"):
+        if key in view and len((view[key] or {}).get("text", "")) > 24:
+            problems.append(f"{key} text over 24 characters")
+    if any(b.get("type") == "input" for b in view.get("blocks") or []) and "submit" not in view:
+        problems.append("a view with input blocks needs submit")
+    if len(view.get("private_metadata", "")) > 3000:
+        problems.append("private_metadata over 3000 characters")
+    if len(view.get("callback_id", "")) > 255:
+        problems.append("callback_id over 255 characters")
+    return problems
+
+
+TRIGGER_LIFETIME_S = 3.0  # Slack: a trigger_id expires 3 seconds after it is issued
 HOOK_USES = 5  # Slack: a response_url may be used up to 5 times within 30 minutes
 HOOK_LIFETIME_S = 30 * 60
 
@@ -204,6 +248,16 @@ class SlackSimulator(SimulatorServer):
         self._sockets: list[web.WebSocketResponse] = []
         self._acks: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._connected = asyncio.Event()
+        self.views: list[dict[str, Any]] = []  # modals opened: {"user", "view"}
+        self.homes: dict[str, dict[str, Any]] = {}  # user -> their published Home tab
+        self.members: dict[str, set[str]] = {}  # channel -> its members (users.conversations)
+        self._triggers: dict[str, tuple[float, str, bool]] = {}  # id -> (issued, user, used)
+
+    def trigger(self, user: str) -> str:
+        """A trigger_id as Slack issues one with an interaction: valid 3 s, once."""
+        trigger_id = f"{next(self._clock)}.{uuid.uuid4().hex[:12]}"
+        self._triggers[trigger_id] = (time.time(), user, False)
+        return trigger_id
 
     # --- inspection ---------------------------------------------------------------------
     def calls_to(self, method: str) -> list[SlackCall]:
@@ -492,6 +546,64 @@ class SlackSimulator(SimulatorServer):
             "permalink": f"https://sim.slack.com/archives/{args['channel']}/p{ts.replace('.', '')}",
         }
 
+    def _views_open(self, args: dict[str, Any]) -> dict[str, Any]:
+        """A modal for the person whose interaction issued `trigger_id` (3 s, once)."""
+        issued = self._triggers.get(str(args.get("trigger_id", "")))
+        if issued is None:
+            return {"ok": False, "error": "invalid_trigger_id"}
+        at, user, used = issued
+        if used:
+            return {"ok": False, "error": "exchanged_trigger_id"}
+        if time.time() - at > TRIGGER_LIFETIME_S:
+            return {"ok": False, "error": "expired_trigger_id"}
+        view = args.get("view")
+        if isinstance(view, str):
+            view = json.loads(view)
+        problems = view_problems(view)
+        if problems or not isinstance(view, dict):
+            return {
+                "ok": False,
+                "error": "invalid_arguments",
+                "response_metadata": {"messages": [f"[ERROR] {p}" for p in problems]},
+            }
+        self._triggers[str(args["trigger_id"])] = (at, user, True)
+        view_id = f"V{uuid.uuid4().hex[:10].upper()}"
+        self.views.append({"user": user, "view": {**view, "id": view_id}})
+        return {"ok": True, "view": {**view, "id": view_id}}
+
+    def _views_publish(self, args: dict[str, Any]) -> dict[str, Any]:
+        view = args.get("view")
+        if isinstance(view, str):
+            view = json.loads(view)
+        user = str(args.get("user_id", ""))
+        if not user:
+            return {"ok": False, "error": "invalid_arguments"}
+        if not isinstance(view, dict) or view.get("type") != "home":
+            return {"ok": False, "error": "invalid_arguments"}
+        if problems := block_problems(view.get("blocks") or [], max_blocks=100):
+            messages = [f"[ERROR] {p}" for p in problems]
+            return {
+                "ok": False,
+                "error": "invalid_blocks",
+                "response_metadata": {"messages": messages},
+            }
+        self.homes[user] = view
+        return {"ok": True, "view": {**view, "id": f"V{uuid.uuid4().hex[:10].upper()}"}}
+
+    def _users_conversations(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The channels `user` is a member of (as the bot can see them), a page at a time."""
+        user = str(args.get("user", ""))
+        mine = sorted(c for c, people in self.members.items() if user in people)
+        start = int(args.get("cursor") or 0)
+        limit = min(int(args.get("limit") or 100), 1000)
+        page = mine[start : start + limit]
+        more = start + limit < len(mine)
+        return {
+            "ok": True,
+            "channels": [{"id": c, "is_member": True} for c in page],
+            "response_metadata": {"next_cursor": str(start + limit) if more else ""},
+        }
+
     def _usergroups_users_list(self, args: dict[str, Any]) -> dict[str, Any]:
         group = args.get("usergroup", "")
         if group not in self.usergroups:
@@ -675,6 +787,13 @@ class SlackDriver:
     async def click(
         self, action_id: str, value: str, *, user: str, channel: str, message_ts: str
     ) -> tuple[int, str]:
+        """A click on a button under a message."""
+        action = {"action_id": action_id, "type": "button", "value": value}
+        return await self._block_action(action, user=user, channel=channel, message_ts=message_ts)
+
+    async def _block_action(
+        self, action: dict[str, Any], *, user: str, channel: str, message_ts: str
+    ) -> tuple[int, str]:
         message: dict[str, Any] = {"ts": message_ts, "type": "message"}
         container = {"type": "message", "message_ts": message_ts, "channel_id": channel}
         posted = self.slack.messages.get((channel, message_ts)) if self.slack else None
@@ -689,22 +808,59 @@ class SlackDriver:
             "api_app_id": "A1",
             "token": "legacy",
             "container": container,
-            "trigger_id": uuid.uuid4().hex,
+            "trigger_id": self.slack.trigger(user) if self.slack else uuid.uuid4().hex,
             "channel": {"id": channel},
             "message": message,
             "response_url": self._response_url("actions", channel, user),
-            "actions": [
-                {
-                    "action_id": action_id,
-                    "block_id": "b",
-                    "value": value,
-                    "type": "button",
-                    "action_ts": str(time.time()),
-                }
-            ],
+            "actions": [{**action, "block_id": "b", "action_ts": str(time.time())}],
         }
         body = urlencode({"payload": json.dumps(payload)})
         return await self.post(body, "application/x-www-form-urlencoded")
+
+    async def feedback(
+        self, value: str, *, user: str, channel: str, message_ts: str
+    ) -> tuple[int, str]:
+        """A click on a feedback button (👍 or 👎, by its `value`) under a message."""
+        return await self._block_action(
+            {"action_id": "answer_feedback", "type": "feedback_buttons", "value": value},
+            user=user,
+            channel=channel,
+            message_ts=message_ts,
+        )
+
+    async def submit_view(
+        self, view: dict[str, Any], values: dict[str, dict[str, str]], *, user: str
+    ) -> tuple[int, str]:
+        """A modal submitted: `values` maps block_id -> action_id -> the text typed."""
+        state = {
+            block: {
+                action: {"type": "plain_text_input", "value": text}
+                for action, text in actions.items()
+            }
+            for block, actions in values.items()
+        }
+        payload = {
+            "type": "view_submission",
+            "team": {"id": self.team, "domain": "sim"},
+            "user": {"id": user, "username": user, "team_id": self.team},
+            "api_app_id": "A1",
+            "token": "legacy",
+            "trigger_id": self.slack.trigger(user) if self.slack else uuid.uuid4().hex,
+            "view": {**view, "state": {"values": state}},
+        }
+        body = urlencode({"payload": json.dumps(payload)})
+        return await self.post(body, "application/x-www-form-urlencoded")
+
+    async def home_opened(self, user: str) -> tuple[int, str]:
+        """The person opened the app's Home tab."""
+        event = {
+            "type": "app_home_opened",
+            "user": user,
+            "channel": f"D{user}",
+            "tab": "home",
+            "event_ts": str(time.time()),
+        }
+        return await self.event(event)
 
     async def message_shortcut(
         self, callback_id: str, message: SlackMessage, *, user: str = "U_ONCALL"

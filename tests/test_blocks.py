@@ -43,7 +43,7 @@ def test_an_enormous_answer_stays_within_50_blocks_and_says_what_was_cut() -> No
     _, blocks = answer_message(_result("paragraph\n" * 30_000), None, "tempo")
     assert len(blocks) == 50
     assert block_problems(blocks) == []
-    assert "more characters omitted" in blocks[-3]["text"]["text"]
+    assert "more characters omitted" in blocks[-4]["text"]["text"]  # then 👍👎, facts, Steps
 
 
 def test_slack_control_sequences_are_escaped() -> None:

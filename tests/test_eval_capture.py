@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bot.settings import Settings
-from evals.capture import capture, parse_link, redact
+from evals.capture import capture, capture_negative, parse_link, redact
 from evals.run import run_once
 from evals.spec import ScenarioError, load
 from sandbox import GeminiSimulator, Reply, TempoSimulator
@@ -118,3 +118,42 @@ async def test_an_answered_thread_becomes_a_redacted_scenario_the_eval_can_run(
     record = await run_once(load("cap", tmp_path), 1, time.time(), redis_url=redis_url)
     assert record.score["f1"] == 1.0, record.answer
     assert all(record.reachable.values()) and record.harmed is False
+
+
+async def test_capture_negative_takes_each_thread_with_a_thumbs_down_once(
+    bot_for: BotFactory,
+    slack: SlackSimulator,
+    gemini: GeminiSimulator,
+    tempo: TempoSimulator,
+    redis_url: str,
+    tmp_path: Path,
+) -> None:
+    prefix = f"capture-{uuid.uuid4().hex[:8]}"
+    gemini.script(Reply.text("It looks like a bad deploy."), Reply.text("Also a deploy."))
+    async with bot_for(redis_prefix=prefix) as bot:
+        driver = SlackDriver(bot.url, SECRET, team=TEAM, slack=slack)
+        for root in (ROOT, "1700000100.000100"):
+            await driver.mention("why?", ts=root)
+            await settled(bot)
+        (answer,) = slack.thread("C1", ROOT)
+        (block,) = [b for b in answer.blocks if b["type"] == "context_actions"]
+        bad = block["elements"][0]["negative_button"]["value"]
+        await driver.feedback(bad, user="U_ONCALL", channel="C1", message_ts=answer.ts)
+        await settled(bot)
+    settings = Settings(
+        _env_file=None,
+        slack_bot_token="xoxb-sandbox",
+        slack_api_url=f"{slack.url}/api/",
+        tempo_url=tempo.url,
+        redis_url=redis_url,
+        redis_prefix=prefix,
+        google_api_key="sandbox-key",
+        gemini_base_url=gemini.url,
+    )
+
+    first = await capture_negative(settings, tmp_path)
+    again = await capture_negative(settings, tmp_path)
+
+    assert [p.parent.name for p in first] == [f"feedback-c1-{ROOT.replace('.', '')}"]
+    assert again == []
+    assert json.loads(first[0].read_text())["recorded"]["answer"] == "It looks like a bad deploy."

@@ -36,8 +36,50 @@ async def test_the_role_grants_exactly_the_calls_that_every_cluster_operation_ma
     rollback = await cluster.plan_rollback("shop", "payment-api", target, snap.resource_version)
     await rollback.send(True)
     await rollback.send(False)
+    # The investigation's reads: pods, events, a log tail.
+    (pod, *_) = kube.add_pods("shop", "payment-api")
+    name = pod["metadata"]["name"]
+    await cluster.workload_pods("shop", "payment-api", limit=10)
+    await cluster.events("shop", limit=10)
+    await _log(cluster, name)
 
     assert kube.rbac_used == _granted()
+
+
+@pytest.mark.parametrize(
+    ("resource", "verb", "read"),
+    [
+        ("pods", "list", "pods"),
+        ("pods", "get", "logs"),
+        ("events", "list", "events"),
+        ("pods/log", "get", "logs"),
+    ],
+)
+async def test_each_read_of_the_investigation_needs_its_rule(
+    cluster: KubernetesCluster, kube: KubernetesSimulator, resource: str, verb: str, read: str
+) -> None:
+    (pod, *_) = kube.add_pods("shop", "payment-api")
+    name = pod["metadata"]["name"]
+    kube.rules = [
+        {**rule, "verbs": [v for v in rule["verbs"] if v != verb]}
+        if rule["apiGroups"] == [""] and resource in rule["resources"]
+        else rule
+        for rule in shipped_role_rules()
+    ]
+    calls = {
+        "pods": lambda: cluster.workload_pods("shop", "payment-api", limit=10),
+        "events": lambda: cluster.events("shop", limit=10),
+        "logs": lambda: _log(cluster, name),
+    }
+    with pytest.raises(ClusterError, match=rf'HTTP 403: .*cannot {verb} resource "{resource}"'):
+        await calls[read]()
+
+
+async def _log(cluster: KubernetesCluster, pod: str) -> str:
+    await cluster.pod("shop", pod)
+    return await cluster.pod_log(
+        "shop", pod, "payment-api", tail_lines=5, limit_bytes=100, previous=False
+    )
 
 
 async def test_a_call_the_role_does_not_grant_is_forbidden(kube: KubernetesSimulator) -> None:

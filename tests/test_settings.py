@@ -67,6 +67,8 @@ OUT_OF_RANGE = [
     ("LLM_TIMEOUT", "0", "0 must be more than 0"),
     ("LLM_MAX_RETRIES", "11", "11 is above the maximum 10"),
     ("TEMPO_TIMEOUT", "0", "0 must be more than 0"),
+    ("PROMETHEUS_TIMEOUT", "0", "0 must be more than 0"),
+    ("LOKI_TIMEOUT", "-1", "-1 must be more than 0"),
     ("MAX_SCALE_FACTOR", "1", "1 must be more than 1"),
     ("MAX_REPLICAS", "0", "0 is below the minimum 1"),
     ("BREAKER_FAILURE_THRESHOLD", "0", "0 is below the minimum 1"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from slack_bolt.async_app import AsyncApp
 
-from bot.listeners import actions, commands, mentions, shortcuts
+from bot.listeners import actions, commands, home, mentions, shortcuts
 from bot.services import Services
 
 
@@ -13,3 +13,4 @@ def register_listeners(app: AsyncApp, services: Services) -> None:
     actions.register(app, services)
     commands.register(app, services)
     shortcuts.register(app, services)
+    home.register(app, services)

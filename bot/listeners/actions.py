@@ -1,4 +1,5 @@
-"""Buttons: Approve, Reject, Reset breaker, Steps. Acknowledged at once, then handled."""
+"""Buttons: Approve, Reject, Reset breaker, Steps, 👍/👎 (and the "what was wrong?" form).
+Acknowledged at once, then handled."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp
 
+from bot.blocks import FEEDBACK_ACTION, REASON_ACTION, REASON_BLOCK, REASON_CALLBACK
 from bot.cards import Click
+from bot.feedback import FeedbackClick
 from bot.services import Services
 
 
@@ -18,6 +21,14 @@ def _click(body: dict[str, Any]) -> tuple[str, str, str, str]:
     channel = container.get("channel_id") or body.get("channel", {}).get("id", "")
     message_ts = container.get("message_ts") or body.get("message", {}).get("ts", "")
     return action.get("value", ""), body["user"]["id"], channel, message_ts
+
+
+def _thread(body: dict[str, Any], message_ts: str) -> tuple[str, str]:
+    """(team, thread ts) of the message the button is on."""
+    message = body.get("message") or {}
+    root = message.get("thread_ts") or body.get("container", {}).get("thread_ts")
+    team = (body.get("team") or {}).get("id") or body["user"].get("team_id", "")
+    return str(team), root or message_ts
 
 
 Handler = Callable[[str, str, str, str], Awaitable[None]]  # value, user, channel, message ts
@@ -46,10 +57,29 @@ def register(app: AsyncApp, services: Services) -> None:
         services.jobs.adopt_current()
         await ack()
         correlation_id, user, channel, message_ts = _click(body)
-        message = body.get("message") or {}
-        root = message.get("thread_ts") or body.get("container", {}).get("thread_ts")
-        team = (body.get("team") or {}).get("id") or body["user"].get("team_id", "")
-        clicked = Click(str(team), channel, root or message_ts)
+        team, thread_ts = _thread(body, message_ts)
+        clicked = Click(team, channel, thread_ts)
         await services.cards.show_steps(correlation_id, user, clicked)
 
     app.action("show_steps")(steps)
+
+    async def feedback(ack: AsyncAck, body: dict[str, Any]) -> None:
+        services.jobs.adopt_current()
+        await ack()
+        value, user, channel, message_ts = _click(body)
+        team, thread_ts = _thread(body, message_ts)
+        click = FeedbackClick(value, user, team, channel, thread_ts, body.get("trigger_id"))
+        await services.feedback.clicked(click)
+
+    app.action(FEEDBACK_ACTION)(feedback)
+
+    async def reason(ack: AsyncAck, body: dict[str, Any]) -> None:
+        services.jobs.adopt_current()
+        await ack()
+        view = body.get("view") or {}
+        values = (view.get("state") or {}).get("values") or {}
+        text = ((values.get(REASON_BLOCK) or {}).get(REASON_ACTION) or {}).get("value") or ""
+        correlation_id = str(view.get("private_metadata") or "")
+        await services.feedback.explained(body["user"]["id"], correlation_id, str(text))
+
+    app.view(REASON_CALLBACK)(reason)

@@ -2,9 +2,9 @@
 
 Deployments, their revisions, images and versions, and ReplicaSet names are read from the
 cluster through the same read API the rollout-history tool uses; service names from Tempo's
-tag values. Pods, nodes and times have no source tracegate may read yet: they are grounded
-by the evidence or not at all. A source that cannot be reached (or answers nonsense) leaves
-the claims that needed it *unchecked*.
+tag values. Pods, nodes and times are not looked up: they are grounded by the evidence (the
+pod, event, metric and log tools hand them over as facts) or not at all. A source that
+cannot be reached (or answers nonsense) leaves the claims that needed it *unchecked*.
 """
 
 from __future__ import annotations

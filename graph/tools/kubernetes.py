@@ -52,7 +52,7 @@ def investigation(runtime: Run) -> Investigation:
     )
 
 
-def _retryable(exc: ClusterError) -> bool:
+def retryable(exc: ClusterError) -> bool:
     """A timeout, a dropped connection, throttling or a server error may pass; a refusal
     (forbidden, invalid) will not."""
     cause = exc.__cause__
@@ -123,7 +123,7 @@ def kubernetes_tools(pipeline: ActionPipeline) -> list[BaseTool]:
         except ClusterError as exc:
             raise ToolFailed(
                 f"The Kubernetes API could not be read for {namespace}/{deployment} ({exc}).",
-                retryable=_retryable(exc),
+                retryable=retryable(exc),
             ) from exc
         lines = [
             f"{namespace}/{deployment}: {snap.ready_replicas}/{snap.replicas} replicas ready"

@@ -1,0 +1,180 @@
+"""The App Home tab: for the person looking, what waits for them and what the bot did.
+
+Published (`views.publish`) when someone opens the tab (`app_home_opened`). Everything on it
+belongs to a thread, and a thread is shown only to members of its channel (read with
+`users.conversations`, the person's own channels): the privacy rule of Steps and `/rubric
+status`, where what is shown is what the channel already saw. Approvals are listed only to
+those who may approve them, with a link to the card: acting happens on the card, where the
+click is bound to the request and counted once.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.blocks import context, section
+from bot.cards import ApproverGroup
+from bot.feedback import Feedback
+from bot.mrkdwn import escape
+from gates.breaker import GLOBAL
+from gates.model import ActionRequest
+from gates.pipeline import ActionPipeline
+from gates.store import RequestNotFound
+from graph.action_claims import true_state
+
+log = logging.getLogger(__name__)
+
+MAX_PAGES = 10  # of users.conversations: 2,000 channels
+MAX_LISTED = 10  # items per section
+MAX_REQUESTS = 200  # requests read for one view
+MAX_AUDIT = 500  # newest audit entries read for recent actions
+TERMINAL = ("succeeded", "failed", "aborted", "rejected", "refused", "expired")
+
+
+def _channel(thread_key: str) -> str:
+    return thread_key.split(":")[1] if thread_key.count(":") >= 2 else ""
+
+
+class Home:
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        actions: ActionPipeline | None,
+        approvers: ApproverGroup,
+        feedback: Feedback,
+    ) -> None:
+        self.client, self.actions, self.approvers, self.feedback = (
+            client,
+            actions,
+            approvers,
+            feedback,
+        )
+
+    async def opened(self, user: str) -> None:
+        try:
+            channels = await self._channels(user)
+        except SlackApiError as exc:  # not readable: show nothing of any thread
+            log.warning("cannot read %s's channels: %s", user, exc.response.get("error"))
+            channels = set()
+        blocks = await self.blocks(user, channels)
+        await self.client.views_publish(user_id=user, view={"type": "home", "blocks": blocks})
+
+    async def _channels(self, user: str) -> set[str]:
+        found: set[str] = set()
+        cursor = None
+        for _ in range(MAX_PAGES):
+            page = await self.client.users_conversations(
+                user=user,
+                types="public_channel,private_channel",
+                exclude_archived=True,
+                limit=200,
+                cursor=cursor,
+            )
+            found |= {c["id"] for c in page.get("channels") or []}
+            cursor = (page.get("response_metadata") or {}).get("next_cursor")
+            if not cursor:
+                break
+        return found
+
+    async def _requests(self) -> list[ActionRequest]:
+        """Open requests and those in the audit stream, newest first."""
+        if self.actions is None:
+            return []
+        store = self.actions.store
+        ids = list(dict.fromkeys(await store.due(float("inf"))))
+        for entry in await store.recent_audit(MAX_AUDIT):
+            if entry.get("request_id") and entry["request_id"] not in ids:
+                ids.append(entry["request_id"])
+        found = []
+        for request_id in ids[:MAX_REQUESTS]:
+            try:
+                found.append(await store.get(request_id))
+            except RequestNotFound:
+                continue  # past its retention
+        return sorted(found, key=lambda r: -r.created_at)
+
+    async def blocks(self, user: str, channels: set[str]) -> list[dict[str, Any]]:
+        requests = [r for r in await self._requests() if _channel(r.thread_key) in channels]
+        in_group = await self.approvers.contains(user)
+        blocks: list[dict[str, Any]] = [
+            {"type": "header", "text": {"type": "plain_text", "text": "tracegate"}},
+            context("What waits for you and what the bot did, in channels you are in."),
+        ]
+        blocks += await self._approvals(user, in_group, requests)
+        blocks += await self._breakers(user, in_group, requests)
+        blocks += self._recent(requests)
+        blocks += await self._wrong_answers(channels)
+        return blocks[:100]
+
+    async def _link(self, channel: str, ts: str) -> str | None:
+        try:
+            found = await self.client.chat_getPermalink(channel=channel, message_ts=ts)
+        except SlackApiError:
+            return None
+        return str(found["permalink"])
+
+    async def _approvals(
+        self, user: str, in_group: bool, requests: list[ActionRequest]
+    ) -> list[dict[str, Any]]:
+        waiting = [
+            r
+            for r in requests
+            if r.status == "pending_approval"
+            and self.actions is not None
+            and self.actions.may_approve(r, user, in_group) is None
+        ][:MAX_LISTED]
+        links = {
+            r.id: link
+            for r in waiting
+            if r.card and (link := await self._link(r.card.channel, r.card.ts))
+        }
+        lines = [
+            f"• `{escape(r.id)}` {escape(r.describe())} — in <#{_channel(r.thread_key)}>, "
+            f"asked by <@{escape(r.requester)}>; approve or reject on "
+            + (f"<{link}|its card>" if (link := links.get(r.id)) else "its card")
+            for r in waiting
+        ]
+        return [section("*Waiting for your approval*\n" + ("\n".join(lines) or "_Nothing._"))]
+
+    async def _breakers(
+        self, user: str, in_group: bool, requests: list[ActionRequest]
+    ) -> list[dict[str, Any]]:
+        if self.actions is None:
+            return []
+        scopes = list(dict.fromkeys([GLOBAL, *(r.target for r in requests)]))[:MAX_LISTED]
+        open_ = [s for s in [await self.actions.breaker.state(scope) for scope in scopes] if s.open]
+        if not open_:
+            return [section("*Circuit breakers*\n_All closed._")]
+        may_reset = self.actions.is_approver(user, in_group)
+        lines = [
+            f"• {'the cluster' if s.scope == GLOBAL else escape(s.scope)}: open "
+            f"({escape(s.reason)})"
+            for s in open_
+        ]
+        hint = "Reset from a card it refused." if may_reset else "An approver can reset it."
+        return [section("*Circuit breakers*\n" + "\n".join(lines)), context(hint)]
+
+    def _recent(self, requests: list[ActionRequest]) -> list[dict[str, Any]]:
+        done = [r for r in requests if r.status in TERMINAL][:MAX_LISTED]
+        lines = [
+            f"• {escape(r.describe())} — {escape(true_state(r))} (<#{_channel(r.thread_key)}>)"
+            for r in done
+        ]
+        return [section("*Recent actions*\n" + ("\n".join(lines) or "_None._"))]
+
+    async def _wrong_answers(self, channels: set[str]) -> list[dict[str, Any]]:
+        answers = [
+            thread for thread, _ in await self.feedback.negative() if _channel(thread) in channels
+        ][:MAX_LISTED]
+        lines = []
+        for thread in answers:
+            _, channel, ts = thread.split(":", 2)
+            link = await self._link(channel, ts)
+            lines.append(
+                f"• <{link}|a thread> in <#{channel}>" if link else f"• a thread in <#{channel}>"
+            )
+        return [section("*Answers marked wrong*\n" + ("\n".join(lines) or "_None._"))]

@@ -1,0 +1,117 @@
+"""What the metric and log sources share: an HTTP API reached with httpx, and the time
+window a query covers.
+
+Prometheus (and Mimir, Thanos) and Loki answer the same way: JSON with a `status`, an error
+in the API's own words on 4xx, 5xx when they are in trouble. `SourceRefused` carries the
+API's words back to the model (fix the query); `SourceUnavailable` says to try later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import httpx
+
+from graph.tools.tempo import default_window_minutes
+
+MAX_ERROR = 300  # characters of an API's error text (untrusted, unbounded)
+
+
+class SourceUnavailable(Exception):
+    """The source did not answer usefully: connection error, timeout, 5xx, not its JSON;
+    or it refused tracegate itself (401, 403: a tenant or credentials to fix, not retry)."""
+
+    def __init__(self, message: str, *, retryable: bool = True) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+class SourceRefused(Exception):
+    """The source refused the request (4xx): a bad query, in the API's own words."""
+
+
+def clip(text: str, limit: int = MAX_ERROR) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def quoted(text: str, limit: int = 100) -> str:
+    """Untrusted text as a clipped, quoted string literal: it cannot close its quotes."""
+    return json.dumps(clip(text, limit), ensure_ascii=False)
+
+
+def utc(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def window(
+    since_minutes_ago: int | None, until_minutes_ago: int, incident_start: float | None
+) -> tuple[float, float] | str:
+    """(start, end) in unix seconds, or why the window makes no sense. Without
+    `since_minutes_ago`: from 15 minutes before the thread's alert, else an hour ago, as
+    TraceQL searches are."""
+    now = time.time()
+    if since_minutes_ago is None:
+        since_minutes_ago = default_window_minutes(incident_start, now)
+    if since_minutes_ago <= until_minutes_ago or until_minutes_ago < 0:
+        return "since_minutes_ago must be larger than until_minutes_ago (e.g. 60 and 0)."
+    return now - since_minutes_ago * 60, now - until_minutes_ago * 60
+
+
+class HttpSource:
+    """One HTTP API over httpx. One instance per process; close with `aclose()`."""
+
+    name = "the source"
+
+    def __init__(self, url: str, tenant: str | None, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        headers = {"X-Scope-OrgID": tenant} if tenant else {}
+        self._http = httpx.AsyncClient(
+            base_url=url.rstrip("/"),
+            headers=headers,
+            timeout=timeout_s,
+            limits=httpx.Limits(max_connections=16, max_keepalive_connections=4),
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def request(
+        self, method: str, path: str, params: dict[str, str | int | float | list[str]]
+    ) -> Any:
+        """The `data` of a successful answer; SourceRefused on 4xx, else SourceUnavailable."""
+        try:
+            # httpx's timeout bounds each read; this bounds the whole exchange.
+            async with asyncio.timeout(self.timeout_s):
+                if method == "POST":
+                    response = await self._http.post(path, data=params)
+                else:
+                    response = await self._http.get(path, params=params)
+        except TimeoutError as exc:
+            raise SourceUnavailable(f"no answer within {self.timeout_s:g}s") from exc
+        except httpx.HTTPError as exc:
+            raise SourceUnavailable(f"{type(exc).__name__}: {exc}") from exc
+        body = self._json(response)
+        if response.status_code >= 500 or response.status_code in (401, 403, 429):
+            words = body.get("error") if isinstance(body, dict) else None
+            raise SourceUnavailable(
+                f"HTTP {response.status_code}: {clip(words or response.text)}",
+                retryable=response.status_code not in (401, 403),
+            )
+        if response.status_code >= 400:
+            if isinstance(body, dict) and body.get("error"):
+                kind = f" ({body['errorType']})" if body.get("errorType") else ""
+                raise SourceRefused(f"{clip(body['error'])}{kind}")
+            raise SourceRefused(clip(response.text) or f"HTTP {response.status_code}")
+        if not isinstance(body, dict) or body.get("status") != "success" or "data" not in body:
+            raise SourceUnavailable(f"an answer that is not {self.name}'s JSON")
+        return body["data"]
+
+    def _json(self, response: httpx.Response) -> Any:
+        try:
+            return response.json()
+        except ValueError:
+            return None  # an error in plain text (Loki's), or a proxy's page
