@@ -146,7 +146,7 @@ async def bench_ack(redis_url: str, mentions: int = 50) -> list[Row]:
     """B1: Slack wants a 200 within 3 s; `mentions` new mentions at once."""
     results: dict[str, list[tuple[float, float]]] = {}
     async with (
-        SlackSimulator() as slack,
+        SlackSimulator(bot_token="xoxb-bench") as slack,
         TempoSimulator(traces=bad_deploy().traces) as tempo,
         GeminiSimulator() as gemini,
     ):
@@ -585,7 +585,7 @@ async def _fleet(
     concurrency: int | None = None,
 ) -> FleetRun:
     async with (
-        SlackSimulator() as slack,
+        SlackSimulator(bot_token="xoxb-bench") as slack,
         TempoSimulator(traces=bad_deploy().traces) as tempo,
         GeminiSimulator() as gemini,
     ):

@@ -53,7 +53,7 @@ async def main() -> None:
     redis_url = os.environ["REDIS_URL"]
     Connection.pack_command = _counted  # type: ignore[method-assign]
     async with (
-        SlackSimulator() as slack,
+        SlackSimulator(bot_token="xoxb-bench") as slack,
         TempoSimulator(traces=bad_deploy().traces) as tempo,
         GeminiSimulator() as gemini,
     ):

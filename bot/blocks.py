@@ -487,7 +487,8 @@ def card_blocks(
     if request.judge is not None:
         icon = ":warning:" if not request.judge.available else ":scales:"
         gates += f"\n{icon} *judge*: {escape(_unclaimed(request.judge.reason, request))}"
-    blocks.append(context(gates[:3000]))
+    if gates:  # Slack refuses an empty text
+        blocks.append(context(gates[:3000]))
     if request.status == "pending_approval":
         mode = "a server-side dry run (ACTIONS_ENABLED is off)" if dry_run else "it for real"
         approve = button("Approve", "approve_action", request.id, "primary")

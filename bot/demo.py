@@ -78,7 +78,7 @@ async def open_world(folder: Path, replay: bool) -> AsyncIterator[World]:
     kube = KubernetesSimulator()
     kube_images = [f"registry/payment-api:{v}" for v in ("1.40.2", "1.41.3", "1.42.0")]
     async with (
-        SlackSimulator() as slack,
+        SlackSimulator(bot_token="xoxb-demo") as slack,
         TempoSimulator(traces=checkout.traces + orders.traces) as tempo,
         kube,
         PrometheusSimulator() as prometheus,

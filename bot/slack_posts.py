@@ -32,13 +32,17 @@ SEARCH_PAGES = 5  # replies since the turn began, 200 a page
 
 
 class NotForPosts(AsyncRetryHandler):
-    """Wraps a retry handler so it never retries chat.postMessage (see the module doc)."""
+    """Wraps a retry handler so it never retries chat.postMessage (see the module doc).
+
+    Only the handler interface slack_sdk's client calls is used (`can_retry_async`,
+    `prepare_for_next_attempt_async`): the wrapped handler keeps its own count, interval
+    and Retry-After handling."""
 
     def __init__(self, inner: AsyncRetryHandler) -> None:
         super().__init__(inner.max_retry_count, inner.interval_calculator)
         self.inner = inner
 
-    async def _can_retry_async(
+    async def can_retry_async(
         self,
         *,
         state: RetryState,
@@ -48,7 +52,19 @@ class NotForPosts(AsyncRetryHandler):
     ) -> bool:
         if request.url.rstrip("/").endswith("/chat.postMessage"):
             return False
-        return await self.inner._can_retry_async(
+        return await self.inner.can_retry_async(
+            state=state, request=request, response=response, error=error
+        )
+
+    async def prepare_for_next_attempt_async(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> None:
+        await self.inner.prepare_for_next_attempt_async(
             state=state, request=request, response=response, error=error
         )
 

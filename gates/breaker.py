@@ -18,11 +18,12 @@ end time says, and failures that ended before a reset never reopen the breaker. 
 is not undone by a late count: a breaker the counted failures opened stays open when a
 success that ended among them is counted afterwards (the streak shrinks, the breaker does
 not close): only an approver closes a breaker.
+
+One clock decides every time here, Redis's (`TIME`): the end marks, a count's default end,
+a reset, and the trimming of the rate window. Hosts' clocks drift; Redis has one.
 """
 
 from __future__ import annotations
-
-import time
 
 import redis.asyncio as aioredis
 from pydantic import BaseModel
@@ -37,8 +38,8 @@ FORGET_CLOSED_S = 30 * 24 * 3600
 
 # KEYS[1]: the request; KEYS[2]: the index of executions to count; KEYS[3..5]: the target's
 # window, state and failures since its newest success; KEYS[6..8]: the global scope's.
-# ARGV: request id, when it ended (the caller's clock: used only when the transition's mark,
-# on Redis's clock, is gone), '1' succeeded | '0' failed, failure threshold, window (s),
+# ARGV: request id, when it ended (the caller's word, used only when the transition's mark
+# is gone; '' for Redis's now), '1' succeeded | '0' failed, failure threshold, window (s),
 # FORGET_CLOSED_S. Returns 1 when this call counted it, 0 when it had been counted before.
 # A request that is not stored (past retention, or a bare id) is counted once per window
 # member instead.
@@ -46,6 +47,10 @@ _RECORD = """
 local marked = redis.call('ZSCORE', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
 local ended = marked or ARGV[2]  -- the mark is Redis's clock: the same for every host
+if ended == '' then
+  local time = redis.call('TIME')
+  ended = string.format('%d.%06d', time[1], time[2])
+end
 if redis.call('EXISTS', KEYS[1]) == 1 then
   if redis.call('HSETNX', KEYS[1], 'counted', ended) == 0 then return 0 end
 end
@@ -83,6 +88,17 @@ end
 return counted
 """
 
+# The window is trimmed by the clock its entries are scored by (Redis's), never a host's.
+# KEYS[1]: the scope's window, KEYS[2]: its state; ARGV[1]: the window (s).
+# Returns [executions in the window, the state hash as a flat list].
+_STATE = """
+local time = redis.call('TIME')
+local now = tonumber(time[1]) + tonumber(time[2]) / 1e6
+local oldest = string.format('%.6f', now - tonumber(ARGV[1]))
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', oldest)
+return {redis.call('ZCARD', KEYS[1]), redis.call('HGETALL', KEYS[2])}
+"""
+
 _RESET = """
 local time = redis.call('TIME')
 redis.call('DEL', KEYS[1], KEYS[2])
@@ -110,14 +126,14 @@ class CircuitBreaker:
         self.prefix = f"{prefix}:breaker"
         self._record = redis.register_script(_RECORD)
         self._reset = redis.register_script(_RESET)
+        self._state = redis.register_script(_STATE)
 
     async def state(self, scope: str) -> BreakerState:
-        now = time.time()
-        window = f"{self.prefix}:executions:{scope}"
-        await self.redis.zremrangebyscore(window, 0, now - self.policy.breaker_window_s)
-        recent = await self.redis.zcard(window)
-        raw = await self.redis.hgetall(f"{self.prefix}:state:{scope}")
-        fields = {as_text(k): as_text(v) for k, v in raw.items()}
+        recent, flat = await self._state(
+            keys=[f"{self.prefix}:executions:{scope}", f"{self.prefix}:state:{scope}"],
+            args=[self.policy.breaker_window_s],
+        )
+        fields = {as_text(k): as_text(v) for k, v in zip(flat[::2], flat[1::2], strict=True)}
         return BreakerState(
             scope=scope,
             open=fields.get("open") == "1",
@@ -130,7 +146,8 @@ class CircuitBreaker:
         self, target: str, succeeded: bool, request_id: str, at: float | None = None
     ) -> bool:
         """Count one real execution on `target` and in the global scope, once per request:
-        False when it was counted before. `at`: when it ended (default: now)."""
+        False when it was counted before. `at`: when it ended, used only when the request
+        carries no end mark (default: now on Redis's clock, the clock of the marks)."""
         keys = [request_key(self.store_prefix, request_id), uncounted_key(self.store_prefix)]
         for scope in (target, GLOBAL):
             keys += [
@@ -142,7 +159,7 @@ class CircuitBreaker:
             keys=keys,
             args=[
                 request_id,
-                repr(time.time() if at is None else at),
+                "" if at is None else repr(at),
                 "1" if succeeded else "0",
                 self.policy.breaker_failure_threshold,
                 self.policy.breaker_window_s,

@@ -44,6 +44,8 @@ RETENTION_S = 30 * 24 * 3600  # requests are kept 30 days; the audit stream keep
 DEFAULT_LEASE_S = 120.0
 
 # A new request is open at once: if the process deciding it dies, the reconciler refuses it.
+# It joins its thread's index (KEYS[4], scored by ARGV[9], when it was created) in the same
+# step: no request is ever stored that the thread's cards and claim guard cannot find.
 _CREATE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'doc', ARGV[1], 'status', ARGV[2], 'version', ARGV[3])
@@ -51,6 +53,8 @@ redis.call('EXPIRE', KEYS[1], ARGV[4])
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', unpack(cjson.decode(ARGV[6])))
 redis.call('ZADD', KEYS[3], ARGV[7], ARGV[8])
 redis.call('EXPIRE', KEYS[3], ARGV[4])
+redis.call('ZADD', KEYS[4], ARGV[9], ARGV[8])
+redis.call('EXPIRE', KEYS[4], ARGV[4])  -- kept as long as the thread's newest request
 return 1
 """
 
@@ -186,7 +190,12 @@ class ActionStore:
     async def create(self, request: ActionRequest) -> None:
         fields = self._audit_fields(request, "created", request.requester, "", request.reason)
         created = await self._create(
-            keys=[self.key(request.id), self.audit_stream, self.open_index],
+            keys=[
+                self.key(request.id),
+                self.audit_stream,
+                self.open_index,
+                self.thread_index(request.thread_key),
+            ],
             args=[
                 request.model_dump_json(),
                 request.status,
@@ -196,16 +205,12 @@ class ActionStore:
                 _flat(fields),
                 self._due(request),
                 request.id,
+                repr(request.created_at),
             ],
         )
         if not created:
             raise ValueError(f"request {request.id} already exists")
         ACTION_REQUESTS.labels(request.status).inc()
-        index = f"{self.prefix}:actions:thread:{request.thread_key}"
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.zadd(index, {request.id: request.created_at})
-            pipe.expire(index, RETENTION_S)  # kept as long as the thread's newest request
-            await pipe.execute()
 
     async def get(self, request_id: str) -> ActionRequest:
         doc = await self.redis.hget(self.key(request_id), "doc")
@@ -213,8 +218,12 @@ class ActionStore:
             raise RequestNotFound(f"no action request {request_id!r}")
         return ActionRequest.model_validate_json(doc)
 
+    def thread_index(self, thread_key: str) -> str:
+        """The ids of the thread's requests, scored by when each was created."""
+        return f"{self.prefix}:actions:thread:{thread_key}"
+
     async def for_thread(self, thread_key: str) -> list[ActionRequest]:
-        ids = await self.redis.zrange(f"{self.prefix}:actions:thread:{thread_key}", 0, -1)
+        ids = await self.redis.zrange(self.thread_index(thread_key), 0, -1)
         found = []
         for raw in ids:
             try:

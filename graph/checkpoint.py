@@ -38,9 +38,13 @@ class HiredisPackedConnection(Connection):
     sync client hands them to hiredis). Here hiredis packs them, as the sync client's
     `HiredisRespSerializer` does: the same bytes (floats as repr, str as UTF-8; bool and
     None refused), at a fraction of the CPU — a turn's record is ~45 arguments, in the ack
-    path of every mention."""
+    path of every mention. hiredis encodes text as UTF-8, strictly: a client configured
+    with another `encoding` or `encoding_errors` is packed by redis-py's own packer, which
+    goes through that client's encoder (tests/test_redis_packing.py holds both to it)."""
 
     def pack_command(self, *args: Any) -> list[bytes]:
+        if (self.encoder.encoding, self.encoder.encoding_errors) != ("utf-8", "strict"):
+            return list(super().pack_command(*args))
         if isinstance(args[0], str):
             args = (*args[0].encode().split(), *args[1:])
         elif b" " in args[0]:

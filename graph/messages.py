@@ -28,3 +28,29 @@ def close_dangling_tool_calls(messages: Sequence[AnyMessage]) -> list[AnyMessage
             if call["id"] not in answered
         )
     return closed
+
+
+# Why a reply can end before its answer does (the API's finishReason), in the user's words.
+UNFINISHED = {
+    "SAFETY": "the model's safety filters withheld its answer",
+    "PROHIBITED_CONTENT": "the model's safety filters withheld its answer",
+    "BLOCKLIST": "the model's safety filters withheld its answer",
+    "SPII": "the model's safety filters withheld its answer",
+    "RECITATION": "the model stopped because its answer repeated a source verbatim",
+    "MAX_TOKENS": "the answer was cut off at the model's output limit",
+}
+
+
+def finished(response: AIMessage) -> AIMessage:
+    """The reply as it stands when the model finished it; when it stopped for another
+    reason (safety filters, the output limit), the reply says so in plain words after
+    whatever text it has, so the turn ends with a message, never an empty or silently
+    truncated one. A reply that calls tools is left to call them."""
+    raw = response.response_metadata.get("finish_reason")
+    reason = str(getattr(raw, "name", raw) or "STOP")
+    if reason == "STOP" or response.tool_calls:
+        return response
+    why = UNFINISHED.get(reason, f"the model stopped without finishing ({reason})")
+    note = f"_This answer is incomplete: {why}. Ask again, more narrowly, or look directly._"
+    text = response.text.strip()
+    return response.model_copy(update={"content": f"{text}\n\n{note}" if text else note})

@@ -13,13 +13,30 @@ tokens per window, 60 s like the API's per-minute quotas unless a test shortens 
 (`outage`) answers 429 (or `503 UNAVAILABLE`, "the model is overloaded") to every request
 for a while. A refused request is recorded (`requests`, with `status`) and consumes no
 scripted reply.
+
+Strict where the real API is strict:
+- Thought signatures (Gemini 3): the first `functionCall` part of each reply carries a
+  `thoughtSignature`. In the current turn (the contents after the last user text), the
+  first function call of every model step must come back with the signature that was
+  issued for it: a missing one is `400 INVALID_ARGUMENT`, one this API never issued is
+  "Corrupted thought signature" (400). The documented bypass value
+  (`skip_thought_signature_validator`) is accepted, as the API accepts it, and counted on
+  the request (`GeminiRequest.bypassed_signatures`): a caller that lost a signature shows.
+  Models before Gemini 3 (`gemini-2.5-...`) are not checked, as the API does not.
+- Finish reasons: a reply may end `SAFETY` (blocked: no content) or `MAX_TOKENS` (cut off).
+- Errors carry the API's status names (`INVALID_ARGUMENT`, `RESOURCE_EXHAUSTED`,
+  `UNAVAILABLE`, `INTERNAL`, ...), by HTTP code.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import dataclasses
 import json
 import math
+import os
+import re
 import time
 import uuid
 from collections import deque
@@ -40,6 +57,7 @@ class Reply:
     status: int = 200
     error_message: str = ""
     delay_s: float = 0.0
+    finish_reason: str = "STOP"  # or SAFETY (blocked: no content), MAX_TOKENS (cut off)
 
     @classmethod
     def text(cls, text: str) -> Reply:
@@ -68,15 +86,30 @@ class Reply:
         return cls(status=429, error_message=f"{retry_delay_s:g}")
 
     @classmethod
+    def blocked(cls) -> Reply:
+        """The answer withheld by the safety filters: `finishReason: SAFETY`, no content."""
+        return cls(finish_reason="SAFETY")
+
+    @classmethod
+    def cut_off(cls, text: str = "") -> Reply:
+        """The answer cut at the output token limit: `finishReason: MAX_TOKENS`, with the
+        text written so far (if any)."""
+        return cls(parts=({"text": text},) if text else (), finish_reason="MAX_TOKENS")
+
+    @classmethod
     def overloaded(cls) -> Reply:
         """503 UNAVAILABLE for this one request."""
         return cls(status=503)
 
     def body(self, prompt_tokens: int = 1) -> dict[str, Any]:
+        candidate: dict[str, Any] = {"finishReason": self.finish_reason, "index": 0}
+        if self.parts:
+            candidate["content"] = {"role": "model", "parts": list(self.parts)}
+        if self.finish_reason == "SAFETY":
+            rating = {"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH"}
+            candidate["safetyRatings"] = [{**rating, "blocked": True}]
         return {
-            "candidates": [
-                {"content": {"role": "model", "parts": list(self.parts)}, "finishReason": "STOP"}
-            ],
+            "candidates": [candidate],
             "usageMetadata": {
                 "promptTokenCount": prompt_tokens,
                 "candidatesTokenCount": 1,
@@ -94,6 +127,7 @@ class GeminiRequest:
     stream: bool
     at: float = field(default_factory=time.monotonic)  # when it arrived
     status: int = 200  # what the simulator answered (429/503: refused for capacity)
+    bypassed_signatures: int = 0  # function calls sent back with the bypass, not their own
 
     @property
     def contents(self) -> list[dict[str, Any]]:
@@ -203,6 +237,58 @@ def quota_error(metric: str, model: str, limit: int, retry_delay_s: float) -> di
     }
 
 
+# The API's status name for each HTTP code it answers with (google.rpc.Code).
+STATUS_NAMES = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    499: "CANCELLED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+
+SKIP_SIGNATURE = "skip_thought_signature_validator"  # the API's documented bypass
+
+
+def api_error(code: int, message: str) -> web.Response:
+    """An error as the Gemini API words it: its code, message and status name."""
+    error = {"code": code, "message": message, "status": STATUS_NAMES.get(code, "UNKNOWN")}
+    return web.json_response({"error": error}, status=code)
+
+
+def checks_signatures(model: str) -> bool:
+    """Gemini 3 and later validate thought signatures; earlier models do not."""
+    found = re.match(r"gemini-(\d+)", model)
+    return found is None or int(found.group(1)) >= 3
+
+
+def signature_bytes(value: Any) -> bytes | None:
+    """A `bytes` field as proto3 JSON reads it: standard or URL-safe base64, padded or
+    not (the Python SDK sends URL-safe); None when it is not base64."""
+    if not isinstance(value, str):
+        return None
+    text = value.replace("+", "-").replace("/", "_")
+    try:
+        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except ValueError:
+        return None
+
+
+def current_turn(contents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The contents after the last user message with standard content (text, not only
+    function responses): the span in which the API validates signatures."""
+    for i in range(len(contents) - 1, -1, -1):
+        parts = contents[i].get("parts", [])
+        user = contents[i].get("role", "user") == "user"
+        answers = any("functionResponse" in p for p in parts)
+        if user and not answers and any("text" in p or "inlineData" in p for p in parts):
+            return contents[i + 1 :]
+    return contents
+
+
 def overload_error() -> dict[str, Any]:
     return {
         "error": {
@@ -224,6 +310,7 @@ class GeminiSimulator(SimulatorServer):
         self._arrived = asyncio.Condition()
         self._quotas: dict[str, Quota] = {}
         self._outages: list[Outage] = []
+        self._signatures: set[bytes] = set()  # every thoughtSignature this API issued
 
     def limit(self, model: str, *, rpm: int = 0, tpm: int = 0, window_s: float = 60.0) -> None:
         """Give `model` a quota of `rpm` requests and `tpm` input tokens per window."""
@@ -301,6 +388,44 @@ class GeminiSimulator(SimulatorServer):
         limit = quota.tpm if "Token" in metric else quota.rpm
         return web.json_response(quota_error(metric, request.model, limit, delay), status=429)
 
+    def _signature_refusal(self, request: GeminiRequest) -> web.Response | None:
+        """400 when a function call of the current turn comes back without the signature
+        issued for it (or with one never issued), as Gemini 3 answers."""
+        if not checks_signatures(request.model):
+            return None
+        for position, content in enumerate(current_turn(request.contents), start=1):
+            calls = [p for p in content.get("parts", []) if "functionCall" in p]
+            if content.get("role") != "model" or not calls:
+                continue
+            signature = calls[0].get("thoughtSignature")
+            if signature is None:
+                name = calls[0]["functionCall"].get("name", "")
+                return api_error(
+                    400,
+                    "Function call is missing a thought_signature in functionCall parts. "
+                    "This is required for tools to work correctly, and missing "
+                    "thought_signature may lead to degraded model performance. Additional "
+                    f"data, function call `default_api:{name}` , position {position}. Please "
+                    "refer to https://ai.google.dev/gemini-api/docs/thought-signatures for "
+                    "more details.",
+                )
+            if signature == SKIP_SIGNATURE:
+                request.bypassed_signatures += 1
+            elif signature_bytes(signature) not in self._signatures:
+                return api_error(400, "Corrupted thought signature.")
+        return None
+
+    def _signed(self, reply: Reply) -> Reply:
+        """The reply with a fresh thoughtSignature on its first function call."""
+        parts = [dict(p) for p in reply.parts]
+        first_call = next((p for p in parts if "functionCall" in p), None)
+        if first_call is None or "thoughtSignature" in first_call:
+            return reply
+        signature = b"sandbox-thought:" + os.urandom(18)
+        self._signatures.add(signature)
+        first_call["thoughtSignature"] = base64.b64encode(signature).decode()
+        return dataclasses.replace(reply, parts=tuple(parts))
+
     def _next(self, request: GeminiRequest) -> Reply:
         queue = self._per_model.get(request.model)
         if not queue:
@@ -313,18 +438,18 @@ class GeminiSimulator(SimulatorServer):
     async def _generate(self, request: web.Request) -> web.StreamResponse:
         model, _, action = request.match_info["model_action"].partition(":")
         if action not in ("generateContent", "streamGenerateContent"):
-            return web.json_response(
-                {"error": {"code": 404, "message": "unknown method"}}, status=404
-            )
+            return api_error(404, f"Method {action!r} is not found for models/{model}.")
         recorded = GeminiRequest(model, await request.json(), action == "streamGenerateContent")
         self.requests.append(recorded)
         async with self._arrived:
             self._arrived.notify_all()
         refused = self._capacity_refusal(recorded)
+        if refused is None:
+            refused = self._signature_refusal(recorded)
         if refused is not None:
             recorded.status = refused.status
             return refused
-        reply = self._next(recorded)
+        reply = self._signed(self._next(recorded))
         recorded.status = reply.status
         if reply.delay_s:
             await asyncio.sleep(reply.delay_s)
@@ -335,8 +460,7 @@ class GeminiSimulator(SimulatorServer):
         if reply.status == 503:
             return web.json_response(overload_error(), status=503)
         if reply.status != 200:
-            error = {"code": reply.status, "message": reply.error_message, "status": "INTERNAL"}
-            return web.json_response({"error": error}, status=reply.status)
+            return api_error(reply.status, reply.error_message)
         if not recorded.stream:
             return web.json_response(reply.body(recorded.prompt_tokens))
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})

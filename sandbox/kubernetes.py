@@ -33,8 +33,14 @@ Read only, as the API server answers them (core/v1):
 `requests` lists every request as it arrives, so tests can wait for one.
 
 With `rules` (a Role's `rules`, as data), requests are authorized like the API server's RBAC
-does for a ServiceAccount bound to that Role in every namespace: anything no rule grants is
-403 Forbidden, and `rbac_used` collects each (apiGroup, resource, verb) that was granted.
+does for a ServiceAccount bound to that Role by a RoleBinding in each namespace of
+`role_bindings` (None: each namespace that holds a Deployment): anything no rule grants, and
+anything in a namespace without the binding, is 403 Forbidden; `rbac_used` collects each
+(apiGroup, resource, verb) that was granted.
+
+The deployment controller observes a new generation a step after the write, as the real
+one does: until `observe_after_s` has passed, `status.observedGeneration` (in the write's
+answer and in reads) is the previous generation, so a rollout check must wait for it.
 """
 
 from __future__ import annotations
@@ -265,6 +271,8 @@ class KubernetesSimulator(SimulatorServer):
     rules: list[dict[str, Any]] | None = None  # a Role's rules; None: everything is allowed
     rbac_used: set[tuple[str, str, str]] = field(default_factory=set)
     log_queries: list[dict[str, str]] = field(default_factory=list)  # of each log request
+    role_bindings: set[str] | None = None  # namespaces bound to the Role; None: with Deployments
+    observe_after_s: float = 0.05  # until then, a write's new generation is not yet observed
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -276,6 +284,7 @@ class KubernetesSimulator(SimulatorServer):
         self.events: list[dict[str, Any]] = []
         # (namespace, pod, container, previous) -> the log text
         self.logs: dict[tuple[str, str, str, bool], str] = {}
+        self._unobserved: dict[tuple[str, str], tuple[float, int]] = {}  # -> (when, previous)
 
     # --- fixtures -------------------------------------------------------------------
     def _bump(self, obj: dict[str, Any]) -> None:
@@ -599,6 +608,18 @@ class KubernetesSimulator(SimulatorServer):
             "conditions": [progressing],
         }
 
+    def _observe(self, deployment: dict[str, Any]) -> None:
+        """The controller has not observed the latest write yet: the previous generation."""
+        key = (deployment["metadata"]["namespace"], deployment["metadata"]["name"])
+        lag = self._unobserved.get(key)
+        if lag is None:
+            return
+        observed = lag[1]
+        if time.monotonic() >= lag[0]:
+            del self._unobserved[key]
+            observed = deployment["metadata"]["generation"]
+        deployment["status"] = {**deployment.get("status", {}), "observedGeneration": observed}
+
     def _roll(self, after: dict[str, Any]) -> None:
         """What the deployment controller does when the pod template changes."""
         namespace, uid = after["metadata"]["namespace"], after["metadata"]["uid"]
@@ -679,7 +700,10 @@ class KubernetesSimulator(SimulatorServer):
         verb = {"GET": "get" if name else "list", "PATCH": "patch", "PUT": "update"}.get(
             request.method, request.method.lower()
         )
-        for rule in self.rules:
+        bound = self.role_bindings
+        if bound is None:
+            bound = {ns for ns, _ in self.deployments}
+        for rule in self.rules if namespace in bound else []:
             if (
                 group in rule.get("apiGroups", [])
                 and resource in rule.get("resources", [])
@@ -751,6 +775,7 @@ class KubernetesSimulator(SimulatorServer):
         if isinstance(found, web.Response):
             return found
         self._progress(found)
+        self._observe(found)
         return web.json_response(found)
 
     def _scale_of(self, deployment: dict[str, Any]) -> dict[str, Any]:
@@ -812,6 +837,9 @@ class KubernetesSimulator(SimulatorServer):
                 time.monotonic(), current["status"].get("availableReplicas", 0), new_template
             )
             self._progress(updated)
+            previous = current["metadata"]["generation"]
+            self._unobserved[(ns, name)] = (time.monotonic() + self.observe_after_s, previous)
+            self._observe(updated)
         self._bump(updated)
         ns, name = current["metadata"]["namespace"], current["metadata"]["name"]
         self.deployments[(ns, name)] = updated

@@ -4,8 +4,12 @@ Web API (POST /api/<method>, form or JSON, like slack_sdk sends): auth.test,
 chat.postMessage, chat.update, chat.postEphemeral, chat.getPermalink,
 usergroups.users.list, conversations.replies (cursor pagination, oldest/latest, the parent
 first, people's and other apps' messages with attachments and blocks), reactions.add and
-reactions.remove. Every call is recorded. Blocks are checked
-against Slack's documented limits and refused with `invalid_blocks`, as Slack does.
+reactions.remove. Every call is recorded. Blocks are checked as Slack checks them
+(slack_sdk's own Block Kit models: known block types, their limits; and no empty text, no
+block_id twice, no action_id twice in a block) and refused with `invalid_blocks`, as Slack
+does. A token other than the workspace's (`bot_token`, `app_token`) is `invalid_auth`; a
+channel the workspace does not have (`channels`, plus any a person wrote in) is
+`channel_not_found`.
 `rate_limit(method, times, retry_after)` answers the next calls 429 with Retry-After.
 
 Response URLs (`POST /hooks/<id>`), as Slack hands them out with each slash command and
@@ -34,6 +38,8 @@ from urllib.parse import urlencode
 
 import aiohttp
 from aiohttp import web
+from slack_sdk.errors import SlackObjectFormationError
+from slack_sdk.models.blocks import Block
 
 from sandbox.server import SimulatorServer
 
@@ -87,9 +93,52 @@ class SlackMessage:
         return shown
 
 
+def _empty_texts(value: Any, pointer: str) -> list[str]:
+    """Text objects with no text anywhere under `value`: Slack refuses each."""
+    if isinstance(value, list):
+        return [p for i, item in enumerate(value) for p in _empty_texts(item, f"{pointer}/{i}")]
+    if not isinstance(value, dict):
+        return []
+    found = []
+    if value.get("type") in ("plain_text", "mrkdwn") and not str(value.get("text", "")).strip():
+        found.append(f"must be more than 0 characters [json-pointer:{pointer}/text]")
+    for key, item in value.items():
+        found += _empty_texts(item, f"{pointer}/{key}")
+    return found
+
+
+def block_kit_problems(blocks: list[dict[str, Any]]) -> list[str]:
+    """What Slack's Block Kit validation refuses, read with slack_sdk's own models: unknown
+    block types, the models' limits (e.g. 25 elements in an actions block), empty texts,
+    a block_id used twice, an action_id used twice within a block."""
+    problems: list[str] = []
+    block_ids: set[str] = set()
+    for i, block in enumerate(blocks):
+        pointer = f"/blocks/{i}"
+        try:
+            parsed = Block.parse(block)
+            if parsed is None:
+                problems.append(f"unsupported type: {block.get('type')} [json-pointer:{pointer}]")
+            else:
+                parsed.validate_json()
+        except (SlackObjectFormationError, KeyError, TypeError, ValueError) as exc:
+            problems.append(f"{exc} [json-pointer:{pointer}]")
+        problems += _empty_texts(block, pointer)
+        block_id = block.get("block_id")
+        if block_id in block_ids:
+            problems.append(f"duplicate block_id: {block_id} [json-pointer:{pointer}/block_id]")
+        if block_id is not None:
+            block_ids.add(str(block_id))
+        action_ids = [e.get("action_id") for e in block.get("elements", []) if isinstance(e, dict)]
+        named = [a for a in action_ids if a]
+        if len(named) != len(set(named)):
+            problems.append(f"duplicate action_id in block [json-pointer:{pointer}/elements]")
+    return problems
+
+
 def block_problems(blocks: list[dict[str, Any]], max_blocks: int = 50) -> list[str]:
     """Violations of Slack's Block Kit limits (the ones tracegate can run into)."""
-    problems = []
+    problems = block_kit_problems(blocks)
     if len(blocks) > max_blocks:
         problems.append(f"{len(blocks)} blocks (max {max_blocks})")
     for i, block in enumerate(blocks):
@@ -180,6 +229,10 @@ class SlackSimulator(SimulatorServer):
     calls: list[SlackCall] = field(default_factory=list)
     usergroups: dict[str, list[str]] = field(default_factory=dict)
     outside: set[str] = field(default_factory=set)  # channels the bot is not a member of
+    # The workspace's channels (more join when a person writes in one, `post_as`).
+    channels: set[str] = field(default_factory=lambda: {"C1"})
+    bot_token: str = "xoxb-sandbox"  # the installation's tokens: any other is invalid_auth
+    app_token: str = "xapp-sandbox"
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -232,6 +285,7 @@ class SlackSimulator(SimulatorServer):
         blocks: list[dict[str, Any]] | None = None,
     ) -> SlackMessage:
         """A message written by a person (`user`) or another app (`app`, its name)."""
+        self.channels.add(channel)
         if ts:
             self._seen(ts)
         message = SlackMessage(
@@ -318,12 +372,17 @@ class SlackSimulator(SimulatorServer):
                 headers={"Retry-After": str(retry_after)},
             )
         token = request.headers.get("Authorization", "")
+        if not token.removeprefix("Bearer ").strip():
+            return web.json_response({"ok": False, "error": "not_authed"})
         if method == "apps.connections.open":
-            if not token.startswith("Bearer xapp-"):
+            if token != f"Bearer {self.app_token}":
                 return web.json_response({"ok": False, "error": "invalid_auth"})
             return web.json_response({"ok": True, "url": self.url.replace("http", "ws") + "/link"})
-        if not token.startswith("Bearer xoxb-"):
-            return web.json_response({"ok": False, "error": "not_authed"})
+        if token != f"Bearer {self.bot_token}":
+            return web.json_response({"ok": False, "error": "invalid_auth"})
+        channel = args.get("channel")
+        if channel and not self._known_channel(str(channel)):
+            return web.json_response({"ok": False, "error": "channel_not_found"})
         handler = getattr(self, "_" + method.replace(".", "_"), None)
         if handler is None:
             return web.json_response({"ok": False, "error": "unknown_method"})
@@ -411,6 +470,10 @@ class SlackSimulator(SimulatorServer):
         for socket in list(self._sockets):
             await socket.close()
         await super().stop()
+
+    def _known_channel(self, channel: str) -> bool:
+        """A channel of the workspace; a user id (a DM) is one too."""
+        return channel in self.channels or channel in self.outside or channel[:1] in "UW"
 
     def _auth_test(self, args: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "team_id": TEAM, "user_id": BOT_USER, "bot_id": "BBOT", "team": "sim"}
@@ -625,6 +688,7 @@ class SlackDriver:
     def _response_url(self, kind: str, channel: str, user: str) -> str:
         if self.slack is None:
             return f"https://hooks.slack.invalid/{kind}"
+        self.slack.channels.add(channel)  # someone acted in it: the workspace has it
         return self.slack.response_url(channel, user)
 
     async def post(

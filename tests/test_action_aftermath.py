@@ -98,8 +98,9 @@ class HeldAt:
             await asyncio.gather(commands(), answers())
 
 
-# The breaker's count is the only script that names a breaker window.
-BREAKER_COUNT = (b"EVALSHA", b":breaker:executions:")
+# The breaker's count is the only script that names a breaker window and the index of
+# executions to count (the breaker's state read names the window only).
+BREAKER_COUNT = (b"EVALSHA", b":breaker:executions:", b":actions:uncounted")
 
 
 async def _breaker(pipeline: ActionPipeline) -> tuple[int, int, bool]:

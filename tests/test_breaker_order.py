@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from gates.breaker import GLOBAL
 from gates.model import ActionRequest
 from gates.pipeline import ActionPipeline
@@ -108,3 +110,48 @@ async def _failed(pipeline: ActionPipeline, deployment: str) -> ActionRequest:
     for status in ("pending_approval", "approved", "executing", "failed"):
         request = await pipeline.store.transition(request.id, status, "test")
     return request
+
+
+async def _redis_now(pipeline: ActionPipeline) -> float:
+    seconds, micros = await pipeline.store.redis.time()
+    return seconds + micros / 1e6
+
+
+async def test_the_rate_window_keeps_an_execution_when_the_host_clock_runs_past_it(
+    pipeline: ActionPipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Entries are scored on Redis's clock, so the window is trimmed by Redis's clock: a host
+    whose clock runs a whole window ahead of Redis still sees an execution that just ended."""
+    request = await _failed(pipeline, "svc-ahead")
+    await pipeline.count(request)
+    window = pipeline.breaker.policy.breaker_window_s
+    ahead = time.time() + window + 60
+    monkeypatch.setattr(time, "time", lambda: ahead)
+
+    assert (await pipeline.breaker.state("shop/svc-ahead")).recent_executions == 1
+
+
+async def test_the_rate_window_forgets_an_old_execution_when_the_host_clock_lags(
+    pipeline: ActionPipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An execution that ended more than a window ago on Redis's clock is out of the window,
+    however far behind the host's clock is."""
+    window = pipeline.breaker.policy.breaker_window_s
+    await pipeline.breaker.record(TARGET, True, "old", await _redis_now(pipeline) - window - 5)
+    behind = time.time() - 2 * window
+    monkeypatch.setattr(time, "time", lambda: behind)
+
+    assert (await pipeline.breaker.state(TARGET)).recent_executions == 0
+
+
+async def test_an_execution_counted_without_an_end_time_is_stamped_by_redis(
+    pipeline: ActionPipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A count with no end mark and no `at` ends 'now' on Redis's clock, not the host's."""
+    monkeypatch.setattr(time, "time", lambda: 1_000.0)  # a host clock decades behind
+    before = await _redis_now(pipeline)
+    await pipeline.breaker.record(TARGET, True, "bare")
+
+    window = f"{pipeline.breaker.prefix}:executions:{TARGET}"
+    stamped = await pipeline.store.redis.zscore(window, "bare")
+    assert stamped is not None and stamped >= before - 1

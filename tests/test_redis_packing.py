@@ -34,3 +34,18 @@ def test_what_redis_py_refuses_to_send_is_refused_as_redis_py_does(value: object
         Connection().pack_command("SET", "k", value)
     with pytest.raises(DataError):
         HiredisPackedConnection().pack_command("SET", "k", value)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"encoding": "latin-1"}, {"encoding": "ascii", "encoding_errors": "replace"}],
+    ids=["latin-1", "ascii-replace"],
+)
+def test_a_client_with_its_own_encoding_is_packed_through_its_encoder(
+    options: dict[str, str],
+) -> None:
+    command = ("SET", "k", "café")
+    ours = b"".join(HiredisPackedConnection(**options).pack_command(*command))  # type: ignore[arg-type]
+    theirs = b"".join(bytes(part) for part in Connection(**options).pack_command(*command))  # type: ignore[arg-type]
+
+    assert ours == theirs

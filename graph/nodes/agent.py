@@ -11,7 +11,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 
 from graph.history import bound_history
-from graph.messages import close_dangling_tool_calls
+from graph.messages import close_dangling_tool_calls, finished
 from graph.progress import reporter
 from graph.prompts import SYSTEM_PROMPT
 from graph.state import InvestigationState
@@ -41,7 +41,7 @@ def make_agent(model: BaseChatModel, tools: Sequence[BaseTool], context_budget_t
         # checkpoint shrinks with the model's input and the work is done once per turn.
         history = bound_history(state, context_budget_tokens)
         messages = close_dangling_tool_calls(history.view)
-        response = await bound.ainvoke([SystemMessage(SYSTEM_PROMPT), *messages])
+        response = finished(await bound.ainvoke([SystemMessage(SYSTEM_PROMPT), *messages]))
         calls = [c["name"] for c in getattr(response, "tool_calls", [])]
         report({"type": "model_finished", "node": "agent", "tool_calls": calls})
         update: dict[str, Any] = {"messages": [*history.updates, response]}

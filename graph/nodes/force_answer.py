@@ -10,7 +10,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langchain_core.tools import BaseTool
 
 from graph.history import summary_view
-from graph.messages import close_dangling_tool_calls
+from graph.messages import close_dangling_tool_calls, finished
 from graph.nodes.agent import Node
 from graph.progress import reporter
 from graph.prompts import FORCE_ANSWER_PROMPT, STOP_REASONS, SYSTEM_PROMPT
@@ -45,7 +45,7 @@ def make_force_answer(
         history = close_dangling_tool_calls([*summary_view(state), *skipped])
         response = await answer_only.ainvoke([SystemMessage(SYSTEM_PROMPT), *history, instruction])
         # Any tool call the model still attempts is dropped: only its text is kept.
-        answer = AIMessage(content=response.text.strip() or NO_ANSWER)
+        answer = AIMessage(content=finished(response).text.strip() or NO_ANSWER)
         return {"messages": [*skipped, answer], "stop_reason": reason}
 
     return force_answer
