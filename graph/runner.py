@@ -16,6 +16,7 @@ from langchain_core.messages import AnyMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import GraphRecursionError
+from langgraph.types import StateSnapshot
 
 from gates.pipeline import ActionPipeline
 from graph.build import InvestigationGraph, build_graph
@@ -308,15 +309,16 @@ class Investigator:
         config = self._config(thread_id, user, turn.correlation_id, fence)
         try:
             snapshot = await self.graph.aget_state(config)
+            pending = _pending(snapshot)
             if turn_id is not None and _holds_turn(snapshot.values, turn_id):
                 # Finished super-steps are not run again; an interrupted one is.
                 turn.calls.under_way = True
-                turn.report({"type": "resumed", "pending": list(snapshot.next)})
+                turn.report({"type": "resumed", "pending": list(pending)})
                 turn.final = dict(snapshot.values)
-                if snapshot.next:
+                if pending:
                     await self._stream(None, config, turn)
             else:
-                if await self._finish_interrupted_grading(snapshot.next, config, turn):
+                if await self._finish_interrupted_grading(pending, config, turn):
                     snapshot = await self.graph.aget_state(config)
                 active = (
                     rubric or snapshot.values.get("rubric") or channel_rubric or self.default_rubric
@@ -392,6 +394,14 @@ class Investigator:
             max_iterations=self.limits.rubric_max_iterations,
             evaluations=values.get("rubric_evaluations") or [],
         )
+
+
+def _pending(snapshot: StateSnapshot) -> tuple[str, ...]:
+    """The steps a run of this thread has still to go through. `snapshot.next` leaves out
+    a task whose result is saved (its writes) when the checkpoint after it is not: with
+    checkpoints saved in the background, a process killed between the two leaves the run
+    unfinished all the same — resuming applies that result and goes on from there."""
+    return tuple(task.name for task in snapshot.tasks)
 
 
 def _holds_turn(values: dict[str, Any], turn_id: str) -> bool:
