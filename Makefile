@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install demo test lint eval bench bench-grounding clean lock
+.PHONY: install demo test lint eval bench bench-grounding clean lock image
 
 # Create the virtualenv: the runtime dependencies exactly as locked (what the image
 # runs), then the project editable with its dev tools; redone when either file changes.
@@ -22,6 +22,17 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	scripts/with-redis $(BIN)/pytest -q
+
+# The image from the Dockerfile, with whichever container engine is installed (docker first;
+# ENGINE=podman to choose).
+IMAGE ?= tracegate:latest
+ENGINE ?= $(shell command -v docker 2>/dev/null || command -v podman 2>/dev/null)
+image:
+	@if [ -z "$(ENGINE)" ]; then \
+		echo "make image: neither docker nor podman is installed; install one of them (or set ENGINE=...)" >&2; \
+		exit 1; \
+	fi
+	$(ENGINE) build -t $(IMAGE) .
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
