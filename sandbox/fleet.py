@@ -75,6 +75,9 @@ async def answers_200(url: str) -> bool:
         return False
 
 
+_SERVING_ON = re.compile(r"serving on port (\d+)")
+
+
 @dataclass
 class TracegateProcess:
     """`tracegate serve` or `tracegate worker` with its own environment."""
@@ -82,16 +85,18 @@ class TracegateProcess:
     command: str  # serve | worker
     env: dict[str, str]
     log_path: Path
-    port: int | None = None  # serve only
+    port: int | None = None  # serve only: known once `ready()` read it from the log
     process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
+        assert self.port is not None, f"tracegate {self.command}: its port is known once ready"
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> TracegateProcess:
         env = {**os.environ, **self.env}
-        # A worker without a port of its own still serves its probes: on any free port.
+        # Any free port, bound by the process itself (a port picked here could be taken by
+        # another test's process before this one binds it); `serve` logs the one it got.
         env["PORT"] = str(self.port) if self.port is not None else "0"
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
@@ -110,9 +115,14 @@ class TracegateProcess:
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:
                 raise RuntimeError(f"tracegate {self.command} exited:\n{self.log()}")
-            if self.port is None:
+            if self.command == "worker":
                 if "worker running" in self.log():
                     return
+            elif self.port is None:
+                serving = _SERVING_ON.search(self.log())
+                if serving:
+                    self.port = int(serving[1])
+                    continue
             elif await answers_200(f"{self.url}/livez"):
                 return
             await asyncio.sleep(0.1)
@@ -149,7 +159,8 @@ class Fleet:
     members: list[TracegateProcess] = field(default_factory=list)
 
     def serve(self, **env: str) -> TracegateProcess:
-        return self._add("serve", free_port(), env)
+        """`tracegate serve` on a port of its own choosing: its `url` once `ready()`."""
+        return self._add("serve", None, env)
 
     def worker(self, **env: str) -> TracegateProcess:
         return self._add("worker", None, env)
