@@ -89,12 +89,16 @@ return {2, head}
 
 # Renew the lease if it is ours; take it again if it is gone (Redis lost its data: nobody
 # else can hold it); 0 only when another worker holds it.
+# A lease that is gone is taken again (Redis lost data: the run goes on), unless the turn
+# is done: then another run took the thread over and finished it while this one was away
+# (a worker paused past its lease), and nothing this run does may reach Slack.
 _RENEW = """
 local holder = redis.call('GET', KEYS[1])
 if holder == ARGV[1] then
     return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 if not holder then
+    if redis.call('HGET', KEYS[2], 'state') == 'done' then return 0 end
     redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
     return 2
 end
@@ -482,9 +486,11 @@ class TurnStore:
         await self.redis.zrem(self._unfinished, turn_id)
 
     # --- the thread's lease ------------------------------------------------------------
-    async def renew(self, thread: str, token: str, ttl_s: float) -> int:
-        """1: renewed; 2: it was gone and is ours again; 0: another worker holds it."""
-        return int(await self._renew(keys=[self._lease(thread)], args=[token, int(ttl_s * 1000)]))
+    async def renew(self, thread: str, token: str, ttl_s: float, turn_id: str = "") -> int:
+        """1: renewed; 2: it was gone and is ours again; 0: another worker holds it, or it
+        was gone and `turn_id` is done (another run finished the turn meanwhile)."""
+        keys = [self._lease(thread), self._key(turn_id)]
+        return int(await self._renew(keys=keys, args=[token, int(ttl_s * 1000)]))
 
     async def leased(self, thread: str) -> bool:
         """Whether some run holds the thread (its lease is renewed while the run lives)."""

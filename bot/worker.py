@@ -347,7 +347,7 @@ class TurnRunner:
             return
         if turn.state == "done":
             return
-        beat = _Heartbeat(self, job, turn.thread)
+        beat = _Heartbeat(self, job, turn.thread, turn.id)
         async with beat.running():
             try:
                 await self.prepare(turn)
@@ -444,8 +444,8 @@ class TurnRunner:
 class _Heartbeat:
     """Touches the saq job (so a sweep knows it is alive) and renews the thread's lease."""
 
-    def __init__(self, runner: TurnRunner, job: Any, thread: str) -> None:
-        self.runner, self.job, self.thread = runner, job, thread
+    def __init__(self, runner: TurnRunner, job: Any, thread: str, turn_id: str) -> None:
+        self.runner, self.job, self.thread, self.turn_id = runner, job, thread, turn_id
         self.token: str | None = None
         self.lost = False
 
@@ -470,14 +470,19 @@ class _Heartbeat:
                     await self.job.update()
                 if self.token is None:
                     continue
-                renewed = await self.runner.store.renew(self.thread, self.token, timing.lease_s)
+                renewed = await self.runner.store.renew(
+                    self.thread, self.token, timing.lease_s, self.turn_id
+                )
                 if renewed == 2:
                     log.warning(
                         "the lease of %s was gone (Redis lost data?); taken again", self.thread
                     )
                 if not renewed:
                     self.lost = True
-                    log.warning("another worker took the lease of %s; stopping", self.thread)
+                    log.warning(
+                        "another worker took the lease of %s (or finished its turn); stopping",
+                        self.thread,
+                    )
                     if owner is not None:
                         owner.cancel()  # stop at once: every later side effect would be stale
                     return

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import time
 from collections.abc import Callable
+
+import redis.asyncio as aioredis
 
 from sandbox import GeminiSimulator, Reply
 from sandbox.fleet import Fleet
@@ -16,6 +19,20 @@ from sandbox.slack import SlackSimulator
 from tests.fleet_fixtures import ANSWER, answered, ask, requests_reach
 
 STALE = "The stale run's answer, written while its lease was gone."
+
+
+async def _thread_let_go(redis_url: str, prefix: str, timeout_s: float = 20) -> None:
+    """Until no run holds a thread's lease (bounded)."""
+    client = aioredis.from_url(redis_url)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline:
+            if not [k async for k in client.scan_iter(match=f"{prefix}:lease:*")]:
+                return
+            await asyncio.sleep(0.1)
+    finally:
+        await client.aclose()
+    raise AssertionError(f"a thread of {prefix} still leased after {timeout_s}s")
 
 
 async def test_a_worker_paused_past_its_lease_cannot_overwrite_the_answer(
@@ -40,6 +57,9 @@ async def test_a_worker_paused_past_its_lease_cannot_overwrite_the_answer(
     taker = fleet.worker()
     await taker.ready()
     await answered(slack, root, ANSWER, fleet, timeout_s=60)
+    # The run that took over has finished and let the thread go: the paused run wakes to a
+    # thread nobody holds, whose turn is done (its heartbeat must not take the lease again).
+    await _thread_let_go(fleet.env["REDIS_URL"], fleet.env["REDIS_PREFIX"])
     edits_before = len(slack.calls_to("chat.update"))
     paused.signal(signal.SIGCONT)
     await asyncio.sleep(8)  # the woken run reads its stale reply and tries to go on
