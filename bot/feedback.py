@@ -20,7 +20,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.blocks import MAX_REASON_CHARS, reason_view
 from bot.metrics import ANSWER_FEEDBACK
 from bot.threads import ThreadMemory, thread_key
-from gates.store import ActionStore
+from gates.store import ActionStore, as_text
 
 log = logging.getLogger(__name__)
 
@@ -132,12 +132,12 @@ class Feedback:
 
     async def verdicts(self, correlation_id: str) -> dict[str, str]:
         raw = await self.redis.hgetall(self._key(correlation_id))
-        return {_text(k): _text(v) for k, v in raw.items()}
+        return {as_text(k): as_text(v) for k, v in raw.items()}
 
     async def reasons(self, correlation_id: str) -> dict[str, str]:
         """What each person wrote about the answer (untrusted text)."""
         raw = await self.redis.hgetall(f"{self._key(correlation_id)}:why")
-        return {_text(k): _text(v) for k, v in raw.items()}
+        return {as_text(k): as_text(v) for k, v in raw.items()}
 
     async def negative(self) -> list[tuple[str, str]]:
         return await negative_answers(self.redis, self.prefix)
@@ -150,9 +150,5 @@ def negative_key(prefix: str) -> str:
 async def negative_answers(redis: aioredis.Redis, prefix: str) -> list[tuple[str, str]]:
     """(thread key, correlation id) of the answers that have a 👎, newest first."""
     members = await redis.zrange(negative_key(prefix), 0, -1, desc=True)
-    listed = [_text(m) for m in members if isinstance(m, bytes | str)]
+    listed = [as_text(m) for m in members if isinstance(m, bytes | str)]
     return [(thread, cid) for thread, _, cid in (m.rpartition("|") for m in listed)]
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

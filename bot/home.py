@@ -23,7 +23,6 @@ from bot.mrkdwn import escape
 from gates.breaker import GLOBAL
 from gates.model import ActionRequest
 from gates.pipeline import ActionPipeline
-from gates.store import RequestNotFound
 from graph.action_claims import true_state
 
 log = logging.getLogger(__name__)
@@ -47,12 +46,10 @@ class Home:
         approvers: ApproverGroup,
         feedback: Feedback,
     ) -> None:
-        self.client, self.actions, self.approvers, self.feedback = (
-            client,
-            actions,
-            approvers,
-            feedback,
-        )
+        self.client = client
+        self.actions = actions
+        self.approvers = approvers
+        self.feedback = feedback
 
     async def opened(self, user: str) -> None:
         try:
@@ -89,12 +86,7 @@ class Home:
         for entry in await store.recent_audit(MAX_AUDIT):
             if entry.get("request_id") and entry["request_id"] not in ids:
                 ids.append(entry["request_id"])
-        found = []
-        for request_id in ids[:MAX_REQUESTS]:
-            try:
-                found.append(await store.get(request_id))
-            except RequestNotFound:
-                continue  # past its retention
+        found = await store.get_many(ids[:MAX_REQUESTS])
         return sorted(found, key=lambda r: -r.created_at)
 
     async def blocks(self, user: str, channels: set[str]) -> list[dict[str, Any]]:

@@ -222,6 +222,15 @@ class ActionStore:
         """The ids of the thread's requests, scored by when each was created."""
         return f"{self.prefix}:actions:thread:{thread_key}"
 
+    async def get_many(self, request_ids: list[str]) -> list[ActionRequest]:
+        """The requests still kept, in the order asked, in one round trip (those past their
+        retention are left out)."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for request_id in request_ids:
+                pipe.hget(self.key(request_id), "doc")
+            docs = await pipe.execute()
+        return [ActionRequest.model_validate_json(doc) for doc in docs if doc is not None]
+
     async def for_thread(self, thread_key: str) -> list[ActionRequest]:
         ids = await self.redis.zrange(self.thread_index(thread_key), 0, -1)
         found = []
