@@ -36,7 +36,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bench import grounding
 from bench.harness import bench_settings
-from bot.server import running_bot
+from bot.process.server import running_bot
 from gates.cluster import KubernetesCluster
 from gates.config import ActionPolicy
 from gates.pipeline import build_pipeline
@@ -153,7 +153,7 @@ async def bench_ack(redis_url: str, mentions: int = 50) -> list[Row]:
         gemini.script(*[lambda r: Reply.text("answer")] * (mentions * REPEATS * 2 + 10))
         # A bare Bolt process has a small heap; this one has all of tracegate imported. So the
         # baseline runs with the import-time heap out of the collector's scans, as `serve`
-        # keeps its own start-up heap (bot.server.startup_heap_frozen).
+        # keeps its own start-up heap (bot.process.server.startup_heap_frozen).
         gc.collect()
         gc.freeze()
         runner = await _bare_bolt(slack)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from bot.settings import Settings
+from bot.process.settings import Settings
 from sandbox import GeminiSimulator, TempoSimulator
 from sandbox.fleet import SIGNING_SECRET
 from sandbox.slack import SlackSimulator

@@ -18,7 +18,7 @@ from collections import Counter
 from typing import Any
 
 from bench.harness import bench_settings
-from bot.server import running_bot
+from bot.process.server import running_bot
 from graph.checkpoint import HiredisPackedConnection as Connection  # what every client uses
 from sandbox import GeminiRequest, GeminiSimulator, Reply, TempoSimulator
 from sandbox.fleet import SIGNING_SECRET, answer_by_question

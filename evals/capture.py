@@ -19,13 +19,13 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 
-from bot.alerts import message_text
-from bot.feedback import negative_answers
-from bot.runtime import open_runtime
-from bot.services import slack_client
-from bot.settings import Settings, SettingsError
-from bot.thread_context import author_of
-from bot.threads import thread_key
+from bot.outbound.feedback import negative_answers
+from bot.process.runtime import open_runtime
+from bot.process.services import slack_client
+from bot.process.settings import Settings, SettingsError
+from bot.turn.alerts import message_text
+from bot.turn.context import author_of
+from bot.turn.threads import thread_key
 from evals.spec import (
     SCENARIOS,
     RecordedDeployment,

@@ -1,4 +1,4 @@
-"""`tracegate eval`: run scenarios, compare reports (wired into bot/cli.py).
+"""`tracegate eval`: run scenarios, compare reports (wired into bot/process/cli.py).
 
 Only `add_arguments` is used when every command's parser is built: the simulators and the
 scenarios are imported when an eval runs, never by `serve` or `worker`.
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bot.settings import Settings, SettingsError, load_settings
+from bot.process.settings import Settings, SettingsError, load_settings
 
 if TYPE_CHECKING:
     from evals.report import Report

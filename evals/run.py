@@ -25,8 +25,8 @@ import redis.asyncio as aioredis
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import BaseModel, Field
 
-from bot.runtime import Runtime, open_runtime
-from bot.settings import Settings
+from bot.process.runtime import Runtime, open_runtime
+from bot.process.settings import Settings
 from evals import world
 from evals.judge import Judge
 from evals.reference import ReferenceInvestigator, reference_grader, reference_judge, texts

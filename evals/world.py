@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from bot.alerts import read_alert
+from bot.turn.alerts import read_alert
 from evals.spec import Dependency, Noise, Recorded, Scenario, Service
 from graph.context import ContextMessage, ThreadContext
 from sandbox.kubernetes import KubernetesSimulator, pod_name, template_hash

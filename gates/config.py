@@ -1,6 +1,6 @@
 """Typed policy for the action floor, built by `bot/` from the environment.
 
-Each default and bound is written here once; `bot/settings.py` takes its defaults from
+Each default and bound is written here once; `bot/process/settings.py` takes its defaults from
 these fields and reports a value out of bounds under the environment variable's name.
 """
 

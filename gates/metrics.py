@@ -1,4 +1,4 @@
-"""What the action floor decides, for Prometheus (exposed on /metrics by `bot.health`)."""
+"""What the action floor decides, for Prometheus (exposed on /metrics by `bot.process.health`)."""
 
 from prometheus_client import Counter
 

@@ -1,5 +1,5 @@
 """Who a log line is about: fields bound for the rest of the current task (and the tasks it
-starts), which `bot.logs` adds to every record. Kept here so the graph can bind its turn's
+starts), which `bot.process.logs` adds to every record. Kept here so the graph can bind its turn's
 correlation id without knowing how logs are written."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What one investigation does, for Prometheus: model calls and tokens, tool calls, trace-guard
-and rubric outcomes. Incremented where they happen; exposed on /metrics by `bot.health`."""
+and rubric outcomes. Incremented where they happen; exposed on /metrics by `bot.process.health`."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 as a child process so it can be killed with SIGKILL or stopped with SIGTERM) and a Redis Stack
 server that can be stopped and started again with its data (append-only file).
 
-Nothing here imports tracegate: processes are started through `python -m bot.cli`.
+Nothing here imports tracegate: processes are started through `python -m bot.process.cli`.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ class TracegateProcess:
         env["PORT"] = str(self.port) if self.port is not None else "0"
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "bot.cli", self.command],
+                [sys.executable, "-m", "bot.process.cli", self.command],
                 env=env,
                 cwd=ROOT,
                 stdout=log,

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from bot.server import RunningBot, running_bot
-from bot.settings import Settings
+from bot.process.server import RunningBot, running_bot
+from bot.process.settings import Settings
 from sandbox import GeminiSimulator, TempoSimulator
 from sandbox.kubernetes import KubernetesSimulator
 from sandbox.slack import SlackDriver, SlackSimulator

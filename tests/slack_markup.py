@@ -1,5 +1,5 @@
 """What may never reach Slack on behalf of outside text: mentions, pings, foreign links,
-control and bidi characters. Written from Slack's rules, independently of bot/mrkdwn.py."""
+control and bidi characters. Written from Slack's rules, independently of bot/outbound/mrkdwn.py."""
 
 from __future__ import annotations
 

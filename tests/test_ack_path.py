@@ -7,7 +7,7 @@ import time
 
 import redis.asyncio as aioredis
 
-from bot.turns import turn_id_of
+from bot.turn.store import turn_id_of
 from sandbox import GeminiSimulator, Reply
 from sandbox.slack import SlackDriver, SlackSimulator
 from tests.slack_fixtures import SECRET, BotFactory

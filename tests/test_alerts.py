@@ -2,7 +2,7 @@
 
 from datetime import UTC, datetime
 
-from bot.alerts import message_text, read_alert
+from bot.turn.alerts import message_text, read_alert
 from tests.test_thread_context import ALERT_ATTACHMENT, FIRED, GRAFANA_TEXT
 
 POSTED = datetime(2026, 11, 30, 14, 6, tzinfo=UTC)

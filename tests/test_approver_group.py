@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.cards import ApproverGroup
+from bot.outbound.cards import ApproverGroup
 from sandbox.slack import SlackSimulator
 
 TTL_S, GRACE_S, BACKOFF_S = 0.2, 0.4, 0.3

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from bot.blocks import (
+from bot.outbound.blocks import (
     answer_message,
     card_blocks,
     escape,

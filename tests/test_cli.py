@@ -21,7 +21,7 @@ async def _tracegate(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "bot.cli",
+        "bot.process.cli",
         *args,
         env={"PATH": os.environ["PATH"], **env},
         cwd=tempfile.gettempdir(),

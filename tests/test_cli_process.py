@@ -5,13 +5,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bot.demo import SCENES
+from bot.process.demo import SCENES
 
 
 def test_the_cli_does_not_load_the_simulators_or_fakeredis() -> None:
-    # `tracegate serve` runs `bot.cli`: the demo's parts must not come with it.
+    # `tracegate serve` runs `bot.process.cli`: the demo's parts must not come with it.
     probe = (
-        "import bot.cli, sys; "
+        "import bot.process.cli, sys; "
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'sandbox', 'fakeredis'}))"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
@@ -21,7 +21,16 @@ def test_the_cli_does_not_load_the_simulators_or_fakeredis() -> None:
 
 def test_an_unknown_scene_exits_2_naming_the_scenes(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "bot.cli", "demo", "--scene", "nosuch", "--out", str(tmp_path)],
+        [
+            sys.executable,
+            "-m",
+            "bot.process.cli",
+            "demo",
+            "--scene",
+            "nosuch",
+            "--out",
+            str(tmp_path),
+        ],
         capture_output=True,
         text=True,
         cwd=tempfile.gettempdir(),

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from bot.server import RunningBot
+from bot.process.server import RunningBot
 from sandbox import GeminiSimulator, Reply
 from sandbox.slack import SlackDriver, SlackSimulator
 from tests.gates_fixtures import REQUESTER, SAFE

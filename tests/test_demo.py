@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.demo import play
+from bot.process.demo import play
 from sandbox import GeminiRequest, GeminiSimulator, Reply
 from sandbox.plays import INVENTED_TRACE, INVENTED_VERSION, replay_agent, replay_grader
 from sandbox.slack import block_problems
@@ -142,7 +142,7 @@ async def _interactive_demo(redis_url: str, folder: Path) -> asyncio.subprocess.
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "bot.cli",
+        "bot.process.cli",
         "demo",
         "--interactive",
         "--out",

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from bot.blocks import steps_blocks
+from bot.outbound.blocks import steps_blocks
 
 INVENTED = "7f3a9c0d2b1e4f5a6b7c8d9e0f1a2b3c"
 

@@ -10,8 +10,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from bot.server import SHUTDOWN_GRACE_S, RunningBot
-from bot.settings import Settings
+from bot.process.server import SHUTDOWN_GRACE_S, RunningBot
+from bot.process.settings import Settings
 from tests.gates_fixtures import REPOSITORY, shipped_role_rules
 from tests.kustomize import render
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import Settings
+from bot.process.settings import Settings
 from evals.capture import capture, capture_negative, parse_link, redact
 from evals.run import run_once
 from evals.spec import ScenarioError, load

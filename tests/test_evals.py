@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import Settings
+from bot.process.settings import Settings
 from evals.judge import llm_judge
 from evals.reference import ReferenceInvestigator
 from evals.report import Report, ReportError, compare, update_evals_md
@@ -222,7 +222,7 @@ async def _tracegate_eval(*args: str, env: dict[str, str] | None = None) -> tupl
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "bot.cli",
+        "bot.process.cli",
         "eval",
         *args,
         env={"PATH": os.environ["PATH"], **(env or {})},

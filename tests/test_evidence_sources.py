@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 import pytest
 from pydantic import ValidationError
 
-from bot.logs import log_startup
-from bot.settings import Settings, SettingsError
+from bot.process.logs import log_startup
+from bot.process.settings import Settings, SettingsError
 from graph.config import GraphLimits, LokiSpec, ModelSpec, PrometheusSpec, TempoSpec
 from graph.runner import open_investigator
 from sandbox import GeminiSimulator, Reply

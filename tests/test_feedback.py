@@ -5,7 +5,7 @@ from typing import Any
 from prometheus_client import REGISTRY
 from slack_sdk.models.blocks import Block, ContextActionsBlock
 
-from bot.server import RunningBot
+from bot.process.server import RunningBot
 from sandbox import GeminiSimulator, Reply
 from sandbox.slack import SlackDriver, SlackSimulator
 from tests.slack_fixtures import settled

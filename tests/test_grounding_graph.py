@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 from prometheus_client import REGISTRY
 
-from bot.blocks import how_it_was_reached
+from bot.outbound.blocks import how_it_was_reached
 from gates.pipeline import ActionPipeline
 from graph.config import GraphLimits, ModelSpec, TempoSpec
 from graph.context import AlertHint, ThreadContext

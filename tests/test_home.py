@@ -2,7 +2,7 @@
 
 from slack_sdk.models.views import View
 
-from bot.server import RunningBot
+from bot.process.server import RunningBot
 from sandbox import GeminiSimulator
 from sandbox.slack import SlackDriver, SlackSimulator
 from tests.gates_fixtures import APPROVER, OUTSIDER, REQUESTER, SAFE, SECOND_APPROVER

@@ -12,7 +12,7 @@ import pytest
 import redis.asyncio as aioredis
 from saq.job import Status
 
-from bot.worker import TurnJobQueue, turn_queue
+from bot.turn.worker import TurnJobQueue, turn_queue
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.logs import TurnContext, configure_logging
-from bot.server import RunningBot
+from bot.process.logs import TurnContext, configure_logging
+from bot.process.server import RunningBot
 from graph.checkpoint import open_checkpointer
 from graph.log_context import bind_log_context
 from sandbox import GeminiSimulator, Reply, TempoSimulator
@@ -107,7 +107,13 @@ async def test_start_up_is_one_summary_line_without_library_noise(
         "LOG_FORMAT": "json",
     }
     serve = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot.cli", "serve", env=env, cwd=ROOT, stderr=asyncio.subprocess.PIPE
+        sys.executable,
+        "-m",
+        "bot.process.cli",
+        "serve",
+        env=env,
+        cwd=ROOT,
+        stderr=asyncio.subprocess.PIPE,
     )
     try:
         for _ in range(100):

@@ -7,7 +7,7 @@ import aiohttp
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from bot.server import RunningBot
+from bot.process.server import RunningBot
 from gates.pipeline import ActionPipeline
 from graph.config import GraphLimits, ModelSpec, TempoSpec
 from graph.runner import Investigator, open_investigator

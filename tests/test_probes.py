@@ -13,8 +13,8 @@ import redis.asyncio as aioredis
 from aiohttp import web
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.health import Readiness, health_app
-from bot.server import RunningBot
+from bot.process.health import Readiness, health_app
+from bot.process.server import RunningBot
 from sandbox import GeminiSimulator, TempoSimulator
 from sandbox.fleet import ROOT, free_port
 from sandbox.slack import SlackSimulator
@@ -134,7 +134,7 @@ async def test_the_worker_process_answers_the_probes_and_metrics(
         "PORT": str(port),
     }
     worker = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot.cli", "worker", env=env, cwd=ROOT
+        sys.executable, "-m", "bot.process.cli", "worker", env=env, cwd=ROOT
     )
     url = f"http://127.0.0.1:{port}"
     try:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from bot.server import RunningBot
+from bot.process.server import RunningBot
 from gates.store import ActionStore
 from sandbox import GeminiRequest, GeminiSimulator, Reply
 from sandbox.kubernetes import KubernetesSimulator

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from bot.turns import TurnStore
+from bot.turn.store import TurnStore
 from gates.model import ActionRequest
 from gates.pipeline import ActionPipeline
 from gates.reconciler import Reconciler

@@ -7,7 +7,7 @@ import fnmatch
 
 import redis.asyncio as aioredis
 
-from bot.server import RunningBot
+from bot.process.server import RunningBot
 from sandbox import GeminiRequest, GeminiSimulator, Reply
 from sandbox.slack import SlackDriver, SlackSimulator
 from tests.gates_fixtures import APPROVER, SAFE

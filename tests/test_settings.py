@@ -7,8 +7,8 @@ import pytest
 from annotated_types import Ge, Gt, Le, Lt
 from pydantic.fields import FieldInfo
 
-from bot.settings import FILLS, Settings, SettingsError, load_settings, parse_duration
-from bot.worker import WorkerTiming
+from bot.process.settings import FILLS, Settings, SettingsError, load_settings, parse_duration
+from bot.turn.worker import WorkerTiming
 from gates.config import ActionPolicy
 from gates.store import DEFAULT_LEASE_S
 from graph.config import GraphLimits, ModelSpec, TempoSpec

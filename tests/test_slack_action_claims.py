@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from bot.server import RunningBot
+from bot.process.server import RunningBot
 from sandbox import GeminiSimulator, Reply
 from sandbox.scenarios import Scenario, injected_span
 from sandbox.slack import SlackDriver, SlackSimulator

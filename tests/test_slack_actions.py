@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.server import RunningBot
+from bot.process.server import RunningBot
 from sandbox import GeminiSimulator, Reply
 from sandbox.kubernetes import KubernetesSimulator
 from sandbox.slack import SlackDriver, SlackMessage, SlackSimulator

@@ -2,7 +2,7 @@
 
 import time
 
-from bot.server import RunningBot
+from bot.process.server import RunningBot
 from sandbox import GeminiSimulator, Reply
 from sandbox.scenarios import Scenario
 from sandbox.slack import SlackDriver, SlackSimulator
@@ -190,7 +190,7 @@ async def test_the_steps_button_shows_the_run_to_whoever_clicks(
 
 
 async def test_a_missing_signing_secret_stops_start_up_naming_it(bot_for: BotFactory) -> None:
-    from bot.settings import SettingsError
+    from bot.process.settings import SettingsError
 
     try:
         async with bot_for(slack_signing_secret=None):

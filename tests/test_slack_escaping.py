@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.blocks import (
+from bot.outbound.blocks import (
     answer_message,
     card_blocks,
     failure_message,
@@ -18,8 +18,8 @@ from bot.blocks import (
     rubric_report_blocks,
     steps_blocks,
 )
-from bot.mrkdwn import escape, plain
-from bot.server import RunningBot
+from bot.outbound.mrkdwn import escape, plain
+from bot.process.server import RunningBot
 from gates.model import ActionRequest, GateDecision, JudgeVerdict, Outcome, Transition
 from graph.runner import InvestigationResult, RubricReport
 from sandbox import GeminiSimulator, Reply

@@ -7,8 +7,8 @@ from urllib.parse import urlencode
 import aiohttp
 import pytest
 
-from bot.metrics import EVENTS_RECEIVED
-from bot.server import RunningBot
+from bot.process.metrics import EVENTS_RECEIVED
+from bot.process.server import RunningBot
 from sandbox import GeminiSimulator
 from sandbox.slack import SlackDriver, SlackSimulator
 

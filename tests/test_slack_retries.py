@@ -1,4 +1,5 @@
-"""The Slack client's retries (bot/services.py `slack_client`): a dropped connection or a 5xx
+"""The Slack client's retries (`slack_client` in bot/process/services.py): a dropped
+connection or a 5xx
 is retried for every method but chat.postMessage, whose blind retry could post twice. Built
 on slack_sdk's public retry-handler interface only; a real AsyncWebClient against the
 simulator, which applies the call and then drops the connection."""
@@ -11,8 +12,8 @@ import aiohttp
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.services import slack_client
-from bot.settings import Settings
+from bot.process.services import slack_client
+from bot.process.settings import Settings
 from sandbox.slack import SlackSimulator
 
 

@@ -2,8 +2,8 @@
 
 import redis.asyncio as aioredis
 
-from bot.rubric_command import normalise_checklist, parse_permalink
-from bot.server import RunningBot
+from bot.outbound.rubric import normalise_checklist, parse_permalink
+from bot.process.server import RunningBot
 from sandbox import GeminiSimulator, Reply
 from sandbox.slack import SlackDriver, SlackSimulator
 from tests.gates_fixtures import APPROVER, OUTSIDER

@@ -4,8 +4,8 @@ import logging
 
 import pytest
 
-from bot.logs import log_startup
-from bot.settings import Settings
+from bot.process.logs import log_startup
+from bot.process.settings import Settings
 
 
 def test_the_start_up_line_names_who_may_approve(caplog: pytest.LogCaptureFixture) -> None:

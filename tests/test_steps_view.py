@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from bot.blocks import steps_blocks
+from bot.outbound.blocks import steps_blocks
 
 
 @pytest.mark.parametrize(

@@ -15,9 +15,9 @@ import pytest
 import redis.asyncio as aioredis
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.server import RunningBot
-from bot.thread_context import ContextLimits, ThreadReader
-from bot.turns import Turn, TurnStore
+from bot.process.server import RunningBot
+from bot.turn.context import ContextLimits, ThreadReader
+from bot.turn.store import Turn, TurnStore
 from sandbox import GeminiRequest, GeminiSimulator, Reply, TempoSimulator
 from sandbox.slack import SlackDriver, SlackSimulator
 from tests.slack_fixtures import BotFactory, settled

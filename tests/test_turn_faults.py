@@ -237,7 +237,7 @@ async def test_a_turn_whose_record_was_evicted_does_not_wedge_its_thread(
 
 def test_the_worker_timing_keeps_the_recovery_promise() -> None:
     """Lease, heartbeat and sweep derived from RECOVERY never add up to more than it."""
-    from bot.settings import Settings
+    from bot.process.settings import Settings
 
     broken = {
         r: Settings(_env_file=None, recovery=r).worker_timing().recovery_s

@@ -15,8 +15,8 @@ from redis.exceptions import ResponseError
 from saq.job import Status
 from saq.queue.redis import RedisQueue
 
-from bot.turns import Recorded, Turn, TurnStore, turn_id_of
-from bot.worker import JOB_FUNCTION, WorkerTiming, enqueue_turn, job_for_record, turn_queue
+from bot.turn.store import Recorded, Turn, TurnStore, turn_id_of
+from bot.turn.worker import JOB_FUNCTION, WorkerTiming, enqueue_turn, job_for_record, turn_queue
 
 TIMING = WorkerTiming(recovery_budget_s=30)
 

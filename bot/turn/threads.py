@@ -2,12 +2,12 @@
 
 - event dedupe: Slack redelivers an event (same `event_id`) when it saw no 200 in 3 s;
 - threads the bot is in (replies there continue the conversation without a mention), joined
-  when a turn is recorded there, in the same round trip (`bot.turns`);
+  when a turn is recorded there, in the same round trip (`bot.turn.store`);
 - each channel's recent threads (for `/rubric status` without a permalink);
 - the channel's rubric (`/rubric set`);
 - a run's steps with the thread they belong to (for the Steps button).
 
-(Turns, their per-thread order and leases are in `bot.turns`; where an approval card was
+(Turns, their per-thread order and leases are in `bot.turn.store`; where an approval card was
 posted is stored with its request.)
 """
 
@@ -31,7 +31,7 @@ def thread_key(team: str, channel: str, thread_ts: str) -> str:
 
 
 def membership_key(prefix: str, team: str, channel: str, thread_ts: str) -> str:
-    """Set while the bot is in the thread: recording a turn there sets it (`bot.turns`)."""
+    """Set while the bot is in the thread: recording a turn there sets it (`bot.turn.store`)."""
     return f"{prefix}:thread:{thread_key(team, channel, thread_ts)}"
 
 

@@ -11,8 +11,8 @@ import aiohttp
 import redis.asyncio as aioredis
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from bot.preflight import check_redis
-from bot.settings import Settings
+from bot.process.preflight import check_redis
+from bot.process.settings import Settings
 from gates.cluster import KubernetesCluster
 from gates.pipeline import ActionPipeline, build_pipeline
 from graph.capacity import ModelGuard

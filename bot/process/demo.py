@@ -24,9 +24,9 @@ import fakeredis
 import redis.asyncio as aioredis
 from langgraph.checkpoint.memory import InMemorySaver
 
-from bot.server import RunningBot, running_bot
-from bot.settings import Settings
-from bot.transcript import render_blocks, render_message
+from bot.outbound.transcript import render_blocks, render_message
+from bot.process.server import RunningBot, running_bot
+from bot.process.settings import Settings
 from sandbox import GeminiSimulator, TempoSimulator
 from sandbox.kubernetes import KubernetesSimulator, write_kubeconfig
 from sandbox.loki import LokiSimulator

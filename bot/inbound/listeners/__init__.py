@@ -1,11 +1,12 @@
-"""Bolt listeners: thin functions that hand Slack payloads to the services in `bot.services`."""
+"""Bolt listeners: thin functions that hand Slack payloads to the services
+(`bot.process.services`)."""
 
 from __future__ import annotations
 
 from slack_bolt.async_app import AsyncApp
 
-from bot.listeners import actions, commands, home, mentions, shortcuts
-from bot.services import Services
+from bot.inbound.listeners import actions, commands, home, mentions, shortcuts
+from bot.process.services import Services
 
 
 def register_listeners(app: AsyncApp, services: Services) -> None:

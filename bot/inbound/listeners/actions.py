@@ -8,10 +8,10 @@ from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp
 
-from bot.blocks import FEEDBACK_ACTION, REASON_ACTION, REASON_BLOCK, REASON_CALLBACK
-from bot.cards import Click
-from bot.feedback import FeedbackClick
-from bot.services import Services
+from bot.outbound.blocks import FEEDBACK_ACTION, REASON_ACTION, REASON_BLOCK, REASON_CALLBACK
+from bot.outbound.cards import Click
+from bot.outbound.feedback import FeedbackClick
+from bot.process.services import Services
 
 
 def _click(body: dict[str, Any]) -> tuple[str, str, str, str]:

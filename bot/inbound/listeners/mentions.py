@@ -18,7 +18,7 @@ from slack_bolt.middleware.async_middleware import AsyncMiddleware
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 
-from bot.services import Services
+from bot.process.services import Services
 
 log = logging.getLogger(__name__)
 

@@ -11,11 +11,11 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.blocks import card_blocks, section, steps_blocks
-from bot.jobs import Jobs
-from bot.mrkdwn import escape
-from bot.slack_posts import post_once
-from bot.threads import ThreadMemory, in_channel, thread_key
+from bot.outbound.blocks import card_blocks, section, steps_blocks
+from bot.outbound.mrkdwn import escape
+from bot.outbound.posts import post_once
+from bot.process.jobs import Jobs
+from bot.turn.threads import ThreadMemory, in_channel, thread_key
 from gates.breaker import GLOBAL
 from gates.model import ActionRequest, CardLocation
 from gates.pipeline import SYSTEM, ActionPipeline

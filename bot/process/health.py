@@ -17,8 +17,8 @@ import redis.asyncio as aioredis
 from aiohttp import web
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.metrics import QueueStats, exposition
-from bot.preflight import missing_indexes
+from bot.process.metrics import QueueStats, exposition
+from bot.process.preflight import missing_indexes
 
 log = logging.getLogger(__name__)
 

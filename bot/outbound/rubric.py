@@ -11,10 +11,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from bot.blocks import Block, rubric_report_blocks, section, split_sections
-from bot.cards import ApproverGroup
-from bot.mrkdwn import escape, plain
-from bot.threads import ThreadMemory, thread_key
+from bot.outbound.blocks import Block, rubric_report_blocks, section, split_sections
+from bot.outbound.cards import ApproverGroup
+from bot.outbound.mrkdwn import escape, plain
+from bot.turn.threads import ThreadMemory, thread_key
 from gates.store import ActionStore
 from graph.rubric import criteria_of
 from graph.runner import Investigator

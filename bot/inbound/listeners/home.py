@@ -6,7 +6,7 @@ from typing import Any
 
 from slack_bolt.async_app import AsyncApp
 
-from bot.services import Services
+from bot.process.services import Services
 
 
 def register(app: AsyncApp, services: Services) -> None:

@@ -22,21 +22,21 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.blocks import (
+from bot.outbound.blocks import (
     answer_message,
     failure_message,
     progress_text,
     rubric_report_blocks,
     section,
 )
-from bot.cards import Cards
-from bot.jobs import Jobs
-from bot.metrics import EVENTS_DEDUPLICATED, TURNS_STARTED, observe_turn
-from bot.slack_posts import find_tagged, post_once
-from bot.thread_context import ThreadReader
-from bot.threads import ThreadMemory, thread_key
-from bot.turns import Turn, TurnStore, turn_id_of
-from bot.worker import Fence, TurnQueue, WorkerTiming, enqueue_turn, job_for_record
+from bot.outbound.cards import Cards
+from bot.outbound.posts import find_tagged, post_once
+from bot.process.jobs import Jobs
+from bot.process.metrics import EVENTS_DEDUPLICATED, TURNS_STARTED, observe_turn
+from bot.turn.context import ThreadReader
+from bot.turn.store import Turn, TurnStore, turn_id_of
+from bot.turn.threads import ThreadMemory, thread_key
+from bot.turn.worker import Fence, TurnQueue, WorkerTiming, enqueue_turn, job_for_record
 from graph.capacity import ModelBusy, wait_text
 from graph.log_context import bind_log_context
 from graph.runner import InvestigationResult, Investigator
@@ -374,7 +374,7 @@ class Conversations:
         await self.turns.update(turn.id, placeholder_ts=posted)
 
     async def _post(self, turn: Turn, part: str, *, look_first: bool, **message: Any) -> str:
-        """Post one of the turn's messages in its thread, once (see bot/slack_posts.py)."""
+        """Post one of the turn's messages in its thread, once (see bot/outbound/posts.py)."""
         return await post_once(
             self.client,
             channel=turn.channel,

@@ -1,5 +1,5 @@
 """`tracegate serve`: the Bolt app over HTTP (aiohttp) or Socket Mode; `tracegate worker`:
-the queue's turns. Both answer the probes and /metrics on PORT (`bot.health`)."""
+the queue's turns. Both answer the probes and /metrics on PORT (`bot.process.health`)."""
 
 from __future__ import annotations
 
@@ -18,15 +18,15 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 
-from bot.app import build_app
-from bot.health import Readiness, health_app
-from bot.logs import log_startup
-from bot.metrics import QueueStats
-from bot.runtime import open_runtime
-from bot.services import Services, build_services
-from bot.settings import Settings
-from bot.slack_http import SLACK_PATH, slack_endpoint
-from bot.worker import running_worker
+from bot.inbound.app import build_app
+from bot.inbound.http import SLACK_PATH, slack_endpoint
+from bot.process.health import Readiness, health_app
+from bot.process.logs import log_startup
+from bot.process.metrics import QueueStats
+from bot.process.runtime import open_runtime
+from bot.process.services import Services, build_services
+from bot.process.settings import Settings
+from bot.turn.worker import running_worker
 
 log = logging.getLogger(__name__)
 

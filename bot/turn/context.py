@@ -19,8 +19,8 @@ import redis.asyncio as aioredis
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.alerts import message_text, read_alert
-from bot.turns import Turn, TurnStore
+from bot.turn.alerts import message_text, read_alert
+from bot.turn.store import Turn, TurnStore
 from gates.store import as_text
 from graph.context import ContextMessage, ThreadContext
 

@@ -17,9 +17,9 @@ import redis.asyncio as aioredis
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.blocks import MAX_REASON_CHARS, reason_view
-from bot.metrics import ANSWER_FEEDBACK
-from bot.threads import ThreadMemory, thread_key
+from bot.outbound.blocks import MAX_REASON_CHARS, reason_view
+from bot.process.metrics import ANSWER_FEEDBACK
+from bot.turn.threads import ThreadMemory, thread_key
 from gates.store import ActionStore, as_text
 
 log = logging.getLogger(__name__)

@@ -9,9 +9,9 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.error import BoltUnhandledRequestError
 from slack_bolt.response import BoltResponse
 
-from bot.listeners import register_listeners
-from bot.services import Services
-from bot.settings import Settings
+from bot.inbound.listeners import register_listeners
+from bot.process.services import Services
+from bot.process.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -35,8 +35,8 @@ from saq.queue.redis import RedisQueue
 from saq.types import Context
 from saq.utils import now as saq_now
 
-from bot.metrics import MODEL_WAITS
-from bot.turns import QueuedJob, Turn, TurnStore
+from bot.process.metrics import MODEL_WAITS
+from bot.turn.store import QueuedJob, Turn, TurnStore
 from gates.store import as_text
 from graph.capacity import ModelBusy
 from graph.checkpoint import Superseded

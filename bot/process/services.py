@@ -13,19 +13,19 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.cards import ApproverGroup, Cards
-from bot.conversation import Conversations, Presentation
-from bot.feedback import Feedback
-from bot.home import Home
-from bot.jobs import Jobs
-from bot.rubric_command import RubricCommand, RubricEditors
-from bot.runtime import Runtime
-from bot.settings import Settings
-from bot.slack_posts import NotForPosts
-from bot.thread_context import ContextLimits, ThreadReader
-from bot.threads import ThreadMemory
-from bot.turns import TurnStore
-from bot.worker import InProcessQueue, TurnQueue, TurnRunner, turn_queue
+from bot.outbound.cards import ApproverGroup, Cards
+from bot.outbound.feedback import Feedback
+from bot.outbound.home import Home
+from bot.outbound.posts import NotForPosts
+from bot.outbound.rubric import RubricCommand, RubricEditors
+from bot.process.jobs import Jobs
+from bot.process.runtime import Runtime
+from bot.process.settings import Settings
+from bot.turn.context import ContextLimits, ThreadReader
+from bot.turn.conversation import Conversations, Presentation
+from bot.turn.store import TurnStore
+from bot.turn.threads import ThreadMemory
+from bot.turn.worker import InProcessQueue, TurnQueue, TurnRunner, turn_queue
 from gates.store import ActionStore
 
 
@@ -47,7 +47,7 @@ def slack_client(settings: Settings, session: aiohttp.ClientSession) -> AsyncWeb
     token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else None
     client = AsyncWebClient(token=token, base_url=settings.slack_api_url, session=session)
     # 429s honour Retry-After; dropped connections and 500/503 are retried, except for
-    # chat.postMessage, where a blind retry can post twice (bot/slack_posts.py decides).
+    # chat.postMessage, where a blind retry can post twice (bot/outbound/posts.py decides).
     client.retry_handlers = [
         AsyncRateLimitErrorRetryHandler(max_retry_count=3),
         NotForPosts(AsyncConnectionErrorRetryHandler()),

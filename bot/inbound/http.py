@@ -18,7 +18,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.signature import SignatureVerifier
 
-from bot.metrics import ACK_SECONDS, EVENTS_RECEIVED
+from bot.process.metrics import ACK_SECONDS, EVENTS_RECEIVED
 
 log = logging.getLogger(__name__)
 

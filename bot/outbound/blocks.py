@@ -1,6 +1,6 @@
 """Block Kit rendering: answers, progress, approval cards, steps, rubric status.
 
-Pure functions. Model output and telemetry go through `bot.mrkdwn.escape` before our own
+Pure functions. Model output and telemetry go through `bot.outbound.mrkdwn.escape` before our own
 links are added, so no answer can ping `@channel`, mention anyone or smuggle a link. Limits
 kept here: section text 3000 chars, at most 50 blocks, button text 75, confirm text 300.
 """
@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 from urllib.parse import quote
 
-from bot.mrkdwn import escape
+from bot.outbound.mrkdwn import escape
 from gates.model import ActionRequest
 from graph.action_claims import remove_claims, true_state, unsupported_claims
 from graph.result import InvestigationResult, RubricReport

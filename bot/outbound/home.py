@@ -16,10 +16,10 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.blocks import context, section
-from bot.cards import ApproverGroup
-from bot.feedback import Feedback
-from bot.mrkdwn import escape
+from bot.outbound.blocks import context, section
+from bot.outbound.cards import ApproverGroup
+from bot.outbound.feedback import Feedback
+from bot.outbound.mrkdwn import escape
 from gates.breaker import GLOBAL
 from gates.model import ActionRequest
 from gates.pipeline import ActionPipeline

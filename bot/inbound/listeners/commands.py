@@ -8,8 +8,8 @@ from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 
-from bot.rubric_command import as_kwargs
-from bot.services import Services
+from bot.outbound.rubric import as_kwargs
+from bot.process.services import Services
 
 log = logging.getLogger(__name__)
 

@@ -15,11 +15,11 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from bot.logs import configure_logging
-from bot.preflight import RedisUnusable
-from bot.runtime import open_runtime
-from bot.server import run_worker, serve
-from bot.settings import Settings, SettingsError, load_settings
+from bot.process.logs import configure_logging
+from bot.process.preflight import RedisUnusable
+from bot.process.runtime import open_runtime
+from bot.process.server import run_worker, serve
+from bot.process.settings import Settings, SettingsError, load_settings
 from gates.cluster import ClusterError
 from gates.model import ActionRequest
 from graph.action_claims import true_state
@@ -72,7 +72,7 @@ def _print_result(result: InvestigationResult, actions: list[ActionRequest], as_
 
 def _demo(args: argparse.Namespace) -> int:
     # Imported here, not at load: only the demo needs the simulators and fakeredis.
-    from bot.demo import SCENES, play
+    from bot.process.demo import SCENES, play
 
     names = [name for name, *_ in SCENES]
     if unknown := [s for s in args.scene or [] if s not in names]:

@@ -21,7 +21,7 @@ from typing import Any, Literal
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError, NoScriptError, ResponseError, TimeoutError
 
-from bot.threads import RECENT_THREADS_KEPT, membership_key, recent_threads_key
+from bot.turn.threads import RECENT_THREADS_KEPT, membership_key, recent_threads_key
 from gates.store import as_text
 
 TurnState = Literal["queued", "running", "answered", "done"]
@@ -119,7 +119,7 @@ _RECORDED: dict[int, Recorded] = {1: "queued", 2: "recorded", 0: "before"}
 
 @dataclass(frozen=True)
 class QueuedJob:
-    """A turn's saq job, queued in the step that records the turn (bot.worker builds it)."""
+    """A turn's saq job, queued in the step that records the turn (bot.turn.worker builds it)."""
 
     keys: tuple[str, str, str, str]  # saq's incomplete index, job id, queued list, abort id
     payload: str | bytes  # the job as saq serialises it

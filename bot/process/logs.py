@@ -11,8 +11,8 @@ from typing import Literal
 from pythonjsonlogger.json import JsonFormatter
 from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 
-from bot.settings import Settings
-from bot.worker import WaitingForModel
+from bot.process.settings import Settings
+from bot.turn.worker import WaitingForModel
 from graph.log_context import LOG_CONTEXT
 
 log = logging.getLogger("tracegate")
@@ -33,7 +33,7 @@ class TurnContext(logging.Filter):
         if record.getMessage() in NOISE:
             return False
         if record.exc_info and isinstance(record.exc_info[1], WaitingForModel):
-            return False  # saq's "Error processing job": a wait, which bot.worker logged
+            return False  # saq's "Error processing job": a wait, which bot.turn.worker logged
         context = LOG_CONTEXT.get()
         for name in CONTEXT_FIELDS:
             if name in context:
