@@ -127,6 +127,9 @@ class Settings(BaseSettings):
     slack_api_url: str = "https://slack.com/api/"
     port: int = Field(default=3000, ge=0, le=65535)  # 0: any free port (tests)
     progress_interval: float = Field(default=1.5, ge=0)  # seconds between placeholder edits
+    # auto: a live task timeline (chat.startStream) where Slack allows it, else the
+    # placeholder and edits; on: always try streaming first; off: placeholder and edits.
+    slack_streaming: Literal["auto", "on", "off"] = "auto"
     approver_group_cache: int = Field(default=300, ge=0)  # seconds
     # Grafana (links only)
     grafana_url: str | None = None
