@@ -184,16 +184,18 @@ async def test_a_rate_limited_start_falls_back_for_that_turn_only(
 
 
 async def test_a_stream_slack_closed_by_itself_gets_the_answer_written_over_it(
-    streaming: RunningBot, slack: SlackSimulator, gemini: GeminiSimulator
+    bot_for: BotFactory, slack: SlackSimulator, gemini: GeminiSimulator
 ) -> None:
-    slack.stream_timeout_s = 0.3  # Slack closes streams nobody stopped (after minutes)
+    slack.stream_timeout_s = 0.5  # Slack closes streams nobody stopped (after minutes)
     gemini.script(Reply(parts=({"text": ANSWER},), delay_s=1.0))
-    await _driver(streaming, slack).mention("why?", ts=ROOT, user=ASKER)
-    await settled(streaming, 30)
+    async with bot_for(slack_streaming="auto") as bot:
+        await _driver(bot, slack).mention("why?", ts=ROOT, user=ASKER)
+        await settled(bot, 30)
 
     (message,) = slack.thread("C1", ROOT)
     assert _answer_in(message) and not message.streaming()
     assert slack.calls_to("chat.update"), "the answer is written with chat.update"
+    assert slack.reactions_on("C1", ROOT) == ["white_check_mark"]  # answered, not failed
 
 
 async def test_a_stop_whose_answer_was_lost_delivers_the_answer_once(
@@ -207,6 +209,7 @@ async def test_a_stop_whose_answer_was_lost_delivers_the_answer_once(
     (message,) = slack.thread("C1", ROOT)
     assert _answer_in(message) and not message.streaming()
     assert json.dumps(message.blocks).count(ANSWER) == 1
+    assert slack.reactions_on("C1", ROOT) == ["white_check_mark"]  # answered, not failed
 
 
 async def test_a_start_whose_answer_was_lost_is_not_retried_into_a_second_stream(
