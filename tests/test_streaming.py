@@ -333,3 +333,18 @@ def test_finishing_a_failed_turn_marks_what_still_runs_as_failed() -> None:
     timeline.update({"type": "verification_started", "trace_ids": 2})
 
     assert [c["status"] for c in timeline.finish(failed=True)] == ["error"]
+
+
+async def test_a_wait_for_model_capacity_shows_on_the_timeline_and_ends_when_the_model_answers(
+    streaming: RunningBot, slack: SlackSimulator, gemini: GeminiSimulator
+) -> None:
+    gemini.script(Reply.quota(1), Reply.text(ANSWER))  # 429 RESOURCE_EXHAUSTED, retry in 1 s
+    await _driver(streaming, slack).mention("why?", ts=ROOT, user=ASKER)
+    await settled(streaming, 60)
+
+    (message,) = slack.thread("C1", ROOT)
+    assert _answer_in(message) and not message.streaming()
+    tasks = list(message.tasks().values())
+    (wait,) = [t for t in tasks if t["title"] == "Waiting for model capacity"]
+    assert [c["status"] for c in _chunks_of(slack, wait["id"])] == ["in_progress", "complete"]
+    assert not [t for t in tasks if t["status"] != "complete"]

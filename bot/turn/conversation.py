@@ -366,7 +366,8 @@ class Conversations:
         if not turn.placeholder_ts:
             return
         try:
-            if stream is not None:
+            if stream is not None:  # the runner's own event never reaches a run that raised
+                await stream.progress({"type": "waiting_for_model", "retry_at": busy.retry_at})
                 await stream.flush()
                 return
             await fence()
