@@ -36,7 +36,7 @@ _TOOL_TITLES = {
     "get_rollout_history": "Reading the rollout history of {deployment}",
     "propose_action": "Proposing {action} of {deployment}",
     "get_workload_pods": "Reading the pods of {deployment}",
-    "get_kubernetes_events": "Reading Kubernetes events of {name}",
+    "get_kubernetes_events": "Reading Kubernetes events of {target}",
     "get_pod_logs": "Reading the logs of {pod}",
     "query_loki_logs": "Searching logs: {logql}",
     "query_prometheus": "Querying Prometheus: {promql}",
@@ -45,6 +45,10 @@ _TOOL_TITLES = {
 }
 
 
+_PROPOSALS = {
+    "rollout_undo": "Proposing a rollback of {deployment}",
+    "scale": "Proposing to scale {deployment} to {replicas}",
+}
 _RUBRIC_OUTPUTS = {
     "satisfied": "satisfied",
     "needs_revision": "needs revision: sent back to the agent",
@@ -179,8 +183,11 @@ class Timeline:
             tool = str(event.get("tool", "?"))
             raw = event.get("args")
             given = raw if isinstance(raw, dict) else {}
-            args = _Args({k: _safe(v, 80) for k, v in given.items()})
+            args = _Args({k: _safe(v, 80) for k, v in given.items() if v not in ("", None)})
+            args.setdefault("target", args.get("deployment") or args.get("pod") or "…")
             template = _TOOL_TITLES.get(tool, "Running " + _safe(tool, 40))
+            if tool == "propose_action":
+                template = _PROPOSALS.get(str(given.get("action")), template)
             title = _clip(template.format_map(args), TITLE_CHARS)
             return [
                 *self._end("tool", "complete"),
