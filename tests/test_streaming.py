@@ -348,3 +348,30 @@ async def test_a_wait_for_model_capacity_shows_on_the_timeline_and_ends_when_the
     (wait,) = [t for t in tasks if t["title"] == "Waiting for model capacity"]
     assert [c["status"] for c in _chunks_of(slack, wait["id"])] == ["in_progress", "complete"]
     assert not [t for t in tasks if t["status"] != "complete"]
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "title"),
+    [
+        (
+            "propose_action",
+            {"action": "rollout_undo", "deployment": "payment-api"},
+            "Proposing a rollback of payment-api",
+        ),
+        (
+            "propose_action",
+            {"action": "scale", "deployment": "cart", "replicas": 6},
+            "Proposing to scale cart to 6",
+        ),
+        (
+            "get_kubernetes_events",
+            {"namespace": "shop", "deployment": "", "pod": "cart-7d-x"},
+            "Reading Kubernetes events of cart-7d-x",
+        ),
+        ("an_invented_tool", {}, "Running an_invented_tool"),
+    ],
+)
+def test_each_step_is_titled_by_what_it_does(tool: str, args: dict[str, Any], title: str) -> None:
+    chunk = Timeline().update({"type": "tool_started", "tool": tool, "args": args})[-1]
+
+    assert (chunk["title"], chunk["status"]) == (title, "in_progress")
