@@ -12,6 +12,7 @@ from typing import Literal
 import pytest
 from pydantic import Field, SecretStr
 
+from bot.process.cli import main
 from bot.process.demo import play
 from bot.process.settings import Settings
 from bot.process.settings_docs import COMMAND, PAGE, render
@@ -62,6 +63,12 @@ def test_every_function_the_architecture_doc_names_is_defined_where_it_says() ->
 def test_the_configuration_page_is_what_the_settings_model_generates() -> None:
     page = (ROOT / PAGE).read_text()
     assert page == render(), f"{PAGE} is stale: run `{COMMAND}` and commit the page"
+
+
+def test_make_docs_command_writes_the_page(tmp_path: Path) -> None:
+    assert "tracegate config docs --out docs/configuration.md" in (ROOT / "Makefile").read_text()
+    assert main(["config", "docs", "--out", str(tmp_path / "page.md")]) == 0
+    assert (tmp_path / "page.md").read_text() == render()
 
 
 def test_the_configuration_page_does_not_depend_on_the_environment(
