@@ -94,22 +94,22 @@ def test_a_secrets_default_is_never_written() -> None:
 
 def test_a_setting_without_a_description_is_refused_by_name() -> None:
     class Undocumented(Settings):
-        slack_streaming: str = "auto"
+        thread_emoji: str = "eyes"
 
-    with pytest.raises(ValueError, match=r"^SLACK_STREAMING has no description: add Field"):
+    with pytest.raises(ValueError, match=r"^THREAD_EMOJI has no description: add Field"):
         render(Undocumented)
 
 
 def test_a_new_setting_lands_in_the_section_it_is_declared_in() -> None:
     class WithANewSetting(Settings):
-        slack_streaming: Literal["auto", "on", "off"] = Field(
-            default="auto", description="Stream answers where Slack allows it."
+        log_color: Literal["auto", "on", "off"] = Field(
+            default="auto", description="Colour the log lines."
         )
 
     page = render(WithANewSetting)
     # Declared last: after the last section's first setting, so in that section.
     logs = page.split("\n## Logs\n", 1)[1].split("\n## ", 1)[0]
-    assert "| `SLACK_STREAMING` | `auto` or `on` or `off` | `auto` |" in logs
+    assert "| `LOG_COLOR` | `auto` or `on` or `off` | `auto` | Colour the log lines. |" in logs
 
 
 def test_the_page_names_the_commands_that_need_a_setting() -> None:
