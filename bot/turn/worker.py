@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 
 JOB_FUNCTION = "answer_turn"
 POLL_S = 0.2  # how often a waiting job looks at its thread's queue
+WAITER_RETRY_S = 1.0  # a waiting job with no slot to spare is run again after this
 ABORT_WAIT_S = 5  # saq's sweep waits this long for a stuck job's abort before retrying it
 RETRY_DELAY_S = 0.5  # a job retried by saq (a hand-back, a crash) runs again after this
 
@@ -91,9 +92,20 @@ class HandBack(Exception):
     """This worker is stopping: the job goes back to the queue (saq retries it)."""
 
 
-class WaitingForModel(Exception):
+class SlotGivenBack(Exception):
+    """The job gives its worker slot back: saq runs it again after the job's retry delay
+    (not a failure: logged by this module, not by saq)."""
+
+
+class WaitingForModel(SlotGivenBack):
     """The turn waits for model capacity: saq runs its job again at the next try (the job's
     retry delay), and the worker slot is free meanwhile."""
+
+
+class WaitingForThread(SlotGivenBack):
+    """The turn waits behind its thread's head, and every other slot of this worker already
+    holds a waiting job: this one gives its slot back, so that a head turn whose job is
+    queued behind it (retried after a crash or a wait for the model) finds a slot."""
 
 
 class LeaseLost(Superseded):
@@ -313,6 +325,7 @@ class TurnRunner:
         self.timing = timing
         self.stopping = False
         self.running = 0  # turns being run by this process right now
+        self.waiting = 0  # jobs of this process waiting in a worker slot for their thread
 
     async def answer_turn(self, ctx: Context, *, turn_id: str) -> None:
         """The job: one turn, from its placeholder to its delivered answer.
@@ -328,6 +341,14 @@ class TurnRunner:
             try:
                 await self._answer_turn(job, turn_id)
                 return
+            except WaitingForThread:
+                assert job is not None  # only saq's jobs hold slots
+                job.retry_delay = WAITER_RETRY_S
+                job.retry_backoff = False
+                job.attempts -= 1  # not a try: saq's retries are for crashes and waits
+                job.meta["waited"] = True
+                log.debug("turn %s gives its slot back while it waits for its thread", turn_id)
+                raise
             except ModelBusy as busy:
                 delay = max(0.0, busy.retry_at - time.time())
                 MODEL_WAITS.labels(busy.reason).observe(delay)
@@ -349,11 +370,13 @@ class TurnRunner:
             return
         beat = _Heartbeat(self, job, turn.thread, turn.id)
         async with beat.running():
-            try:
-                await self.prepare(turn)
-            except Exception:  # a placeholder is cosmetic; the answer is what matters
-                log.exception("could not post the placeholder of %s", turn_id)
-            if not await self._wait_for_thread(turn, beat):
+            # A job that gave its slot back while it waited has shown its placeholder.
+            if not (turn.placeholder_ts and job is not None and job.meta.get("waited")):
+                try:
+                    await self.prepare(turn)
+                except Exception:  # a placeholder is cosmetic; the answer is what matters
+                    log.exception("could not post the placeholder of %s", turn_id)
+            if not await self._wait_for_thread(turn, beat, job is not None):
                 return
             try:
                 await self._run_holding(turn, beat)
@@ -362,23 +385,34 @@ class TurnRunner:
                 if token is not None:
                     await self.store.release(turn.thread, token)
 
-    async def _wait_for_thread(self, turn: Turn, beat: _Heartbeat) -> bool:
-        """Wait until the turn heads its thread's queue and the lease is ours."""
+    async def _wait_for_thread(self, turn: Turn, beat: _Heartbeat, in_slot: bool) -> bool:
+        """Wait until the turn heads its thread's queue and the lease is ours. A job in a
+        worker slot (`in_slot`) waits there only while another slot of this worker is left
+        to jobs that do not wait; else it gives its slot back (WaitingForThread)."""
         token = uuid.uuid4().hex
-        while True:
-            if self.stopping:
-                raise HandBack("this worker is stopping; another one takes the turn")
-            outcome, head = await self.store.take_thread(turn, token, self.timing.lease_s)
-            if outcome == 0:
-                return False  # finished by another run of this job
-            if outcome == 1:
-                beat.token = token
-                return True
-            if head not in (None, turn.id) and not await self.store.exists(head):
-                await self.store.drop(head)  # a head without a record would wedge the thread
-                log.error("turn %s has no record left; dropped from its thread", head)
-                continue
-            await asyncio.sleep(POLL_S)
+        waiting = False
+        try:
+            while True:
+                if self.stopping:
+                    raise HandBack("this worker is stopping; another one takes the turn")
+                outcome, head = await self.store.take_thread(turn, token, self.timing.lease_s)
+                if outcome == 0:
+                    return False  # finished by another run of this job
+                if outcome == 1:
+                    beat.token = token
+                    return True
+                if head not in (None, turn.id) and not await self.store.exists(head):
+                    await self.store.drop(head)  # a head without a record would wedge it
+                    log.error("turn %s has no record left; dropped from its thread", head)
+                    continue
+                if not waiting:
+                    if in_slot and self.waiting >= self.timing.concurrency - 1:
+                        raise WaitingForThread(f"{turn.id} waits behind {head}")
+                    self.waiting, waiting = self.waiting + 1, True
+                await asyncio.sleep(POLL_S)
+        finally:
+            if waiting:
+                self.waiting -= 1
 
     async def requeue_orphans(self) -> int:
         """Queue a job for every unfinished turn that has none; returns how many.
@@ -428,8 +462,15 @@ class TurnRunner:
             raise
         except asyncio.CancelledError:
             if not beat.lost:
-                await self.store.handed_back(turn.id)
-                log.info("handed %s back to the queue", turn.id)
+                # Only a stopping worker hands a turn back uncounted. Cancelled otherwise,
+                # saq aborted the job as stuck (no heartbeat past its limit: the run stalled
+                # its worker): that run was an attempt, as a crash is, or MAX_ATTEMPTS would
+                # never bound a turn that stalls every run.
+                if self.stopping:
+                    await self.store.handed_back(turn.id)
+                    log.info("handed %s back to the queue", turn.id)
+                else:
+                    log.warning("the run of %s was aborted as stuck; counted", turn.id)
                 raise
             # Our own heartbeat stopped the run: an error (not a cancellation) makes saq
             # retry the job, which then finds the turn taken care of.

@@ -1,0 +1,38 @@
+"""Jobs waiting for their thread never take every worker slot: a thread's head turn, its job
+retried (a wait for model capacity, a crash), still gets a slot when more of the thread's
+turns wait than the worker has slots (WORKER_CONCURRENCY). Real `tracegate` process, real
+Redis, the Slack and Gemini simulators."""
+
+from __future__ import annotations
+
+from sandbox import GeminiSimulator, Reply
+from sandbox.slack import SlackSimulator
+from tests.fleet_fixtures import answered, driver_for, requests_reach, serving
+
+ANSWERS = [f"Answer {n}: payment-api throws after the deploy." for n in (1, 2, 3)]
+
+
+async def test_the_head_turn_gets_a_slot_when_waiters_fill_the_worker(
+    slack: SlackSimulator, gemini: GeminiSimulator, fleet_for
+) -> None:
+    """Two slots, three turns in one thread. The head's model call is refused (429, retry in
+    3 s): its job goes back to the queue and its slot to the next job. The two later turns
+    wait for the head in both slots; the head's job, back in the queue, must still run."""
+    gemini.script(
+        Reply(status=429, error_message="3", delay_s=1.0),  # answered after 2 and 3 queue
+        *(Reply.text(answer) for answer in ANSWERS),
+    )
+    fleet = fleet_for(WORKER_CONCURRENCY="2")
+    serve = await serving(fleet)
+    driver = driver_for(serve.url)
+    root = slack.new_ts()
+    assert (await driver.mention("checkout 500s, why?", ts=root))[0] == 200
+    await requests_reach(gemini, 1)  # the head runs; its refusal is on its way
+    for question in ("and since when?", "which deploy?"):
+        status, _ = await driver.mention(question, ts=slack.new_ts(), thread_ts=root)
+        assert status == 200
+
+    thread = await answered(slack, root, ANSWERS[2], fleet, timeout_s=60)
+
+    texts = [m.text for m in thread]
+    assert all(any(answer in text for text in texts) for answer in ANSWERS), texts
