@@ -17,25 +17,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import json
 import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import redis.asyncio as aioredis
 from pydantic import BaseModel, ConfigDict, Field
 from saq import Queue, Worker
-from saq.job import ABORT_ID_PREFIX, Job, Status
+from saq.job import Job, Status
 from saq.queue.redis import RedisQueue
 from saq.types import Context
 from saq.utils import now as saq_now
 
 from bot.process.metrics import MODEL_WAITS
+from bot.turn.saq_contract import QuietWorker, active_jobs, enqueue_keys, forget_missing
 from bot.turn.store import QueuedJob, Turn, TurnStore
 from gates.store import as_text
 from graph.capacity import ModelBusy
@@ -113,19 +111,6 @@ class LeaseLost(Superseded):
     checkpoint writes included: the graph's saver awaits the same fence)."""
 
 
-# saq's sweep lock and read of the active jobs, as saq 0.26 `RedisQueue.sweep` has it.
-_SWEEP_READ = """
-local id_jobs = {}
-if redis.call('EXISTS', KEYS[1]) == 0 then
-    redis.call('SETEX', KEYS[1], ARGV[1], 1)
-    for i, v in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
-        id_jobs[i] = {v, redis.call('GET', v)}
-    end
-end
-return id_jobs
-"""
-
-
 class TurnJobQueue(RedisQueue):
     """saq's Redis queue with one race closed. A worker moves a job to the active list and
     marks it active two round trips later; saq's sweep (any worker's) that falls in between
@@ -138,23 +123,18 @@ class TurnJobQueue(RedisQueue):
 
     def __init__(self, redis: aioredis.Redis, name: str) -> None:
         super().__init__(redis, name=name)
-        self._sweep_read = redis.register_script(_SWEEP_READ)
         self._pickups = self.namespace("pickups")
 
     async def sweep(self, lock: int = 60, abort: float = 5.0) -> list[str]:
-        id_jobs = await self._sweep_read(keys=[self._sweep, self._active], args=[lock])
-        if not id_jobs:
+        jobs = await active_jobs(self, lock)
+        if not jobs:
             return []
-        jobs = [(job_id, self.deserialize(raw)) for job_id, raw in id_jobs]
         picking = await self._picking_up([(i, j) for i, j in jobs if j is not None])
         swept = []
         dead: list[Job] = []
         for job_id, job in jobs:
             if job is None:  # its record is gone: drop it, as saq does
-                async with self.redis.pipeline(transaction=True) as pipe:
-                    pipe.lrem(self._active, 0, job_id)
-                    pipe.zrem(self._incomplete, job_id)
-                    await pipe.execute()
+                await forget_missing(self, job_id)
                 swept.append(job_id)
             elif job_id not in picking and (job.status != Status.ACTIVE or job.stuck):
                 swept.append(job_id)
@@ -249,62 +229,20 @@ async def enqueue_turn(queue: TurnQueue, turn_id: str, timing: WorkerTiming) -> 
 
 def job_for_record(queue: TurnQueue, turn_id: str, timing: WorkerTiming) -> QueuedJob | None:
     """The turn's job as saq's `enqueue` would queue it, for the record step to queue in the
-    same round trip (`TurnStore.record`); None for the demo's in-process queue. Uses saq's
-    key layout (`_incomplete`, `_queued`): saq is pinned to 0.26, and
-    tests/test_ack_path.py checks a recorded job is saq's own."""
+    same round trip (`TurnStore.record`); None for the demo's in-process queue. saq's keys
+    and commands for it: bot.turn.saq_contract."""
     if not isinstance(queue, RedisQueue):
         return None
-    template = _job_template(queue, timing.heartbeat_s)
-    payload: str | bytes
-    if template is not None:
-        payload = template.fill(turn_id, saq_now())
-    else:
-        payload = queue.serialize(_job(queue, timing.heartbeat_s, turn_id, saq_now()))
-    keys = (queue._incomplete, queue.job_id(turn_id), queue._queued, f"{ABORT_ID_PREFIX}{turn_id}")
-    return QueuedJob(keys=keys, payload=payload)
-
-
-def _job(queue: RedisQueue, heartbeat_s: int, turn_id: str, queued: int) -> Job:
-    return Job(
+    job = Job(
         function=JOB_FUNCTION,
         kwargs={"turn_id": turn_id},
         key=turn_id,
         queue=queue,
-        queued=queued,
+        queued=saq_now(),
         status=Status.QUEUED,
-        **_job_options(heartbeat_s),
+        **_job_options(timing.heartbeat_s),
     )
-
-
-@dataclass(frozen=True)
-class _JobTemplate:
-    """saq's serialisation of a turn's job, made once per queue with stand-ins for the turn
-    id and the queued time; each ack fills them in (a Job and its JSON cost ~15 µs, a
-    measurable share of an ack). Byte for byte what `queue.serialize(Job(...))` gives:
-    tests/test_turn_records.py compares the two."""
-
-    text: str
-
-    TURN: ClassVar[str] = json.dumps("\x00turn")  # as it stands in the JSON, quoted
-    QUEUED: ClassVar[str] = '"queued": 9999999999999'  # the field, not just its digits
-
-    def fill(self, turn_id: str, queued: int) -> str:
-        filled = self.text.replace(self.QUEUED, f'"queued": {queued}')
-        return filled.replace(self.TURN, json.dumps(turn_id))  # last: the id is not read again
-
-
-@functools.lru_cache(maxsize=64)
-def _job_template(queue: RedisQueue, heartbeat_s: int) -> _JobTemplate | None:
-    """None when the stand-ins are not found where the template needs them, once for the
-    time and twice for the turn id (a serialiser of another layout): each job is then
-    serialised whole."""
-    turn = json.loads(_JobTemplate.TURN)
-    queued = int(_JobTemplate.QUEUED.rsplit(" ", 1)[1])
-    serialized = queue.serialize(_job(queue, heartbeat_s, turn, queued))
-    text = serialized if isinstance(serialized, str) else serialized.decode()
-    if text.count(_JobTemplate.QUEUED) != 1 or text.count(_JobTemplate.TURN) != 2:
-        return None
-    return _JobTemplate(text)
+    return QueuedJob(keys=enqueue_keys(queue, job), payload=queue.serialize(job))
 
 
 class TurnRunner:
@@ -549,7 +487,7 @@ async def running_worker(
     """A saq worker running turns in this process until the block exits (then: graceful)."""
     if not isinstance(runner.queue, Queue):
         raise TypeError("a turn worker needs the Redis job queue")
-    worker: Worker[Context] = Worker(
+    worker = QuietWorker(  # its signal handlers are the process's own
         runner.queue,
         functions=[(JOB_FUNCTION, runner.answer_turn)],
         concurrency=timing.concurrency,
@@ -558,7 +496,6 @@ async def running_worker(
         shutdown_grace_period_s=int(timing.shutdown_grace_s),
         cancellation_hard_deadline_s=3,
     )
-    worker.SIGNALS = []  # the process's own signal handlers decide when to stop
     task = asyncio.create_task(worker.start(), name="turn worker")
     orphans = asyncio.create_task(_requeue_orphans(runner), name="requeue orphaned turns")
     try:
@@ -567,9 +504,7 @@ async def running_worker(
         orphans.cancel()
         runner.stopping = True
         started = time.monotonic()
-        worker.event.set()
-        for upkeep in [t for t in worker.tasks if t.get_name() != "process"]:
-            upkeep.cancel()  # timers (sweep, stats) have nothing to finish; don't wait for them
+        worker.stop_upkeep()  # no new jobs; timers (sweep, stats) have nothing to finish
         await worker.stop()
         with contextlib.suppress(asyncio.CancelledError):
             await task
