@@ -7,10 +7,13 @@ seconds, whatever the job's length (arq only retries after its largest job timeo
 One job per turn, keyed by the turn id (a redelivery enqueues nothing new). A job waits until
 its turn is the head of its thread's queue and it holds the thread's lease, runs the turn,
 and leaves the queue: one turn at a time per thread, in arrival order, whichever replica
-received the messages and whichever worker runs them. While a job waits or runs, a heartbeat
-touches the job and renews the lease. On SIGTERM a worker takes no new jobs, lets the running
-turn finish within SHUTDOWN_GRACE, and hands the rest back to the queue (saq retries a
-cancelled job), where another worker resumes each from its last checkpoint.
+received the messages and whichever worker runs them. Waiting jobs never take a worker's
+last slot (a job that would gives it back and is run again a second later), so a thread's
+head turn, its job back in the queue after a crash or a wait for the model, always runs.
+While a job waits or runs, a heartbeat touches the job and renews the lease. On SIGTERM a
+worker takes no new jobs, lets the running turn finish within SHUTDOWN_GRACE, and hands the
+rest back to the queue (saq retries a cancelled job), where another worker resumes each from
+its last checkpoint uncounted; a run saq aborts as stuck counts as an attempt, as a crash.
 """
 
 from __future__ import annotations
@@ -57,7 +60,8 @@ class WorkerTiming(BaseModel):
 
     recovery_budget_s: float = Field(default=30.0, ge=10, le=600)  # RECOVERY
     shutdown_grace_s: float = Field(default=20.0, gt=0, le=600)  # SHUTDOWN_GRACE
-    # WORKER_CONCURRENCY: jobs per worker; waiting jobs hold a slot but no CPU
+    # WORKER_CONCURRENCY: jobs per worker; jobs waiting for their thread hold at most all
+    # slots but one (no CPU), so a head turn's job always finds one
     concurrency: int = Field(default=32, ge=1, le=1000)
 
     @property
