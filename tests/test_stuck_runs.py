@@ -82,3 +82,31 @@ async def _ended(slack: SlackSimulator, root: str, fleet: Fleet) -> list[SlackMe
             return thread
         await asyncio.sleep(0.1)
     raise AssertionError(f"the turn did not end within 60s\n{fleet.logs()}")
+
+
+async def test_a_turn_a_stopping_worker_hands_back_is_not_counted(
+    fleet_for: Callable[..., Fleet], slack: SlackSimulator, gemini: GeminiSimulator
+) -> None:
+    """The other side: MAX_ATTEMPTS=1, the worker stopped (SIGTERM) mid-turn past its
+    SHUTDOWN_GRACE hands the turn back; that run is not an attempt, and another worker
+    answers."""
+    gemini.script(
+        Reply(parts=({"text": "The stopped run's answer."},), delay_s=60),  # never read
+        Reply.text(ANSWER),
+    )
+    fleet = fleet_for(WORKER_MODE="queue", MAX_ATTEMPTS="1", SHUTDOWN_GRACE="2")
+    serve, leaving = fleet.serve(), fleet.worker()
+    await asyncio.gather(serve.ready(), leaving.ready())
+    driver = driver_for(serve.url)
+    root = slack.new_ts()
+    assert (await driver.mention("checkout 500s, why?", ts=root))[0] == 200
+    await requests_reach(gemini, 1)
+    staying = fleet.worker()
+    await staying.ready()
+
+    leaving.signal(signal.SIGTERM)
+    assert await leaving.exited(15) == 0
+
+    thread = await _ended(slack, root, fleet)
+    assert any(ANSWER in m.text for m in thread), [m.text for m in thread]
+    assert not any(GAVE_UP in m.text for m in thread)
