@@ -5,6 +5,9 @@ Redis, the Slack and Gemini simulators."""
 
 from __future__ import annotations
 
+import redis.asyncio as aioredis
+
+from bot.turn.worker import turn_queue
 from sandbox import GeminiSimulator, Reply
 from sandbox.slack import SlackSimulator
 from tests.fleet_fixtures import answered, driver_for, requests_reach, serving
@@ -28,13 +31,20 @@ async def test_the_head_turn_gets_a_slot_when_waiters_fill_the_worker(
     root = slack.new_ts()
     assert (await driver.mention("checkout 500s, why?", ts=root))[0] == 200
     await requests_reach(gemini, 1)  # the head runs; its refusal is on its way
-    for question in ("and since when?", "which deploy?"):
-        status, _ = await driver.mention(question, ts=slack.new_ts(), thread_ts=root)
+    later = [slack.new_ts(), slack.new_ts()]
+    for question, ts in zip(("and since when?", "which deploy?"), later, strict=True):
+        status, _ = await driver.mention(question, ts=ts, thread_ts=root)
         assert status == 200
 
     thread = await answered(slack, root, ANSWERS[2], fleet, timeout_s=60)
 
     texts = [m.text for m in thread]
     assert all(any(answer in text for text in texts) for answer in ANSWERS), texts
-    # A slot given back is logged as a wait, not as saq's "Error processing job".
+    # A slot given back is logged as a wait, not as saq's "Error processing job" …
     assert "Error processing job" not in serve.log()
+    # … and spends none of the job's saq retries: each waiter's job ran once, as saq counts.
+    redis = aioredis.from_url(fleet.env["REDIS_URL"])
+    queue = turn_queue(redis, fleet.env["REDIS_PREFIX"])
+    jobs = await queue.jobs(f"{driver.team}:C1:{root}@{ts}" for ts in later)
+    await redis.aclose()
+    assert [job.attempts if job else None for job in jobs] == [1, 1]
