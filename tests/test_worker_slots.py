@@ -48,3 +48,6 @@ async def test_the_head_turn_gets_a_slot_when_waiters_fill_the_worker(
     jobs = await queue.jobs(f"{driver.team}:C1:{root}@{ts}" for ts in later)
     await redis.aclose()
     assert [job.attempts if job else None for job in jobs] == [1, 1]
+    # … and shows its placeholder (and its 👀) once, not at every return.
+    taken = [c.args.get("timestamp") for c in slack.calls_to("reactions.add")]
+    assert [taken.count(ts) for ts in later] == [2, 2]  # 👀 once, then the outcome's
