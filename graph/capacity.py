@@ -37,6 +37,7 @@ from typing import Literal
 
 import redis.asyncio as aioredis
 from langchain_core.messages import BaseMessage
+from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.outputs import ChatResult
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -160,14 +161,10 @@ def call_scope(scope: CallScope) -> Iterator[CallScope]:
 
 
 def estimate_tokens(messages: list[BaseMessage], extra: object = None) -> int:
-    """About 4 characters a token over what is sent (messages, tool declarations)."""
-    chars = sum(
-        len(str(m.content)) + len(json.dumps(getattr(m, "tool_calls", None) or [], default=str))
-        for m in messages
-    )
-    if extra:
-        chars += len(json.dumps(extra, default=str))
-    return max(1, math.ceil(chars / 4))
+    """About 4 characters a token over what is sent: the messages as langchain-core
+    estimates them, and the tool declarations (in the provider's own form: serialised)."""
+    declared = math.ceil(len(json.dumps(extra, default=str)) / 4) if extra else 0
+    return max(1, count_tokens_approximately(messages) + declared)
 
 
 # --- the shared limit ----------------------------------------------------------------------

@@ -24,6 +24,7 @@ from langchain_core.messages import (
     RemoveMessage,
     ToolMessage,
 )
+from langchain_core.messages.utils import count_tokens_approximately
 
 from graph.state import InvestigationState
 from graph.trace_ids import find_trace_ids
@@ -38,15 +39,6 @@ MAX_FINDINGS = 3
 MAX_LINE = 160
 SUMMARY_SHARE = 4  # the summary may use at most a quarter of the context budget
 _FINDING_WORDS = ("error", "fail", "exception", "version", "timeout", "http=5")
-
-
-def estimate_tokens(messages: Sequence[AnyMessage]) -> int:
-    chars = 0
-    for message in messages:
-        chars += len(message.text)
-        if isinstance(message, AIMessage) and message.tool_calls:
-            chars += len(json.dumps([c["args"] for c in message.tool_calls], default=str))
-    return -(-chars // CHARS_PER_TOKEN)
 
 
 def _clip(text: str, limit: int = MAX_LINE) -> str:
@@ -159,7 +151,7 @@ def bound_history(state: InvestigationState, budget_tokens: int) -> History:
     lines = list(state.get("history_summary") or [])
     summarised = state.get("summarised_turns", 0)
     folded = False
-    sizes = [estimate_tokens(turn) for turn in compacted]
+    sizes = [count_tokens_approximately(turn) for turn in compacted]
     while compacted and sum(sizes) + _summary_tokens(lines) > budget_tokens:
         oldest = compacted.pop(0)
         sizes.pop(0)

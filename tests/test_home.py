@@ -83,3 +83,21 @@ async def test_an_approver_outside_the_channel_is_not_shown_its_approvals(
 
     text = _home_text(slack, SECOND_APPROVER)
     assert "payment-api" not in text and "C1" not in text
+
+
+async def test_a_channel_on_the_second_page_of_someone_s_channels_counts(
+    bot: RunningBot, driver: SlackDriver, slack: SlackSimulator, gemini: GeminiSimulator
+) -> None:
+    """users.conversations answers 200 channels a page: C1, after 250 others, is on the
+    second, which slack_sdk's pagination reads."""
+    slack.members["C1"] = {APPROVER, REQUESTER}
+    for n in range(250):
+        slack.members[f"C0{n:04d}"] = {APPROVER}
+    await _pending_rollback(bot, driver, gemini)
+
+    await driver.home_opened(APPROVER)
+    await settled(bot)
+
+    waiting = _home_text(slack, APPROVER).split("*Circuit breakers*")[0]
+    assert "roll back shop/payment-api" in waiting
+    assert len(slack.calls_to("users.conversations")) == 2

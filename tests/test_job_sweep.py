@@ -12,6 +12,7 @@ import pytest
 import redis.asyncio as aioredis
 from saq.job import Status
 
+from bot.turn.saq_contract import queue_keys
 from bot.turn.worker import TurnJobQueue, turn_queue
 
 
@@ -25,7 +26,7 @@ async def queue(redis_url: str) -> AsyncIterator[TurnJobQueue]:
 
 
 async def _sweep(queue: TurnJobQueue) -> list[str]:
-    await queue.redis.delete(queue._sweep)  # saq's sweep lock: this test sweeps at will
+    await queue.redis.delete(queue_keys(queue).sweep)  # saq's sweep lock: this test sweeps at will
     return await queue.sweep(lock=60, abort=0.1)
 
 
@@ -92,7 +93,7 @@ async def test_a_dead_worker_s_jobs_are_all_back_within_one_abort_wait(
     await asyncio.sleep(1.2)
 
     started = time.monotonic()
-    await queue.redis.delete(queue._sweep)
+    await queue.redis.delete(queue_keys(queue).sweep)
     swept = await queue.sweep(lock=60, abort=1.0)
     took = time.monotonic() - started
 

@@ -15,6 +15,7 @@ from redis.exceptions import ResponseError
 from saq.job import Status
 from saq.queue.redis import RedisQueue
 
+from bot.turn.saq_contract import queue_keys
 from bot.turn.store import Recorded, Turn, TurnStore, turn_id_of
 from bot.turn.worker import JOB_FUNCTION, WorkerTiming, enqueue_turn, job_for_record, turn_queue
 
@@ -102,7 +103,8 @@ async def test_a_record_s_job_is_byte_for_byte_what_saq_serialises(
     assert ours is not None and saqs is not None
     saqs.queued = json.loads(ours.payload)["queued"]  # the one field that is a clock
     assert ours.payload == records.queue.serialize(saqs)
-    assert ours.keys == (records.queue._incomplete, saqs.id, records.queue._queued, saqs.abort_id)
+    keys = queue_keys(records.queue)
+    assert ours.keys == (keys.incomplete, saqs.id, keys.queued, saqs.abort_id)
 
 
 async def test_a_redelivered_turn_is_recorded_before_and_queues_nothing_new(
@@ -121,7 +123,7 @@ async def test_a_job_saq_s_keys_refuse_leaves_the_record_standing(
     redis: aioredis.Redis, records: Records
 ) -> None:
     turn = _turn("1700000000.000300")
-    await redis.set(records.queue._incomplete, "not a sorted set")
+    await redis.set(queue_keys(records.queue).incomplete, "not a sorted set")
 
     recorded = await records.record(turn)
 

@@ -62,18 +62,14 @@ class Home:
 
     async def _channels(self, user: str) -> set[str]:
         found: set[str] = set()
-        cursor = None
-        for _ in range(MAX_PAGES):
-            page = await self.client.users_conversations(
-                user=user,
-                types="public_channel,private_channel",
-                exclude_archived=True,
-                limit=200,
-                cursor=cursor,
-            )
+        first = await self.client.users_conversations(
+            user=user, types="public_channel,private_channel", exclude_archived=True, limit=200
+        )
+        pages = 0
+        async for page in first:  # slack_sdk follows the cursor
             found |= {c["id"] for c in page.get("channels") or []}
-            cursor = (page.get("response_metadata") or {}).get("next_cursor")
-            if not cursor:
+            pages += 1
+            if pages == MAX_PAGES:
                 break
         return found
 

@@ -12,7 +12,7 @@ from pythonjsonlogger.json import JsonFormatter
 from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 
 from bot.process.settings import Settings
-from bot.turn.worker import WaitingForModel
+from bot.turn.worker import SlotGivenBack
 from graph.log_context import LOG_CONTEXT
 
 log = logging.getLogger("tracegate")
@@ -32,8 +32,8 @@ class TurnContext(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.getMessage() in NOISE:
             return False
-        if record.exc_info and isinstance(record.exc_info[1], WaitingForModel):
-            return False  # saq's "Error processing job": a wait, which bot.turn.worker logged
+        if record.exc_info and isinstance(record.exc_info[1], SlotGivenBack):
+            return False  # saq's "Error processing job": a wait, which bot.turn.worker logs
         context = LOG_CONTEXT.get()
         for name in CONTEXT_FIELDS:
             if name in context:

@@ -94,19 +94,14 @@ class ThreadReader:
 
     async def _read(self, turn: Turn) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = []
-        cursor = None
-        for _ in range(MAX_PAGES):
-            page = await self.client.conversations_replies(
-                channel=turn.channel,
-                ts=turn.root,
-                latest=turn.ts,
-                inclusive=False,
-                limit=PAGE,
-                cursor=cursor,
-            )
+        first = await self.client.conversations_replies(
+            channel=turn.channel, ts=turn.root, latest=turn.ts, inclusive=False, limit=PAGE
+        )
+        pages = 0
+        async for page in first:  # slack_sdk follows the cursor
             messages += [m for m in page.get("messages") or [] if float(m["ts"]) < float(turn.ts)]
-            cursor = (page.get("response_metadata") or {}).get("next_cursor")
-            if not page.get("has_more") or not cursor:
+            pages += 1
+            if pages == MAX_PAGES:
                 break
         unique = {m["ts"]: m for m in messages}  # the parent comes with every page
         return sorted(unique.values(), key=lambda m: float(m["ts"]))

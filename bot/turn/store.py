@@ -58,14 +58,6 @@ end
 return 1
 """
 
-# Done: leave the queues and keep the record (a late redelivery still finds it).
-_FINISH = """
-redis.call('HSET', KEYS[1], 'state', 'done')
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('ZREM', KEYS[3], ARGV[1])
-return 1
-"""
-
 # A run starts: counted, unless the record is gone or the turn is done; the record as it is.
 _START = """
 if redis.call('HEXISTS', KEYS[1], 'thread') == 0 then return false end
@@ -320,7 +312,6 @@ class TurnStore:
         self.ttl_s = ttl_s
         self.prefix = prefix
         self._record = ScriptBatch(redis, _RECORD)
-        self._finish = redis.register_script(_FINISH)
         self._start = redis.register_script(_START)
         self._take_thread = redis.register_script(_TAKE_THREAD)
         self._renew = redis.register_script(_RENEW)
@@ -434,8 +425,13 @@ class TurnStore:
         await self.redis.hincrby(self._key(turn_id), "attempts", -1)
 
     async def finish(self, turn: Turn) -> None:
-        keys = [self._key(turn.id), self._queue(turn.thread), self._unfinished]
-        await self._finish(keys=keys, args=[turn.id])
+        """Done: leave the queues and keep the record (a late redelivery still finds it),
+        in one step (MULTI)."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(self._key(turn.id), "state", "done")
+            pipe.zrem(self._queue(turn.thread), turn.id)
+            pipe.zrem(self._unfinished, turn.id)
+            await pipe.execute()
 
     async def head(self, thread: str) -> str | None:
         first = await self.redis.zrange(self._queue(thread), 0, 0)

@@ -7,35 +7,36 @@ seconds, whatever the job's length (arq only retries after its largest job timeo
 One job per turn, keyed by the turn id (a redelivery enqueues nothing new). A job waits until
 its turn is the head of its thread's queue and it holds the thread's lease, runs the turn,
 and leaves the queue: one turn at a time per thread, in arrival order, whichever replica
-received the messages and whichever worker runs them. While a job waits or runs, a heartbeat
-touches the job and renews the lease. On SIGTERM a worker takes no new jobs, lets the running
-turn finish within SHUTDOWN_GRACE, and hands the rest back to the queue (saq retries a
-cancelled job), where another worker resumes each from its last checkpoint.
+received the messages and whichever worker runs them. Waiting jobs never take a worker's
+last slot (a job that would gives it back and is run again a second later), so a thread's
+head turn, its job back in the queue after a crash or a wait for the model, always runs.
+While a job waits or runs, a heartbeat touches the job and renews the lease. On SIGTERM a
+worker takes no new jobs, lets the running turn finish within SHUTDOWN_GRACE, and hands the
+rest back to the queue (saq retries a cancelled job), where another worker resumes each from
+its last checkpoint uncounted; a run saq aborts as stuck counts as an attempt, as a crash.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import json
 import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import redis.asyncio as aioredis
 from pydantic import BaseModel, ConfigDict, Field
 from saq import Queue, Worker
-from saq.job import ABORT_ID_PREFIX, Job, Status
+from saq.job import Job, Status
 from saq.queue.redis import RedisQueue
 from saq.types import Context
 from saq.utils import now as saq_now
 
 from bot.process.metrics import MODEL_WAITS
+from bot.turn.saq_contract import QuietWorker, active_jobs, enqueue_keys, forget_missing
 from bot.turn.store import QueuedJob, Turn, TurnStore
 from gates.store import as_text
 from graph.capacity import ModelBusy
@@ -45,6 +46,7 @@ log = logging.getLogger(__name__)
 
 JOB_FUNCTION = "answer_turn"
 POLL_S = 0.2  # how often a waiting job looks at its thread's queue
+WAITER_RETRY_S = 1.0  # a waiting job with no slot to spare is run again after this
 ABORT_WAIT_S = 5  # saq's sweep waits this long for a stuck job's abort before retrying it
 RETRY_DELAY_S = 0.5  # a job retried by saq (a hand-back, a crash) runs again after this
 
@@ -58,7 +60,8 @@ class WorkerTiming(BaseModel):
 
     recovery_budget_s: float = Field(default=30.0, ge=10, le=600)  # RECOVERY
     shutdown_grace_s: float = Field(default=20.0, gt=0, le=600)  # SHUTDOWN_GRACE
-    # WORKER_CONCURRENCY: jobs per worker; waiting jobs hold a slot but no CPU
+    # WORKER_CONCURRENCY: jobs per worker; jobs waiting for their thread hold at most all
+    # slots but one (no CPU), so a head turn's job always finds one
     concurrency: int = Field(default=32, ge=1, le=1000)
 
     @property
@@ -91,27 +94,25 @@ class HandBack(Exception):
     """This worker is stopping: the job goes back to the queue (saq retries it)."""
 
 
-class WaitingForModel(Exception):
+class SlotGivenBack(Exception):
+    """The job gives its worker slot back: saq runs it again after the job's retry delay
+    (not a failure: logged by this module, not by saq)."""
+
+
+class WaitingForModel(SlotGivenBack):
     """The turn waits for model capacity: saq runs its job again at the next try (the job's
     retry delay), and the worker slot is free meanwhile."""
+
+
+class WaitingForThread(SlotGivenBack):
+    """The turn waits behind its thread's head, and every other slot of this worker already
+    holds a waiting job: this one gives its slot back, so that a head turn whose job is
+    queued behind it (retried after a crash or a wait for the model) finds a slot."""
 
 
 class LeaseLost(Superseded):
     """Another worker holds the thread now: this run must change nothing more (its
     checkpoint writes included: the graph's saver awaits the same fence)."""
-
-
-# saq's sweep lock and read of the active jobs, as saq 0.26 `RedisQueue.sweep` has it.
-_SWEEP_READ = """
-local id_jobs = {}
-if redis.call('EXISTS', KEYS[1]) == 0 then
-    redis.call('SETEX', KEYS[1], ARGV[1], 1)
-    for i, v in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
-        id_jobs[i] = {v, redis.call('GET', v)}
-    end
-end
-return id_jobs
-"""
 
 
 class TurnJobQueue(RedisQueue):
@@ -126,23 +127,18 @@ class TurnJobQueue(RedisQueue):
 
     def __init__(self, redis: aioredis.Redis, name: str) -> None:
         super().__init__(redis, name=name)
-        self._sweep_read = redis.register_script(_SWEEP_READ)
         self._pickups = self.namespace("pickups")
 
     async def sweep(self, lock: int = 60, abort: float = 5.0) -> list[str]:
-        id_jobs = await self._sweep_read(keys=[self._sweep, self._active], args=[lock])
-        if not id_jobs:
+        jobs = await active_jobs(self, lock)
+        if not jobs:
             return []
-        jobs = [(job_id, self.deserialize(raw)) for job_id, raw in id_jobs]
         picking = await self._picking_up([(i, j) for i, j in jobs if j is not None])
         swept = []
         dead: list[Job] = []
         for job_id, job in jobs:
             if job is None:  # its record is gone: drop it, as saq does
-                async with self.redis.pipeline(transaction=True) as pipe:
-                    pipe.lrem(self._active, 0, job_id)
-                    pipe.zrem(self._incomplete, job_id)
-                    await pipe.execute()
+                await forget_missing(self, job_id)
                 swept.append(job_id)
             elif job_id not in picking and (job.status != Status.ACTIVE or job.stuck):
                 swept.append(job_id)
@@ -237,62 +233,20 @@ async def enqueue_turn(queue: TurnQueue, turn_id: str, timing: WorkerTiming) -> 
 
 def job_for_record(queue: TurnQueue, turn_id: str, timing: WorkerTiming) -> QueuedJob | None:
     """The turn's job as saq's `enqueue` would queue it, for the record step to queue in the
-    same round trip (`TurnStore.record`); None for the demo's in-process queue. Uses saq's
-    key layout (`_incomplete`, `_queued`): saq is pinned to 0.26, and
-    tests/test_ack_path.py checks a recorded job is saq's own."""
+    same round trip (`TurnStore.record`); None for the demo's in-process queue. saq's keys
+    and commands for it: bot.turn.saq_contract."""
     if not isinstance(queue, RedisQueue):
         return None
-    template = _job_template(queue, timing.heartbeat_s)
-    payload: str | bytes
-    if template is not None:
-        payload = template.fill(turn_id, saq_now())
-    else:
-        payload = queue.serialize(_job(queue, timing.heartbeat_s, turn_id, saq_now()))
-    keys = (queue._incomplete, queue.job_id(turn_id), queue._queued, f"{ABORT_ID_PREFIX}{turn_id}")
-    return QueuedJob(keys=keys, payload=payload)
-
-
-def _job(queue: RedisQueue, heartbeat_s: int, turn_id: str, queued: int) -> Job:
-    return Job(
+    job = Job(
         function=JOB_FUNCTION,
         kwargs={"turn_id": turn_id},
         key=turn_id,
         queue=queue,
-        queued=queued,
+        queued=saq_now(),
         status=Status.QUEUED,
-        **_job_options(heartbeat_s),
+        **_job_options(timing.heartbeat_s),
     )
-
-
-@dataclass(frozen=True)
-class _JobTemplate:
-    """saq's serialisation of a turn's job, made once per queue with stand-ins for the turn
-    id and the queued time; each ack fills them in (a Job and its JSON cost ~15 µs, a
-    measurable share of an ack). Byte for byte what `queue.serialize(Job(...))` gives:
-    tests/test_turn_records.py compares the two."""
-
-    text: str
-
-    TURN: ClassVar[str] = json.dumps("\x00turn")  # as it stands in the JSON, quoted
-    QUEUED: ClassVar[str] = '"queued": 9999999999999'  # the field, not just its digits
-
-    def fill(self, turn_id: str, queued: int) -> str:
-        filled = self.text.replace(self.QUEUED, f'"queued": {queued}')
-        return filled.replace(self.TURN, json.dumps(turn_id))  # last: the id is not read again
-
-
-@functools.lru_cache(maxsize=64)
-def _job_template(queue: RedisQueue, heartbeat_s: int) -> _JobTemplate | None:
-    """None when the stand-ins are not found where the template needs them, once for the
-    time and twice for the turn id (a serialiser of another layout): each job is then
-    serialised whole."""
-    turn = json.loads(_JobTemplate.TURN)
-    queued = int(_JobTemplate.QUEUED.rsplit(" ", 1)[1])
-    serialized = queue.serialize(_job(queue, heartbeat_s, turn, queued))
-    text = serialized if isinstance(serialized, str) else serialized.decode()
-    if text.count(_JobTemplate.QUEUED) != 1 or text.count(_JobTemplate.TURN) != 2:
-        return None
-    return _JobTemplate(text)
+    return QueuedJob(keys=enqueue_keys(queue, job), payload=queue.serialize(job))
 
 
 class TurnRunner:
@@ -313,6 +267,7 @@ class TurnRunner:
         self.timing = timing
         self.stopping = False
         self.running = 0  # turns being run by this process right now
+        self.waiting = 0  # jobs of this process waiting in a worker slot for their thread
 
     async def answer_turn(self, ctx: Context, *, turn_id: str) -> None:
         """The job: one turn, from its placeholder to its delivered answer.
@@ -328,6 +283,14 @@ class TurnRunner:
             try:
                 await self._answer_turn(job, turn_id)
                 return
+            except WaitingForThread:
+                assert job is not None  # only saq's jobs hold slots
+                job.retry_delay = WAITER_RETRY_S
+                job.retry_backoff = False
+                job.attempts -= 1  # not a try: saq's retries are for crashes and waits
+                job.meta["waited"] = True
+                log.debug("turn %s gives its slot back while it waits for its thread", turn_id)
+                raise
             except ModelBusy as busy:
                 delay = max(0.0, busy.retry_at - time.time())
                 MODEL_WAITS.labels(busy.reason).observe(delay)
@@ -349,11 +312,13 @@ class TurnRunner:
             return
         beat = _Heartbeat(self, job, turn.thread, turn.id)
         async with beat.running():
-            try:
-                await self.prepare(turn)
-            except Exception:  # a placeholder is cosmetic; the answer is what matters
-                log.exception("could not post the placeholder of %s", turn_id)
-            if not await self._wait_for_thread(turn, beat):
+            # A job that gave its slot back while it waited has shown its placeholder.
+            if not (turn.placeholder_ts and job is not None and job.meta.get("waited")):
+                try:
+                    await self.prepare(turn)
+                except Exception:  # a placeholder is cosmetic; the answer is what matters
+                    log.exception("could not post the placeholder of %s", turn_id)
+            if not await self._wait_for_thread(turn, beat, job is not None):
                 return
             try:
                 await self._run_holding(turn, beat)
@@ -362,23 +327,34 @@ class TurnRunner:
                 if token is not None:
                     await self.store.release(turn.thread, token)
 
-    async def _wait_for_thread(self, turn: Turn, beat: _Heartbeat) -> bool:
-        """Wait until the turn heads its thread's queue and the lease is ours."""
+    async def _wait_for_thread(self, turn: Turn, beat: _Heartbeat, in_slot: bool) -> bool:
+        """Wait until the turn heads its thread's queue and the lease is ours. A job in a
+        worker slot (`in_slot`) waits there only while another slot of this worker is left
+        to jobs that do not wait; else it gives its slot back (WaitingForThread)."""
         token = uuid.uuid4().hex
-        while True:
-            if self.stopping:
-                raise HandBack("this worker is stopping; another one takes the turn")
-            outcome, head = await self.store.take_thread(turn, token, self.timing.lease_s)
-            if outcome == 0:
-                return False  # finished by another run of this job
-            if outcome == 1:
-                beat.token = token
-                return True
-            if head not in (None, turn.id) and not await self.store.exists(head):
-                await self.store.drop(head)  # a head without a record would wedge the thread
-                log.error("turn %s has no record left; dropped from its thread", head)
-                continue
-            await asyncio.sleep(POLL_S)
+        waiting = False
+        try:
+            while True:
+                if self.stopping:
+                    raise HandBack("this worker is stopping; another one takes the turn")
+                outcome, head = await self.store.take_thread(turn, token, self.timing.lease_s)
+                if outcome == 0:
+                    return False  # finished by another run of this job
+                if outcome == 1:
+                    beat.token = token
+                    return True
+                if head not in (None, turn.id) and not await self.store.exists(head):
+                    await self.store.drop(head)  # a head without a record would wedge it
+                    log.error("turn %s has no record left; dropped from its thread", head)
+                    continue
+                if not waiting:
+                    if in_slot and self.waiting >= self.timing.concurrency - 1:
+                        raise WaitingForThread(f"{turn.id} waits behind {head}")
+                    self.waiting, waiting = self.waiting + 1, True
+                await asyncio.sleep(POLL_S)
+        finally:
+            if waiting:
+                self.waiting -= 1
 
     async def requeue_orphans(self) -> int:
         """Queue a job for every unfinished turn that has none; returns how many.
@@ -428,8 +404,15 @@ class TurnRunner:
             raise
         except asyncio.CancelledError:
             if not beat.lost:
-                await self.store.handed_back(turn.id)
-                log.info("handed %s back to the queue", turn.id)
+                # Only a stopping worker hands a turn back uncounted. Cancelled otherwise,
+                # saq aborted the job as stuck (no heartbeat past its limit: the run stalled
+                # its worker): that run was an attempt, as a crash is, or MAX_ATTEMPTS would
+                # never bound a turn that stalls every run.
+                if self.stopping:
+                    await self.store.handed_back(turn.id)
+                    log.info("handed %s back to the queue", turn.id)
+                else:
+                    log.warning("the run of %s was aborted as stuck; counted", turn.id)
                 raise
             # Our own heartbeat stopped the run: an error (not a cancellation) makes saq
             # retry the job, which then finds the turn taken care of.
@@ -508,7 +491,7 @@ async def running_worker(
     """A saq worker running turns in this process until the block exits (then: graceful)."""
     if not isinstance(runner.queue, Queue):
         raise TypeError("a turn worker needs the Redis job queue")
-    worker: Worker[Context] = Worker(
+    worker = QuietWorker(  # its signal handlers are the process's own
         runner.queue,
         functions=[(JOB_FUNCTION, runner.answer_turn)],
         concurrency=timing.concurrency,
@@ -517,7 +500,6 @@ async def running_worker(
         shutdown_grace_period_s=int(timing.shutdown_grace_s),
         cancellation_hard_deadline_s=3,
     )
-    worker.SIGNALS = []  # the process's own signal handlers decide when to stop
     task = asyncio.create_task(worker.start(), name="turn worker")
     orphans = asyncio.create_task(_requeue_orphans(runner), name="requeue orphaned turns")
     try:
@@ -526,9 +508,7 @@ async def running_worker(
         orphans.cancel()
         runner.stopping = True
         started = time.monotonic()
-        worker.event.set()
-        for upkeep in [t for t in worker.tasks if t.get_name() != "process"]:
-            upkeep.cancel()  # timers (sweep, stats) have nothing to finish; don't wait for them
+        worker.stop_upkeep()  # no new jobs; timers (sweep, stats) have nothing to finish
         await worker.stop()
         with contextlib.suppress(asyncio.CancelledError):
             await task
