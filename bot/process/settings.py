@@ -622,8 +622,9 @@ class Settings(BaseSettings):
     worker_concurrency: int = Field(
         default=_owned(WorkerTiming, "concurrency"),
         description=(
-            "Turns a worker (or an inline `serve`) holds at once; a turn waiting behind its "
-            "thread's earlier turn holds a slot but no CPU."
+            "Turns a worker (or an inline `serve`) holds at once. Turns waiting behind their "
+            "thread's earlier turn hold at most all slots but one (no CPU); one beyond that "
+            "gives its slot back and is tried again about once a second."
         ),
     )
     # Logging
