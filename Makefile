@@ -20,8 +20,11 @@ install: $(VENV)/.installed
 demo: $(VENV)/.installed
 	scripts/with-redis --optional $(BIN)/tracegate demo $(DEMO_ARGS)
 
+# Side by side (pytest-xdist): the tests that start processes in one lane, the rest in the
+# others (tests/conftest.py). TEST_WORKERS=0 runs them one after another.
+TEST_WORKERS ?= 2
 test: $(VENV)/.installed
-	scripts/with-redis $(BIN)/pytest -q
+	scripts/with-redis $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 # The image from the Dockerfile, with whichever container engine is installed (docker first;
 # ENGINE=podman to choose).

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +27,31 @@ pytest_plugins = [
     "tests.fleet_fixtures",
     "tests.redis_fixtures",
 ]
+
+
+# What a module that starts processes of its own says (tracegate, Redis, make): see below.
+_STARTS_PROCESSES = re.compile(
+    r"create_subprocess_exec|subprocess\.(run|Popen)|\b(fleet_for|redis_server|plain_redis"
+    r"|empty_redis_stack|kill_mid_approval)\b"
+)
+
+
+@functools.cache
+def _starts_processes(module: Path) -> bool:
+    return bool(_STARTS_PROCESSES.search(module.read_text()))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`make test` runs the tests side by side (pytest-xdist, `--dist loadgroup`). The modules
+    whose tests start real processes (SIGKILL, SIGTERM, Redis stopped and started, the CLI)
+    run one test at a time, in one lane, as before: each new process costs seconds of CPU
+    to start, and several starting at once on a small machine would stretch the recovery
+    times those tests assert. Everything else (real Redis, simulators, the bot in-process)
+    runs in the other lanes; each test keeps its keys apart (its own prefix, thread ids and
+    team) — Redis databases other than 0 cannot hold RediSearch indexes."""
+    for item in items:
+        if _starts_processes(item.path):
+            item.add_marker(pytest.mark.xdist_group("processes"))
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -105,6 +106,8 @@ async def test_start_up_is_one_summary_line_without_library_noise(
         "KUBECONFIG": str(write_kubeconfig(tmp_path / "kubeconfig", "http://127.0.0.1:1")),
         "PORT": str(port),
         "LOG_FORMAT": "json",
+        # Keys of its own: tests run side by side on one Redis (pytest-xdist).
+        "REDIS_PREFIX": f"test-{uuid.uuid4().hex[:8]}",
     }
     serve = await asyncio.create_subprocess_exec(
         sys.executable,
