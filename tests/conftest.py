@@ -49,9 +49,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     times those tests assert. Everything else (real Redis, simulators, the bot in-process)
     runs in the other lanes; each test keeps its keys apart (its own prefix, thread ids and
     team) — Redis databases other than 0 cannot hold RediSearch indexes."""
+    lanes = int(os.environ.get("TEST_PROCESS_LANES", "1"))
+    modules: dict[Path, list[pytest.Item]] = {}
     for item in items:
         if _starts_processes(item.path):
-            item.add_marker(pytest.mark.xdist_group("processes"))
+            modules.setdefault(item.path, []).append(item)
+    # Whole modules to the lane with the fewest process tests so far, the largest first.
+    load = [0] * lanes
+    for module in sorted(modules, key=lambda m: -len(modules[m])):
+        lane = load.index(min(load))
+        load[lane] += len(modules[module])
+        for item in modules[module]:
+            item.add_marker(pytest.mark.xdist_group(f"processes-{lane}"))
 
 
 @pytest.fixture(scope="session")
