@@ -119,10 +119,13 @@ async def test_start_up_is_one_summary_line_without_library_noise(
         stderr=asyncio.subprocess.PIPE,
     )
     try:
-        for _ in range(100):
-            if await answers_200(f"http://127.0.0.1:{port}/readyz"):
-                break
-            await asyncio.sleep(0.1)
+        # Until it is ready (or has exited): a start beside other tests can take longer than
+        # the 10 s this once waited, and the summary line comes only once it is up.
+        async with asyncio.timeout(90):  # only stops a hang
+            while serve.returncode is None:
+                if await answers_200(f"http://127.0.0.1:{port}/readyz"):
+                    break
+                await asyncio.sleep(0.1)
     finally:
         serve.terminate()
         _, err = await serve.communicate()
