@@ -50,9 +50,34 @@ def _brief(request: ActionRequest, snapshot: ClusterSnapshot | None, nonce: str)
     )
 
 
+class UnfinishedJudgement(Exception):
+    """The judge's reply stopped for a reason other than finishing it."""
+
+
+def _decision(reply: object) -> JudgeDecision:
+    """The verdict in a structured reply read with its raw message; raises when there is
+    none, or when the model did not finish the reply."""
+    if not isinstance(reply, dict):
+        raise TypeError(f"judge returned {type(reply).__name__}, not a verdict")
+    raw = reply.get("raw")
+    metadata = getattr(raw, "response_metadata", None) or {}
+    finish = metadata.get("finish_reason")
+    reason = str(getattr(finish, "name", finish) or "STOP")
+    if reason != "STOP":
+        raise UnfinishedJudgement(f"the reply stopped with {reason}")
+    if reply.get("parsing_error") is not None:
+        raise reply["parsing_error"]
+    decision = reply.get("parsed")
+    if not isinstance(decision, JudgeDecision):
+        raise TypeError(f"judge returned {type(decision).__name__}, not a verdict")
+    return decision
+
+
 class ActionJudge:
     def __init__(self, model: BaseChatModel, fail_mode: str) -> None:
-        self._structured = model.with_structured_output(JudgeDecision)
+        # With the raw reply: a judgement the model did not finish (safety filters, the
+        # output limit) is no judgement, even when what it wrote so far parses.
+        self._structured = model.with_structured_output(JudgeDecision, include_raw=True)
         self._fail_mode = fail_mode
 
     async def assess(
@@ -60,11 +85,10 @@ class ActionJudge:
     ) -> JudgeVerdict:
         nonce = secrets.token_hex(6)
         try:
-            decision = await self._structured.ainvoke(
+            reply = await self._structured.ainvoke(
                 [SystemMessage(JUDGE_PROMPT), HumanMessage(_brief(request, snapshot, nonce))]
             )
-            if not isinstance(decision, JudgeDecision):
-                raise TypeError(f"judge returned {type(decision).__name__}, not a verdict")
+            decision = _decision(reply)
         except Exception as exc:  # judge errors are decided by JUDGE_FAIL_MODE, never raised
             log.warning("action judge failed for %s: %s: %s", request.id, type(exc).__name__, exc)
             if self._fail_mode == "open":

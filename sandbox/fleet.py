@@ -41,8 +41,8 @@ def fleet_env(
     prefix: str,
 ) -> dict[str, str]:
     """The environment of tracegate processes that talk to the simulators and `redis_url`:
-    their keys under `prefix-<random>`, no Kubernetes, no default rubric, a placeholder edit
-    at every step, INFO logs (a worker is `ready` when its log says it runs)."""
+    their keys under `prefix-<random>`, no Kubernetes, no default rubric, a placeholder (not a
+    stream) edited at every step, INFO logs (a worker is `ready` when its log says it runs)."""
     return {
         "SLACK_BOT_TOKEN": "xoxb-sandbox",
         "SLACK_SIGNING_SECRET": SIGNING_SECRET,
@@ -54,6 +54,8 @@ def fleet_env(
         "REDIS_URL": redis_url,
         "REDIS_PREFIX": f"{prefix}-{uuid.uuid4().hex[:8]}",
         "PROGRESS_INTERVAL": "0",
+        # The placeholder-and-edits path; tests of the streamed timeline set "on".
+        "SLACK_STREAMING": "off",
         "DEFAULT_RUBRIC": "",
         "KUBECONFIG": "",
         "LOG_LEVEL": "INFO",

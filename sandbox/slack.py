@@ -12,6 +12,14 @@ channel the workspace does not have (`channels`, plus any a person wrote in) is
 `channel_not_found`.
 `rate_limit(method, times, retry_after)` answers the next calls 429 with Retry-After.
 
+Streams (chat.startStream, appendStream, stopStream): a reply in a thread, for a named
+person in channels (`missing_recipient_team_id` / `_user_id`); chunks read with slack_sdk's
+chunk models and refused as `invalid_chunks` (unknown types or keys, a task without id or
+title, a status not in Slack's four, a source that is not a URL element); a stream Slack
+closed by itself after `stream_timeout_s`, or stopped, is `message_not_in_streaming_state`.
+`streaming_refused` makes chat.startStream answer that error (a workspace that cannot
+stream). chat.update of a message still streaming is refused (`cant_update_message`).
+
 Response URLs (`POST /hooks/<id>`), as Slack hands them out with each slash command and
 interaction: JSON with `text` and/or `blocks` and `response_type` (`ephemeral`, the
 default, or `in_channel`); at most 5 uses within 30 minutes. An ephemeral response is
@@ -40,6 +48,7 @@ import aiohttp
 from aiohttp import web
 from slack_sdk.errors import SlackObjectFormationError
 from slack_sdk.models.blocks import Block
+from slack_sdk.models.messages.chunk import Chunk
 
 from sandbox.server import SimulatorServer
 
@@ -68,6 +77,20 @@ class SlackMessage:
     attachments: list[dict[str, Any]] = field(default_factory=list)
     reactions: dict[str, set[str]] = field(default_factory=dict)  # name -> users
     metadata: dict[str, Any] | None = None  # {"event_type", "event_payload"}, as posted
+    chunks: list[dict[str, Any]] = field(default_factory=list)  # a stream's, in order
+    streaming_until: float | None = None  # while streaming: when Slack closes it by itself
+    recipient: str | None = None  # a stream's person (recipient_user_id)
+
+    def streaming(self) -> bool:
+        return self.streaming_until is not None and time.time() < self.streaming_until
+
+    def tasks(self) -> dict[str, dict[str, Any]]:
+        """A stream's tasks as they stand: each id's latest task_update, in first-seen order."""
+        latest: dict[str, dict[str, Any]] = {}
+        for chunk in self.chunks:
+            if chunk.get("type") == "task_update":
+                latest[chunk["id"]] = chunk
+        return latest
 
     def as_api(self, *, metadata: bool = False) -> dict[str, Any]:
         """The message as conversations.replies returns it (its metadata only if asked)."""
@@ -209,6 +232,60 @@ def view_problems(view: object) -> list[str]:
     return problems
 
 
+_TASK_STATUSES = ("pending", "in_progress", "complete", "error")
+MARKDOWN_TEXT_LIMIT = 12_000  # Slack: markdown_text, per call
+
+
+def chunk_problems(chunks: object) -> list[str]:
+    """What chat.*Stream refuse as `invalid_chunks`: read with slack_sdk's own chunk models
+    (known types and their keys), plus each type's required fields, a task's status, its
+    sources (URL elements), and the markdown length."""
+    if not isinstance(chunks, list):
+        return ["chunks must be an array"]
+    problems: list[str] = []
+    for i, chunk in enumerate(chunks):
+        pointer = f"/chunks/{i}"
+        if not isinstance(chunk, dict):
+            problems.append(f"not an object [json-pointer:{pointer}]")
+            continue
+        parsed = Chunk.parse(chunk)
+        if parsed is None:
+            problems.append(f"unsupported type: {chunk.get('type')} [json-pointer:{pointer}]")
+            continue
+        unknown = set(chunk) - set(parsed.attributes)
+        if unknown:
+            problems.append(f"unknown keys {sorted(unknown)} [json-pointer:{pointer}]")
+        kind = chunk["type"]
+        if kind == "markdown_text":
+            text = chunk.get("text")
+            if not isinstance(text, str) or not text or len(text) > MARKDOWN_TEXT_LIMIT:
+                problems.append(f"text must be 1 to 12000 characters [json-pointer:{pointer}]")
+        elif kind == "plan_update":
+            if not isinstance(chunk.get("title"), str) or not chunk["title"].strip():
+                problems.append(f"title is required [json-pointer:{pointer}]")
+        elif kind == "blocks":
+            problems += [f"{p} [json-pointer:{pointer}]" for p in block_problems(chunk["blocks"])]
+        elif kind == "task_update":
+            for key in ("id", "title"):
+                if not isinstance(chunk.get(key), str) or not chunk[key].strip():
+                    problems.append(f"{key} is required [json-pointer:{pointer}/{key}]")
+            if chunk.get("status") not in _TASK_STATUSES:
+                problems.append(f"status must be one of {_TASK_STATUSES} [json-pointer:{pointer}]")
+            for key in ("details", "output"):
+                if key in chunk and not isinstance(chunk[key], str):
+                    problems.append(f"{key} must be a string [json-pointer:{pointer}/{key}]")
+            for j, source in enumerate(chunk.get("sources") or []):
+                if not (
+                    isinstance(source, dict)
+                    and set(source) == {"type", "url", "text"}
+                    and source["type"] == "url"
+                    and str(source["url"]).startswith(("https://", "http://"))
+                    and str(source["text"]).strip()
+                ):
+                    problems.append(f"invalid url source [json-pointer:{pointer}/sources/{j}]")
+    return problems
+
+
 TRIGGER_LIFETIME_S = 3.0  # Slack: a trigger_id expires 3 seconds after it is issued
 HOOK_USES = 5  # Slack: a response_url may be used up to 5 times within 30 minutes
 HOOK_LIFETIME_S = 30 * 60
@@ -233,6 +310,11 @@ class SlackSimulator(SimulatorServer):
     channels: set[str] = field(default_factory=lambda: {"C1"})
     bot_token: str = "xoxb-sandbox"  # the installation's tokens: any other is invalid_auth
     app_token: str = "xapp-sandbox"
+    # chat.startStream's answer while the workspace cannot stream (e.g. "unknown_method",
+    # "method_deprecated", "not_allowed_token_type"); None: streaming works.
+    streaming_refused: str | None = None
+    # Slack closes a stream nobody stopped after a few minutes (not documented how many).
+    stream_timeout_s: float = 300.0
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -526,10 +608,105 @@ class SlackSimulator(SimulatorServer):
         message = self.messages.get((args["channel"], args["ts"]))
         if message is None:
             return {"ok": False, "error": "message_not_found"}
+        if message.streaming():  # not documented either way: refused, so no test relies on it
+            return {"ok": False, "error": "cant_update_message"}
         message.text = args.get("text", message.text)
         message.blocks = args.get("blocks") or []
         message.edits += 1
         return {"ok": True, "channel": message.channel, "ts": message.ts}
+
+    # --- streaming (chat.startStream / appendStream / stopStream) -------------------------
+    def _stream_content(self, args: dict[str, Any], *, required: bool) -> dict[str, Any] | None:
+        """An error for the call's markdown_text and chunks, or None."""
+        chunks = args.get("chunks")
+        if isinstance(chunks, str):  # form-encoded: a JSON string
+            try:
+                chunks = args["chunks"] = json.loads(chunks)
+            except ValueError:
+                return {"ok": False, "error": "invalid_chunks"}
+        if chunks is not None:
+            problems = chunk_problems(chunks)
+            if problems:
+                return {"ok": False, "error": "invalid_chunks", "errors": problems}
+        text = args.get("markdown_text")
+        if text is not None and len(str(text)) > MARKDOWN_TEXT_LIMIT:
+            return {"ok": False, "error": "msg_too_long"}
+        if required and not text and not chunks:
+            return {"ok": False, "error": "no_text"}
+        return None
+
+    def _add_to_stream(self, message: SlackMessage, args: dict[str, Any]) -> None:
+        if args.get("markdown_text"):
+            message.text += str(args["markdown_text"])
+        message.chunks += list(args.get("chunks") or [])
+
+    def _open_stream(self, args: dict[str, Any]) -> SlackMessage | dict[str, Any]:
+        message = self.messages.get((args["channel"], str(args.get("ts"))))
+        if message is None:
+            return {"ok": False, "error": "message_not_found"}
+        if not message.streaming():
+            return {"ok": False, "error": "message_not_in_streaming_state"}
+        return message
+
+    def _chat_startStream(self, args: dict[str, Any]) -> dict[str, Any]:
+        if self.streaming_refused:
+            return {"ok": False, "error": self.streaming_refused}
+        if args.get("channel") in self.outside:
+            return {"ok": False, "error": "not_in_channel"}
+        if not args.get("thread_ts"):  # a stream is always a reply to someone's message
+            return {"ok": False, "error": "invalid_arguments"}
+        if str(args["channel"])[:1] in "CG":  # channels: the person it is for is required
+            for key in ("recipient_team_id", "recipient_user_id"):
+                if not args.get(key):
+                    return {"ok": False, "error": f"missing_{key}"}
+        if args.get("task_display_mode") not in (None, "timeline", "plan"):
+            return {"ok": False, "error": "invalid_arguments"}
+        error = self._stream_content(args, required=False)
+        if error:
+            return error
+        ts = self.new_ts()
+        message = SlackMessage(
+            args["channel"],
+            ts,
+            "",
+            [],
+            args["thread_ts"],
+            streaming_until=time.time() + self.stream_timeout_s,
+            recipient=args.get("recipient_user_id"),
+        )
+        self._add_to_stream(message, args)
+        self.messages[(message.channel, ts)] = message
+        return {"ok": True, "channel": message.channel, "ts": ts}
+
+    def _chat_appendStream(self, args: dict[str, Any]) -> dict[str, Any]:
+        found = self._open_stream(args)
+        if isinstance(found, dict):
+            return found
+        error = self._stream_content(args, required=True)
+        if error:
+            return error
+        self._add_to_stream(found, args)
+        found.edits += 1
+        return {"ok": True, "channel": found.channel, "ts": found.ts}
+
+    def _chat_stopStream(self, args: dict[str, Any]) -> dict[str, Any]:
+        found = self._open_stream(args)
+        if isinstance(found, dict):
+            return found
+        error = self._stream_content(args, required=False)
+        if error:
+            return error
+        blocks = args.get("blocks") or []
+        if isinstance(blocks, str):
+            blocks = json.loads(blocks)
+        problems = block_problems(blocks)
+        if problems:
+            return {"ok": False, "error": "invalid_blocks", "errors": problems}
+        self._add_to_stream(found, args)
+        found.blocks = blocks
+        found.streaming_until = None
+        found.edits += 1
+        return {"ok": True, "channel": found.channel, "ts": found.ts}
 
     def _chat_postEphemeral(self, args: dict[str, Any]) -> dict[str, Any]:
         error = self._checked(args)

@@ -55,6 +55,8 @@ def bot_for(
             "redis_prefix": f"test-{uuid.uuid4().hex[:8]}",
             "port": 0,
             "progress_interval": 0,
+            # The placeholder-and-edits path; tests of the streamed timeline set "on".
+            "slack_streaming": "off",
             "kubeconfig": str(write_kubeconfig(tmp_path / "kubeconfig", kube.url)),
             "actions_enabled": True,
             "action_approvers": f"{APPROVER},{SECOND_APPROVER}",

@@ -4,6 +4,8 @@ import asyncio
 import time
 from typing import Any
 
+import pytest
+
 from gates.model import ActionRequest
 from gates.pipeline import ActionPipeline
 from sandbox import GeminiRequest, GeminiSimulator, Reply
@@ -233,6 +235,26 @@ async def test_a_judge_error_refuses_in_closed_mode(
     pipeline: ActionPipeline, gemini: GeminiSimulator
 ) -> None:
     gemini.script(Reply.error(500))
+    refused = await propose_rollback(pipeline)
+    assert refused.status == "refused"
+    assert refused.judge is not None and not refused.judge.available
+    assert "JUDGE_FAIL_MODE=closed" in refused.judge.reason
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Reply.blocked(),
+        Reply.cut_off('{"safe_to_proceed": tr'),
+        # Parseable, yet the model did not finish: still no judgement.
+        Reply.cut_off('{"safe_to_proceed": true, "reason": "fits the evidence"}'),
+    ],
+    ids=["withheld-by-safety-filters", "cut-off-at-the-output-limit", "cut-off-yet-parseable"],
+)
+async def test_a_judgement_that_did_not_finish_refuses_in_closed_mode(
+    pipeline: ActionPipeline, gemini: GeminiSimulator, reply: Reply
+) -> None:
+    gemini.script(reply)
     refused = await propose_rollback(pipeline)
     assert refused.status == "refused"
     assert refused.judge is not None and not refused.judge.available

@@ -3,7 +3,7 @@ private key builders, reads its `_redis` client, and rebuilds its write-key regi
 langgraph-checkpoint-redis has no public API for expiring or pruning a thread's keys in one
 round trip. This is the contract that fails loudly when an upgrade changes any of it
 (pyproject.toml pins the range it was checked on): every key the library writes for a thread
-is one the saver names, and a read renews the expiry of each (the README's promise)."""
+is one the saver names, and a read renews the expiry of each (docs/operating.md's promise)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""README § Try it: `tracegate investigate --json` prints the whole result as JSON, and
-`--thread <id>` continues a thread (the model sees the earlier question and answer). A real
-subprocess against the simulators and real Redis."""
+"""docs/operating.md § Try it against your own Tempo: `tracegate investigate --json` prints the
+whole result as JSON, and `--thread <id>` continues a thread (the model sees the earlier
+question and answer). A real subprocess against the simulators and real Redis."""
 
 from __future__ import annotations
 

@@ -52,6 +52,18 @@ async def test_bad_deploy_is_answered_approved_and_rolled_back(
     assert "*Rubric for that thread:* satisfied" in transcript
 
 
+async def test_the_demo_answers_with_a_live_task_timeline(redis_url: str, tmp_path: Path) -> None:
+    transcript, _ = await _play(redis_url, "bad-deploy", tmp_path)
+
+    first = transcript.split("🤖 tracegate (streamed):", 1)[1].split("👤", 1)[0]
+    steps = [ln.strip() for ln in first.splitlines() if ln.strip().startswith(("✓", "✗"))]
+    assert steps[0] == "✓ Reading the thread"
+    assert steps[1].startswith("✓ Searching Tempo:") and steps[1].endswith("traces")
+    assert any(s.startswith("✓ Checking 1 trace ID in Tempo") for s in steps)
+    assert any(s.startswith("✓ Grading against the rubric (pass 2) — satisfied") for s in steps)
+    assert "Likely cause (high confidence)" in first  # the answer, under its timeline
+
+
 async def test_not_a_deploy_is_refused_by_the_judge_and_the_thread_says_why(
     redis_url: str, tmp_path: Path
 ) -> None:

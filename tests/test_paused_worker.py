@@ -1,7 +1,8 @@
-"""README § One turn at a time: a worker paused past its thread's lease (SIGSTOP: a stopped
-process, a long GC pause) wakes up (SIGCONT) unable to overwrite the run that took over:
-the thread keeps the new run's answer, and the stale run's text reaches Slack nowhere.
-Real processes (queue mode), real Redis, the Slack and Gemini simulators."""
+"""docs/operating.md § Durable turns, one turn at a time: a worker paused past its thread's
+lease (SIGSTOP: a stopped process, a long GC pause) wakes up (SIGCONT) unable to overwrite
+the run that took over: the thread keeps the new run's answer, and the stale run's text
+reaches Slack nowhere. Real processes (queue mode), real Redis, the Slack and Gemini
+simulators."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ SATISFIED = Reply.call(
     criteria=[{"name": "cause stated", "passed": True}],
 )
 
-# Keys without a TTL on purpose, each bounded by a cap (README § Redis keys).
+# Keys without a TTL on purpose, each bounded by a cap (docs/operating.md § Redis keys).
 CAPPED = [
     "{prefix}:audit",  # a stream trimmed to AUDIT_MAXLEN entries
     # saq's queue while jobs are unfinished: its lists hold only waiting and running jobs,

@@ -123,6 +123,30 @@ async def test_a_grader_outage_is_a_grader_error_and_the_answer_is_delivered(
     assert evaluation["explanation"].startswith("GoogleAPIError: 500 INTERNAL")
 
 
+@pytest.mark.parametrize(
+    ("reply", "why"),
+    [
+        (Reply.blocked(), "SAFETY"),
+        (Reply.cut_off('{"result": "satisf'), "MAX_TOKENS"),
+    ],
+    ids=["withheld-by-safety-filters", "cut-off-at-the-output-limit"],
+)
+async def test_a_verdict_that_did_not_finish_is_a_grader_error_and_the_answer_is_delivered(
+    graded: Investigator, gemini: GeminiSimulator, thread_id: str, reply: Reply, why: str
+) -> None:
+    gemini.script(Reply.text("An answer."))
+    gemini.script(reply, model=GRADER)
+    result = await graded.investigate(thread_id, "why?", "U1", rubric=RUBRIC)
+
+    assert (result.status, result.answer, result.rubric_status) == (
+        "answered",
+        "An answer.",
+        "grader_error",
+    )
+    (evaluation,) = (await graded.rubric_status(thread_id)).evaluations
+    assert evaluation["criteria"] == []  # no verdict was read out of a reply that did not end
+
+
 async def test_an_inconsistent_verdict_is_re_asked_once_then_marked_unverified(
     graded: Investigator, gemini: GeminiSimulator, thread_id: str
 ) -> None:

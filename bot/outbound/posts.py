@@ -31,8 +31,13 @@ EVENT_TYPE = "tracegate_post"
 SEARCH_PAGES = 5  # replies since the turn began, 200 a page
 
 
+# A blind retry of these can post twice, or start a second stream.
+NOT_RETRIED = ("/chat.postMessage", "/chat.startStream")
+
+
 class NotForPosts(AsyncRetryHandler):
-    """Wraps a retry handler so it never retries chat.postMessage (see the module doc).
+    """Wraps a retry handler so it never retries chat.postMessage or chat.startStream
+    (see the module doc).
 
     Only the handler interface slack_sdk's client calls is used (`can_retry_async`,
     `prepare_for_next_attempt_async`): the wrapped handler keeps its own count, interval
@@ -50,7 +55,7 @@ class NotForPosts(AsyncRetryHandler):
         response: HttpResponse | None = None,
         error: Exception | None = None,
     ) -> bool:
-        if request.url.rstrip("/").endswith("/chat.postMessage"):
+        if request.url.rstrip("/").endswith(NOT_RETRIED):
             return False
         return await self.inner.can_retry_async(
             state=state, request=request, response=response, error=error

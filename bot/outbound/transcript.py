@@ -85,6 +85,30 @@ def render_blocks(blocks: list[dict[str, Any]], fallback: str) -> str:
     return "\n".join(out)
 
 
-def render_message(author: str, text: str, blocks: list[dict[str, Any]], edits: int = 0) -> str:
+_TASK_MARKS = {"complete": "✓", "error": "✗", "in_progress": "…", "pending": "·"}
+
+
+def render_tasks(tasks: list[dict[str, Any]]) -> str:
+    """A streamed message's timeline: each task as it stands, with its result line."""
+    lines = []
+    for task in tasks:
+        mark = _TASK_MARKS.get(str(task.get("status")), "?")
+        line = f"{mark} {plain(str(task.get('title', '')))}"
+        if task.get("output"):
+            line += f" — {plain(str(task['output']))}"
+        lines.append(_indent(line, "    "))
+    return "\n".join(lines)
+
+
+def render_message(
+    author: str,
+    text: str,
+    blocks: list[dict[str, Any]],
+    edits: int = 0,
+    tasks: list[dict[str, Any]] | None = None,
+) -> str:
+    """A message; a streamed one (`tasks`: its timeline) shows its tasks above the answer."""
+    if tasks:
+        return f"{author} (streamed):\n{render_tasks(tasks)}\n{render_blocks(blocks, text)}"
     edited = f" (edited {edits}×)" if edits else ""
     return f"{author}{edited}:\n{render_blocks(blocks, text)}"

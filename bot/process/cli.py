@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.process.logs import configure_logging
 from bot.process.settings import Settings, SettingsError, load_settings
+from bot.process.settings_docs import render as render_settings_page
 from graph.config import ConfigError
 
 if TYPE_CHECKING:
@@ -102,11 +103,22 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _config_docs(out: Path | None) -> int:
+    """The settings page, from the model alone: no environment, no .env, no secret shown."""
+    page = render_settings_page()
+    if out is None:
+        sys.stdout.write(page)
+    else:
+        out.write_text(page)
+        print(f"tracegate config docs: wrote {out}", file=sys.stderr)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="tracegate",
         description=__doc__,
-        epilog="Settings come from the environment (or .env); see README § Settings. "
+        epilog="Settings come from the environment (or .env); see docs/configuration.md. "
         "Exit status 2: a setting, Redis or the Kubernetes config is not usable.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
@@ -132,7 +144,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     from evals.cli import add_arguments
 
     add_arguments(evaluate)
+    config = commands.add_parser("config", help="about the settings themselves")
+    config_commands = config.add_subparsers(dest="config_command", required=True)
+    docs = config_commands.add_parser(
+        "docs", help="write docs/configuration.md from the settings model (make docs)"
+    )
+    docs.add_argument("--out", type=Path, help="write the page here (default: print it)")
     args = parser.parse_args(argv)
+
+    if args.command == "config":
+        return _config_docs(args.out)
 
     if args.command == "demo":
         return _demo(args)

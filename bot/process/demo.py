@@ -180,7 +180,8 @@ class Narrator:
                 continue
             verb = "🤖 tracegate" if key not in self.seen else "🤖 tracegate (updated)"
             self.seen[key] = message.edits
-            self.say(render_message(verb, message.text, message.blocks, message.edits))
+            tasks = list(message.tasks().values())
+            self.say(render_message(verb, message.text, message.blocks, message.edits, tasks))
             self._keep(scenario, "message", message.blocks)
         for note in slack.ephemeral[self.ephemeral_seen :]:
             self.say(

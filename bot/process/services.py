@@ -18,6 +18,7 @@ from bot.outbound.feedback import Feedback
 from bot.outbound.home import Home
 from bot.outbound.posts import NotForPosts
 from bot.outbound.rubric import RubricCommand, RubricEditors
+from bot.outbound.stream import Streaming
 from bot.process.jobs import Jobs
 from bot.process.runtime import Runtime
 from bot.process.settings import Settings
@@ -114,6 +115,7 @@ def build_services(
             settings.redis_prefix,
         ),
         float(settings.model_wait_max),
+        Streaming(settings.slack_streaming),
     )
     runner = TurnRunner(turns, queue, conversations.run, conversations.prepare, timing)
     if isinstance(queue, InProcessQueue):

@@ -4,7 +4,8 @@ The typed configs (`GraphLimits`, `ModelSpec`, `TempoSpec`, `ActionPolicy`, `Wor
 own their defaults and bounds: a field here that fills one takes its default from it
 (`_owned`), and a value it refuses is reported under the variable the user sets (`FILLS`
 maps its fields back). The settings no typed config holds keep their default and bound
-here. Errors name the variable to fix. The README's settings table mirrors this class.
+here. Errors name the variable to fix. Each field's description is its documentation:
+docs/configuration.md is generated from this class (`make docs`, `bot/process/settings_docs.py`).
 """
 
 from __future__ import annotations
@@ -121,101 +122,522 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_file=".env", extra="ignore", frozen=True)
 
     # Slack
-    slack_bot_token: SecretStr | None = None
-    slack_signing_secret: SecretStr | None = None
-    slack_app_token: SecretStr | None = None  # set: Socket Mode instead of HTTP
-    slack_api_url: str = "https://slack.com/api/"
-    port: int = Field(default=3000, ge=0, le=65535)  # 0: any free port (tests)
-    progress_interval: float = Field(default=1.5, ge=0)  # seconds between placeholder edits
-    approver_group_cache: int = Field(default=300, ge=0)  # seconds
+    slack_bot_token: SecretStr | None = Field(
+        default=None,
+        description="The Bot User OAuth Token, `xoxb-…`.",
+    )
+    slack_signing_secret: SecretStr | None = Field(
+        default=None,
+        description=(
+            "Verifies that requests come from Slack: needed in HTTP mode, not with "
+            "`SLACK_APP_TOKEN` (Socket Mode)."
+        ),
+    )
+    slack_app_token: SecretStr | None = Field(
+        default=None,
+        description="An app-level token (`xapp-…`): set it to use Socket Mode instead of HTTP.",
+    )
+    slack_api_url: str = Field(
+        default="https://slack.com/api/",
+        description="Where the Slack Web API is (the sandbox simulator in tests).",
+    )
+    port: int = Field(
+        default=3000,
+        ge=0,
+        le=65535,
+        description=(
+            "HTTP port for `/slack/events` (serve), and for `/livez`, `/readyz` (alias "
+            "`/healthz`) and `/metrics` (serve and worker; `0`: any free port)."
+        ),
+    )
+    progress_interval: float = Field(
+        default=1.5,
+        ge=0,
+        description="Seconds between edits of the placeholder (Slack rate limits).",
+    )
+    slack_streaming: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description=(
+            "`auto`: the answer streams as a live task timeline (`chat.startStream`) where "
+            "Slack allows it, else the placeholder and edits (a workspace's refusal is "
+            "remembered for an hour); `on`: every turn tries streaming first; `off`: "
+            "placeholder and edits only. The answer is added only after every guard passed."
+        ),
+    )
+    approver_group_cache: int = Field(
+        default=300,
+        ge=0,
+        description=(
+            "Seconds the members of `ACTION_APPROVER_GROUP` are cached. When Slack cannot list "
+            "the group, the last list decides for 60 s more, then nobody is a member (fail "
+            "closed) until a listing succeeds; a failed listing is retried after a backoff (5 s "
+            "doubling to 5 min, or Slack's `Retry-After`), not on every click."
+        ),
+    )
     # Grafana (links only)
-    grafana_url: str | None = None
-    grafana_tempo_datasource: str = "tempo"
-    grafana_loki_datasource: str = _owned(LokiSpec, "datasource")
+    grafana_url: str | None = Field(
+        default=None,
+        description="Grafana base URL: verified trace IDs link to Explore.",
+    )
+    grafana_tempo_datasource: str = Field(
+        default="tempo",
+        description="The uid of the Tempo data source in Grafana.",
+    )
+    grafana_loki_datasource: str = Field(
+        default=_owned(LokiSpec, "datasource"),
+        description=(
+            "The uid of the Loki data source in Grafana: each log query's answer links to it in "
+            "Explore."
+        ),
+    )
 
     # The model (ModelSpec)
-    google_api_key: SecretStr | None = _owned(ModelSpec, "api_key")
-    llm_model: str = _owned(ModelSpec, "model")
-    gemini_base_url: str | None = _owned(ModelSpec, "base_url")
-    llm_timeout: float = _owned(ModelSpec, "timeout_s")
-    llm_max_retries: int = _owned(ModelSpec, "max_retries")
+    google_api_key: SecretStr | None = Field(
+        default=_owned(ModelSpec, "api_key"),
+        description="Gemini API key. Never logged.",
+    )
+    llm_model: str = Field(
+        default=_owned(ModelSpec, "model"),
+        description="`provider:model`; `google_genai` is the supported provider.",
+    )
+    gemini_base_url: str | None = Field(
+        default=_owned(ModelSpec, "base_url"),
+        description=(
+            "Where the Gemini REST API is (a proxy, or the sandbox simulator). Unset: Google's "
+            "endpoint."
+        ),
+    )
+    llm_timeout: float = Field(
+        default=_owned(ModelSpec, "timeout_s"),
+        description="Seconds per model request.",
+    )
+    llm_max_retries: int = Field(
+        default=_owned(ModelSpec, "max_retries"),
+        description=(
+            "Retries after a failed model request (0 = none): timeouts, dropped connections, "
+            "500/502/504. Not 429 (quota) and 503 (overload): those wait as the API asks "
+            "(`MODEL_WAIT_MAX`)."
+        ),
+    )
     # Model capacity (CapacityLimits): one limit for every process, waits, fallback, budgets
-    model_rpm: int = _owned(CapacityLimits, "rpm")
-    model_tpm: int = _owned(CapacityLimits, "tpm")
-    model_rate_window: Duration = int(_owned(CapacityLimits, "window_s"))
-    model_wait_max: Duration = int(_owned(CapacityLimits, "wait_max_s"))
-    llm_fallback_model: str | None = _owned(CapacityLimits, "fallback_model")
-    model_fallback_after: Duration = int(_owned(CapacityLimits, "fallback_after_s"))
-    thread_token_budget: int = _owned(CapacityLimits, "thread_token_budget")
-    channel_daily_token_budget: int = _owned(CapacityLimits, "channel_daily_token_budget")
+    model_rpm: int = Field(
+        default=_owned(CapacityLimits, "rpm"),
+        description=(
+            "Model requests per `MODEL_RATE_WINDOW`, per model, for all `serve` and `worker` "
+            "processes together (one limit in Redis), taken before every agent, grader and judge "
+            "call. Set it a little under the model's quota. `0`: no limit."
+        ),
+    )
+    model_tpm: int = Field(
+        default=_owned(CapacityLimits, "tpm"),
+        description=(
+            "Input tokens per `MODEL_RATE_WINDOW`, per model, shared the same way; a call's "
+            "tokens are estimated (4 characters a token) before it and corrected from the "
+            "response's usage after it. `0`: no limit."
+        ),
+    )
+    model_rate_window: Duration = Field(
+        default=int(_owned(CapacityLimits, "window_s")),
+        description=(
+            "The window of `MODEL_RPM` / `MODEL_TPM` (the API's quotas are per minute; a call "
+            "counts in it for a further 2 %, at least 0.5 s, as the API sees it a moment after it "
+            "is sent)."
+        ),
+    )
+    model_wait_max: Duration = Field(
+        default=int(_owned(CapacityLimits, "wait_max_s")),
+        description=(
+            "How long a turn waits for model capacity (a 429 or 503 from the API, or the shared "
+            'limit), counted from its first wait. While it waits its placeholder says "Waiting '
+            'for model capacity — next try at HH:MM:SS UTC" and its worker slot is free for other '
+            "threads; it then resumes from its checkpoint. Past it the turn ends with a message "
+            "saying it was the model's quota and what to do."
+        ),
+    )
+    llm_fallback_model: str | None = Field(
+        default=_owned(CapacityLimits, "fallback_model"),
+        description=(
+            "`provider:model` answering when the primary model stays exhausted (429/503) for "
+            "`MODEL_FALLBACK_AFTER`; the result records the model that answered (`model`)."
+        ),
+    )
+    model_fallback_after: Duration = Field(
+        default=int(_owned(CapacityLimits, "fallback_after_s")),
+        description=(
+            "How long the primary must have been exhausted (since its first quota or overload "
+            "error, across processes) before the fallback answers."
+        ),
+    )
+    thread_token_budget: int = Field(
+        default=_owned(CapacityLimits, "thread_token_budget"),
+        description=(
+            "Tokens (input and output, all roles) one thread may spend over its life; a turn that "
+            "would exceed it stops before its next model call with a message (not an error), ⚠️. "
+            "`0`: no budget."
+        ),
+    )
+    channel_daily_token_budget: int = Field(
+        default=_owned(CapacityLimits, "channel_daily_token_budget"),
+        description="Tokens one channel may spend per UTC day, the same way. `0`: no budget.",
+    )
     # Grafana Tempo (TempoSpec)
-    tempo_url: str | None = None
-    tempo_tenant: str | None = _owned(TempoSpec, "tenant")
-    tempo_timeout: float = _owned(TempoSpec, "timeout_s")
+    tempo_url: str | None = Field(
+        default=None,
+        description=(
+            "Tempo's HTTP API, e.g. `http://tempo:3200` (`/api/v2/traces`; a Tempo older than 2.5 "
+            "is read through `/api/traces`)."
+        ),
+    )
+    tempo_tenant: str | None = Field(
+        default=_owned(TempoSpec, "tenant"),
+        description="Sent as `X-Scope-OrgID` on every Tempo request (multi-tenant Tempo).",
+    )
+    tempo_timeout: float = Field(
+        default=_owned(TempoSpec, "timeout_s"),
+        description="Seconds per Tempo request, for tools and verification alike.",
+    )
     # Optional evidence: Prometheus (or Mimir, Thanos) metrics, Loki logs
-    prometheus_url: str | None = None
-    prometheus_tenant: str | None = _owned(PrometheusSpec, "tenant")
-    prometheus_timeout: float = _owned(PrometheusSpec, "timeout_s")
-    loki_url: str | None = None
-    loki_tenant: str | None = _owned(LokiSpec, "tenant")
-    loki_timeout: float = _owned(LokiSpec, "timeout_s")
+    prometheus_url: str | None = Field(
+        default=None,
+        description=(
+            "Prometheus' HTTP API, or Mimir's/Thanos' (with its path prefix, e.g. "
+            "`http://mimir/prometheus`). Set: the agent gets `query_prometheus`, "
+            "`query_prometheus_range` and `list_prometheus_label_values`. Optional: readiness "
+            "never depends on it. Unset: no metric tools."
+        ),
+    )
+    prometheus_tenant: str | None = Field(
+        default=_owned(PrometheusSpec, "tenant"),
+        description="Sent as `X-Scope-OrgID` on every Prometheus request (Mimir).",
+    )
+    prometheus_timeout: float = Field(
+        default=_owned(PrometheusSpec, "timeout_s"),
+        description="Seconds per Prometheus request.",
+    )
+    loki_url: str | None = Field(
+        default=None,
+        description=(
+            "Loki's HTTP API, e.g. `http://loki:3100`. Set: the agent gets `query_loki_logs`. "
+            "Optional: readiness never depends on it. Unset: no log queries."
+        ),
+    )
+    loki_tenant: str | None = Field(
+        default=_owned(LokiSpec, "tenant"),
+        description="Sent as `X-Scope-OrgID` on every Loki request (multi-tenant Loki).",
+    )
+    loki_timeout: float = Field(
+        default=_owned(LokiSpec, "timeout_s"),
+        description="Seconds per Loki request.",
+    )
     # Redis (checkpoints)
-    redis_url: str = "redis://localhost:6379/0"
-    redis_prefix: str = "tracegate"  # key prefix for the bot's own keys (not checkpoints)
-    checkpoint_ttl_minutes: float = Field(default=7 * 24 * 60, gt=0)
+    redis_url: str = Field(
+        default="redis://localhost:6379/0",
+        description=(
+            "Redis with RedisJSON + RediSearch (Redis 8, Redis Stack 7.4, or a managed equivalent)."
+        ),
+    )
+    redis_prefix: str = Field(
+        default="tracegate",
+        description=(
+            "Prefix of the bot's own Redis keys (turns, leases, dedupe, actions, audit; not the "
+            "checkpoints), so bots can share a Redis."
+        ),
+    )
+    checkpoint_ttl_minutes: float = Field(
+        default=7 * 24 * 60,
+        gt=0,
+        description="Thread checkpoints expire this long after last use (the default: 7 days).",
+    )
     # Limits of one investigation turn (GraphLimits)
-    tool_budget: int = _owned(GraphLimits, "tool_budget")
-    recursion_limit: int = _owned(GraphLimits, "recursion_limit")
-    trace_max_revisions: int = _owned(GraphLimits, "trace_max_revisions")
-    claim_max_revisions: int = _owned(GraphLimits, "claim_max_revisions")
-    grounding_max_revisions: int = _owned(GraphLimits, "grounding_max_revisions")
-    grounding_mode: Literal["remove", "mark"] = _owned(GraphLimits, "grounding_mode")
-    grounding_time_tolerance: Duration = _owned(GraphLimits, "grounding_time_tolerance_s")
-    trace_verify_concurrency: int = _owned(GraphLimits, "trace_verify_concurrency")
-    context_budget_tokens: int = _owned(GraphLimits, "context_budget_tokens")
-    question_max_chars: int = _owned(GraphLimits, "question_max_chars")
+    tool_budget: int = Field(
+        default=_owned(GraphLimits, "tool_budget"),
+        description="Tool calls per question; then the agent must answer (`force_answer`).",
+    )
+    recursion_limit: int = Field(
+        default=_owned(GraphLimits, "recursion_limit"),
+        description=(
+            "Graph steps per question (agent, `check_draft` and one to spare at least). The agent "
+            "is routed to a final answer before it."
+        ),
+    )
+    trace_max_revisions: int = Field(
+        default=_owned(GraphLimits, "trace_max_revisions"),
+        description="Times a draft citing missing trace IDs is sent back before they are removed.",
+    )
+    claim_max_revisions: int = Field(
+        default=_owned(GraphLimits, "claim_max_revisions"),
+        description=(
+            "Times a draft claiming an action was approved or carried out, against the action "
+            "records, is sent back before the sentence is removed."
+        ),
+    )
+    grounding_max_revisions: int = Field(
+        default=_owned(GraphLimits, "grounding_max_revisions"),
+        description=(
+            "Times a draft stating facts (pods, ReplicaSets, Deployments, services, namespaces, "
+            "nodes, images, versions, revisions, times) that no tool result, thread message or "
+            "live look-up shows is sent back, with each claim and what the evidence holds, before "
+            "`GROUNDING_MODE` applies."
+        ),
+    )
+    grounding_mode: Literal["remove", "mark"] = Field(
+        default=_owned(GraphLimits, "grounding_mode"),
+        description=(
+            "`remove` or `mark`: a fact still ungrounded when revisions run out has its sentence "
+            "removed, or is marked _(unverified)_ in place. Either way the answer says how many "
+            "and why; a fact whose source could not be reached is marked _(unchecked)_, never "
+            "passed as grounded."
+        ),
+    )
+    grounding_time_tolerance: Duration = Field(
+        default=_owned(GraphLimits, "grounding_time_tolerance_s"),
+        description=(
+            'How far a stated time ("at 14:02", "13:55 UTC", ISO) may be from a timestamp in the '
+            "evidence (a time written with a rollout word: from a rollout's). A time without a "
+            "zone is read as UTC, without a date as the incident's day."
+        ),
+    )
+    trace_verify_concurrency: int = Field(
+        default=_owned(GraphLimits, "trace_verify_concurrency"),
+        description=(
+            "Trace IDs of one draft checked in Tempo at once, over one shared connection pool; "
+            "the default checks a normal answer's IDs in one round trip."
+        ),
+    )
+    context_budget_tokens: int = Field(
+        default=_owned(GraphLimits, "context_budget_tokens"),
+        description=(
+            "Earlier turns the model re-reads on each call, in estimated tokens (4 characters a "
+            "token). Their tool results are already digests; beyond the budget the oldest turns "
+            "are folded, once, into a summary kept in the checkpoint. The current turn is always "
+            "read in full."
+        ),
+    )
+    question_max_chars: int = Field(
+        default=_owned(GraphLimits, "question_max_chars"),
+        description="Longer messages are cut, and the answer says so.",
+    )
     # The incident thread as context (0 messages: not read)
-    thread_context_messages: int = Field(default=50, ge=0, le=1000)
-    thread_context_chars: int = Field(default=12_000, ge=1000, le=200_000)
+    thread_context_messages: int = Field(
+        default=50,
+        ge=0,
+        le=1000,
+        description=(
+            "Messages of the incident thread (posted before the question, not yet seen by the "
+            "investigation) handed to the agent as context: the thread's first message, then the "
+            "newest. `0`: the thread is not read."
+        ),
+    )
+    thread_context_chars: int = Field(
+        default=12_000,
+        ge=1000,
+        le=200_000,
+        description="Upper bound on the size of that context, markers included.",
+    )
     # Rubric grading
-    default_rubric: str = DEFAULT_RUBRIC  # empty: no grading unless a channel sets a rubric
-    rubric_max_iterations: int = _owned(GraphLimits, "rubric_max_iterations")
-    grader_model: str | None = None  # default: LLM_MODEL
-    grader_max_steps: int = _owned(GraphLimits, "grader_max_steps")
-    rubric_editors: str = ""  # Slack user IDs; empty: the action approvers; `*`: anyone
-    rubric_max_chars: int = Field(default=4000, ge=1, le=40_000)
+    default_rubric: str = Field(
+        default=DEFAULT_RUBRIC,
+        description=(
+            "Newline-separated checklist (`\\n` accepted on one line). Empty: no grading unless a "
+            "channel sets a rubric."
+        ),
+    )
+    rubric_max_iterations: int = Field(
+        default=_owned(GraphLimits, "rubric_max_iterations"),
+        description="Grader passes per answer (a whole number).",
+    )
+    grader_model: str | None = Field(
+        default=None,
+        description="The grader's model (a cheaper one is fine). Unset: `LLM_MODEL`.",
+    )
+    grader_max_steps: int = Field(
+        default=_owned(GraphLimits, "grader_max_steps"),
+        description="Evidence look-ups the grader may make before its verdict.",
+    )
+    rubric_editors: str = Field(
+        default="",
+        description=(
+            "Comma-separated Slack user IDs who may `/rubric set` and `/rubric clear`; `*` lets "
+            "anyone. Every change (and every refused one) goes to the audit stream with its "
+            "actor. Empty: the action approvers (`ACTION_APPROVERS` and `ACTION_APPROVER_GROUP`)."
+        ),
+    )
+    rubric_max_chars: int = Field(
+        default=4000,
+        ge=1,
+        le=40_000,
+        description=(
+            "Longest checklist `/rubric set` accepts (after cleaning); a longer one is refused, "
+            "naming this setting."
+        ),
+    )
     # Kubernetes actions (ActionPolicy)
-    kubeconfig: str | None = None
-    kube_timeout: float = Field(default=10.0, gt=0)
-    actions_enabled: bool = _owned(ActionPolicy, "actions_enabled")
-    allowed_namespaces: str = _owned_list(ActionPolicy, "allowed_namespaces")
-    protected_namespaces: str = _owned_list(ActionPolicy, "protected_namespaces")
-    protected_deployments: str = _owned_list(ActionPolicy, "protected_deployments")
-    max_scale_factor: float = _owned(ActionPolicy, "max_scale_factor")
-    max_replicas: int = _owned(ActionPolicy, "max_replicas")
-    breaker_failure_threshold: int = _owned(ActionPolicy, "breaker_failure_threshold")
-    breaker_window_minutes: int = _owned(ActionPolicy, "breaker_window_minutes")
-    breaker_max_actions_per_target: int = _owned(ActionPolicy, "breaker_max_per_target")
-    breaker_max_actions_global: int = _owned(ActionPolicy, "breaker_max_global")
-    approval_ttl: Duration = _owned(ActionPolicy, "approval_ttl_s")
-    action_approvers: str = _owned_list(ActionPolicy, "approvers")
-    action_approver_group: str | None = None
-    allow_self_approval: bool = _owned(ActionPolicy, "allow_self_approval")
-    judge_fail_mode: Literal["closed", "open"] = _owned(ActionPolicy, "judge_fail_mode")
-    judge_model: str | None = None  # default: LLM_MODEL
+    kubeconfig: str | None = Field(
+        default=None,
+        description=(
+            "Kubeconfig for the Kubernetes tools and actions (first path if a list). Unset: "
+            "in-cluster credentials when running in a pod, otherwise no Kubernetes tools."
+        ),
+    )
+    kube_timeout: float = Field(
+        default=10.0,
+        gt=0,
+        description="Seconds per Kubernetes API call.",
+    )
+    actions_enabled: bool = Field(
+        default=_owned(ActionPolicy, "actions_enabled"),
+        description=(
+            "Kill switch. Off: proposals are evaluated and shown, and Approve runs a server-side "
+            "dry run (`dryRun=All`) only."
+        ),
+    )
+    allowed_namespaces: str = Field(
+        default=_owned_list(ActionPolicy, "allowed_namespaces"),
+        description=(
+            "Comma-separated namespaces actions may touch. Empty: every namespace not protected."
+        ),
+    )
+    protected_namespaces: str = Field(
+        default=_owned_list(ActionPolicy, "protected_namespaces"),
+        description="Comma-separated namespaces never touched.",
+    )
+    protected_deployments: str = Field(
+        default=_owned_list(ActionPolicy, "protected_deployments"),
+        description="Comma-separated `namespace/name` entries never touched.",
+    )
+    max_scale_factor: float = Field(
+        default=_owned(ActionPolicy, "max_scale_factor"),
+        description="A scale may not exceed this multiple of the current replicas.",
+    )
+    max_replicas: int = Field(
+        default=_owned(ActionPolicy, "max_replicas"),
+        description="Absolute cap for a scale. Scaling to 0 is always refused.",
+    )
+    breaker_failure_threshold: int = Field(
+        default=_owned(ActionPolicy, "breaker_failure_threshold"),
+        description=(
+            "Consecutive failed actions (per Deployment, and cluster-wide) that open the breaker; "
+            "it stays open until an approver resets it."
+        ),
+    )
+    breaker_window_minutes: int = Field(
+        default=_owned(ActionPolicy, "breaker_window_minutes"),
+        description="The sliding window for the two caps below.",
+    )
+    breaker_max_actions_per_target: int = Field(
+        default=_owned(ActionPolicy, "breaker_max_per_target"),
+        description="Executed actions per Deployment per window.",
+    )
+    breaker_max_actions_global: int = Field(
+        default=_owned(ActionPolicy, "breaker_max_global"),
+        description="Executed actions cluster-wide per window.",
+    )
+    approval_ttl: Duration = Field(
+        default=_owned(ActionPolicy, "approval_ttl_s"),
+        description="How long a proposal may wait for approval (`900`, `900s`, `15m`, `1h`).",
+    )
+    action_approvers: str = Field(
+        default=_owned_list(ActionPolicy, "approvers"),
+        description="Comma-separated Slack user IDs who may approve.",
+    )
+    action_approver_group: str | None = Field(
+        default=None,
+        description="A Slack user group whose members may approve.",
+    )
+    allow_self_approval: bool = Field(
+        default=_owned(ActionPolicy, "allow_self_approval"),
+        description="Whether the engineer who asked may approve their own request.",
+    )
+    judge_fail_mode: Literal["closed", "open"] = Field(
+        default=_owned(ActionPolicy, "judge_fail_mode"),
+        description=(
+            "`closed`: no approval buttons without a judge verdict. `open`: allowed, with a "
+            'visible "judge unavailable" warning.'
+        ),
+    )
+    judge_model: str | None = Field(
+        default=None,
+        description="The model that reviews proposals. Unset: `LLM_MODEL`.",
+    )
     # proposed/approved/executing longer than this: settled by the reconciler (the lease)
-    action_lease: Duration = Field(default=int(DEFAULT_LEASE_S), gt=0)
-    reconcile_interval: Duration = Field(default=30, gt=0)
-    rollout_watch_timeout: Duration = _owned(ActionPolicy, "rollout_watch_s")
+    action_lease: Duration = Field(
+        default=int(DEFAULT_LEASE_S),
+        gt=0,
+        description=(
+            "How long an action may stay `proposed` (gates and judge deciding) or "
+            "`approved`/`executing` before the reconciler settles it: refused, or read from the "
+            "cluster (at least 6 × `KUBE_TIMEOUT`). A rollout's follower holds its lease for 15 "
+            "s, or this when shorter."
+        ),
+    )
+    reconcile_interval: Duration = Field(
+        default=30,
+        gt=0,
+        description=(
+            "How often every `serve` and `worker` process settles interrupted actions and expires "
+            "stale proposals (card or no card)."
+        ),
+    )
+    rollout_watch_timeout: Duration = Field(
+        default=_owned(ActionPolicy, "rollout_watch_s"),
+        description=(
+            "How long a succeeded action's rollout is followed before the card says it is not "
+            "healthy."
+        ),
+    )
     # Durable turns (WorkerTiming)
-    worker_mode: Literal["inline", "queue"] = "inline"  # queue: `tracegate worker` runs turns
-    max_attempts: int = Field(default=3, ge=1, le=20)  # runs of one turn before giving up
-    shutdown_grace: float = _owned(WorkerTiming, "shutdown_grace_s")  # seconds, on SIGTERM
-    recovery: float = _owned(WorkerTiming, "recovery_budget_s")  # a dead worker's turn resumes
-    worker_concurrency: int = _owned(WorkerTiming, "concurrency")
+    worker_mode: Literal["inline", "queue"] = Field(
+        default="inline",
+        description=(
+            "`inline`: `tracegate serve` also runs turns (one process does everything). `queue`: "
+            "`serve` only verifies, acknowledges, records and queues; `tracegate worker` "
+            "processes run the turns. Both keep every recorded turn across crashes and restarts."
+        ),
+    )
+    max_attempts: int = Field(
+        default=3,
+        ge=1,
+        le=20,
+        description=(
+            "Runs of one turn (a crash counts; a graceful hand-back does not) before the thread "
+            "gets a plain failure message with a reference id."
+        ),
+    )
+    shutdown_grace: float = Field(
+        default=_owned(WorkerTiming, "shutdown_grace_s"),
+        description=(
+            "Seconds a stopping process (SIGTERM) lets its running turns finish before handing "
+            "them back to the queue; keep it inside Kubernetes' `terminationGracePeriodSeconds` "
+            "(the shipped manifests: 45)."
+        ),
+    )
+    recovery: float = Field(
+        default=_owned(WorkerTiming, "recovery_budget_s"),
+        description=(
+            "Seconds within which a dead worker's turns are taken up by another: the thread lease "
+            "is `RECOVERY/3`, the sweep `RECOVERY/10`, the job heartbeat what is left after two "
+            "sweeps and saq's 5 s abort wait."
+        ),
+    )
+    worker_concurrency: int = Field(
+        default=_owned(WorkerTiming, "concurrency"),
+        description=(
+            "Turns a worker (or an inline `serve`) holds at once; a turn waiting behind its "
+            "thread's earlier turn holds a slot but no CPU."
+        ),
+    )
     # Logging
-    log_level: str = "INFO"
-    log_format: Literal["text", "json"] = "text"  # json: one object a line, for log shippers
+    log_level: str = Field(
+        default="INFO",
+        description="Python logging level: `DEBUG`, `INFO`, `WARNING`, `ERROR` or `CRITICAL`.",
+    )
+    log_format: Literal["text", "json"] = Field(
+        default="text",
+        description=(
+            "`text`, or `json`: one JSON object a line (for log shippers). Either way a turn's "
+            "lines carry team, channel, thread, turn and correlation id."
+        ),
+    )
 
     @field_validator("log_level")
     @classmethod

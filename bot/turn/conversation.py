@@ -16,7 +16,7 @@ import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -31,6 +31,8 @@ from bot.outbound.blocks import (
 )
 from bot.outbound.cards import Cards
 from bot.outbound.posts import find_tagged, post_once
+from bot.outbound.stream import Streaming, StreamProgress, start_stream
+from bot.outbound.timeline import Timeline
 from bot.process.jobs import Jobs
 from bot.process.metrics import EVENTS_DEDUPLICATED, TURNS_STARTED, observe_turn
 from bot.turn.context import ThreadReader
@@ -93,6 +95,10 @@ class Placeholder:
         self._last_at, self._last_text = now, text
         await self.fence()  # a run that lost its thread must not edit over the answer
         await self.client.chat_update(channel=self.channel, ts=self.ts, text=text)
+
+
+async def _unfenced() -> None:
+    """Giving up writes regardless of the lease (the turn is finished by this run)."""
 
 
 def _outcome(result: InvestigationResult) -> str:
@@ -159,6 +165,7 @@ class Conversations:
     max_attempts: int
     reader: ThreadReader
     model_wait_max_s: float = 600.0  # MODEL_WAIT_MAX: a turn waits this long for capacity
+    streaming: Streaming = field(default_factory=lambda: Streaming("off"))  # SLACK_STREAMING
 
     # --- receiving (before the ack) ------------------------------------------------------
     async def on_message(
@@ -225,11 +232,29 @@ class Conversations:
 
     # --- running (in a worker) -----------------------------------------------------------
     async def prepare(self, turn: Turn) -> None:
-        """Post the turn's placeholder once, whichever worker gets there first."""
+        """Start the turn's stream, or post its placeholder, once, whichever worker gets
+        there first."""
         await self._react(turn, TAKEN)
         if turn.placeholder_ts or not await self.turns.claim_placeholder(turn.id):
             return
         queued = await self.turns.head(turn.thread) not in (None, turn.id)
+        if self.streaming.wanted():
+            timeline = self._timeline(turn)
+            opening = timeline.opening(queued=queued)
+            streamed = await start_stream(
+                self.client,
+                channel=turn.channel,
+                thread_ts=turn.root,
+                team=turn.team,
+                user=turn.user,
+                chunks=opening,
+                streaming=self.streaming,
+            )
+            if streamed is not None:
+                await self.turns.update(
+                    turn.id, placeholder_ts=streamed, stream=1, stream_tasks=timeline.dump()
+                )
+                return
         try:
             posted = await self._post(
                 turn,
@@ -255,11 +280,19 @@ class Conversations:
         if turn.attempts > self.max_attempts * (3 if answered else 1):
             await self._give_up(turn)
             return
+        stream = self._stream(turn, fence)
+        try:
+            await self._run(turn, fence, stream)
+        finally:
+            if stream is not None:
+                await stream.close()
+
+    async def _run(self, turn: Turn, fence: Fence, stream: StreamProgress | None) -> None:
         if turn.result is not None:
             result = InvestigationResult.model_validate(turn.result)
         else:
-            placeholder = None
-            if turn.placeholder_ts:
+            placeholder: Placeholder | StreamProgress | None = stream
+            if turn.placeholder_ts and stream is None:
                 p = self.presentation
                 placeholder = Placeholder(
                     self.client,
@@ -289,22 +322,55 @@ class Conversations:
                 )
             except ModelBusy as busy:
                 await self.turns.waiting_since(turn.id)
-                await self._show_wait(turn, busy, fence)
+                await self._show_wait(turn, busy, fence, stream)
                 raise  # the worker hands the turn back to the queue until the next try
             observe_turn(result)
             await fence()
             await self.turns.store_result(turn.id, result.model_dump(mode="json"))
             await self.reader.mark_seen(turn)
-        await self._deliver(turn, result, fence)
+        await self._deliver(turn, result, fence, stream)
         await self.turns.finish(turn)
         await self._react(turn, _outcome(result), replacing=TAKEN)
 
-    async def _show_wait(self, turn: Turn, busy: ModelBusy, fence: Fence) -> None:
-        """The placeholder says the turn waits, and until when (best effort)."""
+    def _timeline(self, turn: Turn) -> Timeline:
+        p = self.presentation
+        return Timeline(p.grafana_url, p.datasource, run=max(1, turn.attempts))
+
+    def _stream(self, turn: Turn, fence: Fence) -> StreamProgress | None:
+        """This run's side of the turn's stream; the tasks an earlier run left running
+        are closed first ("interrupted")."""
+        if not (turn.stream and turn.placeholder_ts):
+            return None
+        timeline = self._timeline(turn)
+        interrupted = timeline.interrupted(turn.stream_tasks)
+
+        async def save_tasks(dumped: str) -> None:
+            await self.turns.update(turn.id, stream_tasks=dumped)
+
+        return StreamProgress(
+            self.client,
+            turn.channel,
+            turn.placeholder_ts,
+            timeline,
+            interval_s=self.presentation.progress_interval_s,
+            fence=fence,
+            save_tasks=save_tasks,
+            pending=interrupted,
+        )
+
+    async def _show_wait(
+        self, turn: Turn, busy: ModelBusy, fence: Fence, stream: StreamProgress | None
+    ) -> None:
+        """The placeholder says the turn waits, and until when (best effort); a stream
+        shows its "Waiting for model capacity" task now."""
         if not turn.placeholder_ts:
             return
-        await fence()
         try:
+            if stream is not None:  # the runner's own event never reaches a run that raised
+                await stream.progress({"type": "waiting_for_model", "retry_at": busy.retry_at})
+                await stream.flush()
+                return
+            await fence()
             await self.client.chat_update(
                 channel=turn.channel, ts=turn.placeholder_ts, text=wait_text(busy.retry_at)
             )
@@ -325,7 +391,13 @@ class Conversations:
                 if not (isinstance(exc, SlackApiError) and harmless in str(exc)):
                     log.warning("reaction %s on %s failed: %s", emoji, turn.id, exc)
 
-    async def _deliver(self, turn: Turn, result: InvestigationResult, fence: Fence) -> None:
+    async def _deliver(
+        self,
+        turn: Turn,
+        result: InvestigationResult,
+        fence: Fence,
+        stream: StreamProgress | None,
+    ) -> None:
         p = self.presentation
         await self._step(
             turn,
@@ -343,15 +415,28 @@ class Conversations:
         else:
             actions = await self.cards.requests(request_ids)
             text, blocks = answer_message(result, p.grafana_url, p.datasource, actions)
-        await self._step(turn, "answer", lambda: self._show(turn, text, blocks), fence)
+        failed = result.status == "failed"
+        show = functools.partial(self._show, turn, text, blocks, stream, failed=failed)
+        await self._step(turn, "answer", show, fence)
         for request_id in request_ids:
             post_card = functools.partial(
                 self.cards.post, turn.channel, turn.root, [request_id], since=_since(turn)
             )
             await self._step(turn, f"card:{request_id}", post_card, fence)
 
-    async def _show(self, turn: Turn, text: str, blocks: list[dict[str, Any]]) -> None:
-        """The answer replaces the placeholder (or, if none could be posted, is posted)."""
+    async def _show(
+        self,
+        turn: Turn,
+        text: str,
+        blocks: list[dict[str, Any]],
+        stream: StreamProgress | None,
+        *,
+        failed: bool = False,
+    ) -> None:
+        """The answer ends the turn's stream, or replaces its placeholder (or, if neither
+        could be posted, is posted)."""
+        if stream is not None and await stream.stop(blocks, failed=failed):
+            return  # else Slack closed the stream: the answer is written over it
         current = await self.turns.get(turn.id)
         placeholder_ts = current.placeholder_ts if current else turn.placeholder_ts
         if not placeholder_ts:  # posted, but its answer was lost (or its run died)?
@@ -429,8 +514,9 @@ class Conversations:
             result = InvestigationResult.model_validate(turn.result)
             text, blocks = answer_message(result, p.grafana_url, p.datasource)
         if "answer" not in turn.delivered:
+            stream = self._stream(turn, _unfenced)
             try:
-                await self._show(turn, text, blocks)
+                await self._show(turn, text, blocks, stream, failed=turn.result is None)
             except Exception:  # Slack itself may be what fails: the log has the reference
                 log.exception("could not tell the thread of %s [%s]", turn.id, reference)
         await self.turns.finish(turn)

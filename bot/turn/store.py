@@ -274,6 +274,8 @@ class Turn:
     recorded_at: float = 0.0
     started_at: float = 0.0  # when a worker first ran it (its proposals are made after)
     placeholder_ts: str | None = None
+    stream: bool = False  # the placeholder is a Slack stream (bot/outbound/stream.py)
+    stream_tasks: str | None = None  # its running tasks, as the last run left them
     model_wait_since: float = 0.0  # when it first waited for model capacity (0: never)
     result: dict[str, Any] | None = None  # the computed answer, stored before delivery
     delivered: frozenset[str] = frozenset()  # delivery steps already done
@@ -297,6 +299,8 @@ class Turn:
             recorded_at=float(f.get("recorded_at") or 0),
             started_at=float(f.get("started_at") or 0),
             placeholder_ts=f.get("placeholder_ts") or None,
+            stream=f.get("stream") == "1",
+            stream_tasks=f.get("stream_tasks") or None,
             model_wait_since=float(f.get("model_wait_since") or 0),
             result=json.loads(f["result"]) if f.get("result") else None,
             delivered=frozenset(

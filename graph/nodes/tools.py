@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 MAX_TOOL_RESULT_CHARS = 12_000
 UNKNOWN_TOOL = "unknown"  # the metric label of a call to a tool that does not exist
+SUMMARY_CHARS = 200  # the first line of a result, in the tool_finished event
 
 Execute = Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
 
@@ -67,8 +68,25 @@ async def _observed(request: ToolCallRequest, execute: Execute) -> ToolMessage |
     outcome = "failed" if status == "error" else "succeeded"
     # The label is the tool's own name: a name the model made up would be a new series.
     TOOL_CALLS.labels(request.tool.name if request.tool else UNKNOWN_TOOL, outcome).inc()
-    report({"type": "tool_finished", "tool": name, "status": status, "outcome": outcome})
+    report(
+        {
+            "type": "tool_finished",
+            "tool": name,
+            "status": status,
+            "outcome": outcome,
+            "summary": _first_line(result),  # the result's headline, for the timeline
+        }
+    )
     return result
+
+
+def _first_line(result: ToolMessage | Command[Any]) -> str:
+    """A tool result's first line, short (telemetry: shown escaped, never as instructions)."""
+    if not isinstance(result, ToolMessage):
+        return ""
+    text = result.content if isinstance(result.content, str) else str(result.content)
+    line = text.strip().split("\n", 1)[0]
+    return line if len(line) <= SUMMARY_CHARS else line[: SUMMARY_CHARS - 1] + "…"
 
 
 def _evidence(messages: Sequence[Any]) -> list[Fact]:
