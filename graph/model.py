@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import ssl
 from typing import Any
 
 from google.genai.types import HttpOptions, HttpRetryOptions
@@ -17,6 +19,16 @@ from graph.config import ConfigError, ModelSpec
 from graph.metrics import ANSWERED_BY, ROLES, ModelUsage
 
 SUPPORTED_PROVIDERS = ("google_genai",)
+
+
+@functools.cache
+def _plain_http_tls() -> ssl.SSLContext:
+    """The TLS context of clients whose base URL is plain HTTP (a local proxy, the
+    simulators): never used for a handshake, so one per process will do. Left to itself the
+    SDK builds three per client (httpx, aiohttp, websockets), each loading the CA bundle:
+    ~50 ms of CPU apiece, for every model, grader and judge a process (or a test) opens.
+    HTTPS base URLs keep the SDK's own contexts."""
+    return ssl.create_default_context()
 
 
 class GuardedGemini(ChatGoogleGenerativeAI):
@@ -108,6 +120,9 @@ def make_chat_model(
         "max_retries": spec.max_retries + 1,
         "disable_streaming": True,
     }
+    if spec.base_url and spec.base_url.startswith("http://"):
+        tls = _plain_http_tls()
+        common["client_args"] = {"verify": tls, "ssl": tls}  # httpx's name, aiohttp's name
     fallback = None
     fallback_spec = guard.limits.fallback_model if guard is not None else None
     if fallback_spec and fallback_spec != spec.model:

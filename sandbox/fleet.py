@@ -110,9 +110,12 @@ class TracegateProcess:
             )
         return self
 
-    async def ready(self, timeout_s: float = 30.0) -> None:
+    async def ready(self, timeout_s: float = 90.0) -> None:
         """Until /livez answers (serve: started, Redis checked; a Slack that cannot be
-        reached leaves it unready but running) or the worker says it runs (worker)."""
+        reached leaves it unready but running) or the worker says it runs (worker). The
+        bound only stops a hang: a start costs seconds of CPU, and several processes
+        starting at once beside other tests on a small machine took over 30 s; nothing
+        measures start-up time with it."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:

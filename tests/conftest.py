@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
+import re
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -24,6 +29,71 @@ pytest_plugins = [
     "tests.fleet_fixtures",
     "tests.redis_fixtures",
 ]
+
+
+# What a test that starts processes of its own says (tracegate, Redis, make), in its own
+# body or in a helper of its module it calls; or the fixtures that start them.
+_STARTS_PROCESSES = re.compile(
+    r"create_subprocess_exec|subprocess\.(run|Popen)|\b(fleet_for|kill_mid_approval)\b"
+)
+_PROCESS_FIXTURES = frozenset({"fleet_for", "redis_server", "plain_redis", "empty_redis_stack"})
+
+
+@functools.cache
+def _process_helpers(module: ModuleType) -> re.Pattern[str]:
+    """Calls of the functions in the module's namespace (its own and imported) that start
+    processes, directly or through one another."""
+    functions = {
+        name: inspect.getsource(value)
+        for name, value in vars(module).items()
+        if inspect.isfunction(value) and not name.startswith("test_")
+    }
+    found: set[str] = set()
+    while True:
+        calls = re.compile(r"\b(" + "|".join(map(re.escape, sorted(found))) + r")\(")
+        more = {
+            name
+            for name, source in functions.items()
+            if name not in found
+            and (_STARTS_PROCESSES.search(source) or (found and calls.search(source)))
+        }
+        if not more:
+            return calls if found else re.compile(r"(?!)")
+        found |= more
+
+
+def _starts_processes(item: pytest.Function) -> bool:
+    if _PROCESS_FIXTURES & set(item.fixturenames):
+        return True
+    helpers = _process_helpers(item.module)
+    fixtures = [d.func for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs]
+    for function in (item.function, *fixtures):
+        source = inspect.getsource(function)
+        if _STARTS_PROCESSES.search(source) or helpers.search(source):
+            return True
+    return False
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`make test` runs the tests side by side (pytest-xdist, `--dist loadgroup`). The tests
+    that start real processes (SIGKILL, SIGTERM, Redis stopped and started, the CLI) run in
+    TEST_PROCESS_LANES lanes (default 2), one at a time in each: each new process costs
+    seconds of CPU to start, and many starting at once on a small machine would starve the
+    ones whose recovery times are being measured. Everything else (real Redis, simulators,
+    the bot in-process) runs in any lane; each test keeps its keys apart (its own prefix,
+    thread ids and team) — Redis databases other than 0 cannot hold RediSearch indexes."""
+    lanes = int(os.environ.get("TEST_PROCESS_LANES", "2"))
+    modules: dict[Path, list[pytest.Item]] = {}
+    for item in items:
+        if isinstance(item, pytest.Function) and _starts_processes(item):
+            modules.setdefault(item.path, []).append(item)
+    # Whole modules to the lane with the fewest process tests so far, the largest first.
+    load = [0] * lanes
+    for module in sorted(modules, key=lambda m: (-len(modules[m]), m)):
+        lane = load.index(min(load))
+        load[lane] += len(modules[module])
+        for item in modules[module]:
+            item.add_marker(pytest.mark.xdist_group(f"processes-{lane}"))
 
 
 @pytest.fixture(scope="session")

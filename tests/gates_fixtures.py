@@ -162,7 +162,9 @@ async def kill_mid_approval(
         return bool(await outcome if inspect.isawaitable(outcome) else outcome)
 
     try:
-        await until(reached, "the approval process to reach the step")
+        # The bound includes the process's start (seconds of CPU, longer beside other
+        # tests): it only stops a hang.
+        await until(reached, "the approval process to reach the step", timeout_s=90)
     finally:
         process.kill()  # SIGKILL
         await process.wait()

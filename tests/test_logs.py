@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -105,6 +106,8 @@ async def test_start_up_is_one_summary_line_without_library_noise(
         "KUBECONFIG": str(write_kubeconfig(tmp_path / "kubeconfig", "http://127.0.0.1:1")),
         "PORT": str(port),
         "LOG_FORMAT": "json",
+        # Keys of its own: tests run side by side on one Redis (pytest-xdist).
+        "REDIS_PREFIX": f"test-{uuid.uuid4().hex[:8]}",
     }
     serve = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -116,10 +119,13 @@ async def test_start_up_is_one_summary_line_without_library_noise(
         stderr=asyncio.subprocess.PIPE,
     )
     try:
-        for _ in range(100):
-            if await answers_200(f"http://127.0.0.1:{port}/readyz"):
-                break
-            await asyncio.sleep(0.1)
+        # Until it is ready (or has exited): a start beside other tests can take longer than
+        # the 10 s this once waited, and the summary line comes only once it is up.
+        async with asyncio.timeout(90):  # only stops a hang
+            while serve.returncode is None:
+                if await answers_200(f"http://127.0.0.1:{port}/readyz"):
+                    break
+                await asyncio.sleep(0.1)
     finally:
         serve.terminate()
         _, err = await serve.communicate()

@@ -85,13 +85,13 @@ async def test_a_token_quota_refuses_a_request_that_would_pass_it(gemini: Gemini
 
 
 async def test_an_outage_answers_429_until_it_ends(gemini: GeminiSimulator) -> None:
-    gemini.outage(0.6, retry_delay_s=6)
+    gemini.outage(30, retry_delay_s=6)
     gemini.script(Reply.text("back"))
     client = _plain(gemini)
     with pytest.raises(Exception) as raised:
         await client.ainvoke("hi")
     assert retry_delay_s(raised.value) == 6.0
-    await asyncio.sleep(0.7)
+    gemini.outage(0)  # it ends (ended by the test, not by the clock: no race with a slow call)
     assert (await client.ainvoke("hi")).text == "back"
 
 
@@ -141,12 +141,21 @@ async def test_an_overload_without_retry_after_waits_a_default_delay(
 async def test_the_judge_waits_in_place_for_the_retry_delay(
     gemini: GeminiSimulator, model_spec: ModelSpec, redis_client: aioredis.Redis, prefix: str
 ) -> None:
-    gemini.outage(0.5, retry_delay_s=1)
+    gemini.outage(30, retry_delay_s=1)
     gemini.script(Reply.text("verdict"))
     _, judge = _guarded(model_spec, redis_client, prefix, "JUDGE_MODEL")
+
+    async def end_the_outage_once_refused() -> None:
+        # The outage ends once it has refused the judge (an event, not a 0.5 s window that
+        # a slow start of the call could miss); the judge's own wait is the retry delay.
+        await gemini.wait_for_request(MODEL, timeout_s=30)
+        gemini.outage(0)
+
+    ending = asyncio.create_task(end_the_outage_once_refused())
     started = time.monotonic()
     assert (await judge.ainvoke([HumanMessage("hi")])).text == "verdict"  # type: ignore[attr-defined]
     assert time.monotonic() - started >= 0.9
+    await ending
     assert [r.status for r in gemini.requests] == [429, 200]
 
 

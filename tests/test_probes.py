@@ -4,6 +4,7 @@ checkpoint indexes and Slack auth; `tracegate worker` answers them too."""
 import asyncio
 import os
 import sys
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -131,6 +132,8 @@ async def test_the_worker_process_answers_the_probes_and_metrics(
         "GEMINI_BASE_URL": gemini.url,
         "TEMPO_URL": tempo.url,
         "WORKER_MODE": "queue",
+        # Keys of its own: tests run side by side on one Redis (pytest-xdist).
+        "REDIS_PREFIX": f"test-{uuid.uuid4().hex[:8]}",
         "PORT": str(port),
     }
     worker = await asyncio.create_subprocess_exec(

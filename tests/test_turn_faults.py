@@ -185,26 +185,34 @@ async def test_sigterm_hands_the_thread_s_waiting_turns_back_to_the_queue(
     later = [f"{root[:-6]}{n:06d}" for n in (200, 300)]
     for n, ts in enumerate(later, start=2):
         await driver.mention(f"turn {n}", ts=ts, thread_ts=root)
-    await asyncio.sleep(1.5)  # the waiting jobs are taken by `leaving` (32 slots)
-    leaving.signal(signal.SIGTERM)
-    assert await leaving.exited(15) == 0
-
     prefix = fleet.env["REDIS_PREFIX"]
     client = aioredis.from_url(redis_url)
-    try:
-        statuses = {}
+
+    async def statuses() -> dict[int, str | None]:
+        found = {}
         for n, ts in enumerate(later, start=2):
             thread_key = f"{driver.team}:C1:{root}"
             raw = await client.get(f"saq:job:{prefix}:turns:{thread_key}@{ts}")
-            statuses[n] = json.loads(raw)["status"] if raw else None
+            found[n] = json.loads(raw)["status"] if raw else None
+        return found
+
+    try:
+        # The waiting jobs are taken by `leaving` (32 slots): both active before it stops.
+        deadline = time.monotonic() + 30
+        while set((await statuses()).values()) != {"active"}:
+            assert time.monotonic() < deadline, f"waiting jobs not taken: {await statuses()}"
+            await asyncio.sleep(0.05)
+        leaving.signal(signal.SIGTERM)
+        assert await leaving.exited(15) == 0
+        after = await statuses()
     finally:
         await client.aclose()
     started = time.monotonic()
     fleet.worker()
     await answered(slack, root, "answer to turn 3", fleet, timeout_s=60)
     took = time.monotonic() - started
-    assert all(s == "queued" for s in statuses.values()), (
-        f"after SIGTERM the waiting turns' jobs are {statuses} (owned by an exited worker); "
+    assert all(s == "queued" for s in after.values()), (
+        f"after SIGTERM the waiting turns' jobs are {after} (owned by an exited worker); "
         f"a new worker answered the thread's last turn only after {took:.0f}s"
     )
 

@@ -18,6 +18,7 @@ from saq.queue.redis import RedisQueue
 from bot.turn.saq_contract import queue_keys
 from bot.turn.store import Recorded, Turn, TurnStore, turn_id_of
 from bot.turn.worker import JOB_FUNCTION, WorkerTiming, enqueue_turn, job_for_record, turn_queue
+from tests.redis_fixtures import wait_for
 
 TIMING = WorkerTiming(recovery_budget_s=30)
 
@@ -45,10 +46,14 @@ class Records:
         return await asyncio.gather(*(self.record(t) for t in turns), return_exceptions=True)
 
 
-@pytest.fixture
-def records(redis: aioredis.Redis) -> Records:
+def records_on(redis: aioredis.Redis) -> Records:
     prefix = f"rec{uuid.uuid4().hex[:8]}"
     return Records(TurnStore(redis, 3600, prefix), turn_queue(redis, prefix))
+
+
+@pytest.fixture
+def records(redis: aioredis.Redis) -> Records:
+    return records_on(redis)
 
 
 def _turn(ts: str, root: str = "1700000000.000100") -> Turn:
@@ -156,27 +161,45 @@ async def _script_calls(redis: aioredis.Redis) -> int:
 
 @pytest.mark.parametrize(("burst", "invocations"), [(50, 1), (70, 2)])
 async def test_a_burst_of_records_is_one_script_call_per_64_records(
-    redis: aioredis.Redis, records: Records, burst: int, invocations: int
+    empty_redis_stack: str, burst: int, invocations: int
 ) -> None:
-    turns = [_turn(f"1700000004.{i:06d}", root=f"1700000004.{i:06d}") for i in range(burst)]
-    before = await _script_calls(redis)
+    """Counted on a Redis of its own: its command statistics count every client's script
+    calls, and other tests run side by side (pytest-xdist)."""
+    await wait_for(empty_redis_stack)
+    redis = aioredis.from_url(empty_redis_stack)
+    try:
+        records = records_on(redis)
+        # Its scripts already loaded, as in a running bot (the first call of a fresh Redis
+        # is refused NOSCRIPT and sent again).
+        await records.record(_turn("1700000005.000100", root="1700000005.000100"))
+        turns = [_turn(f"1700000004.{i:06d}", root=f"1700000004.{i:06d}") for i in range(burst)]
+        before = await _script_calls(redis)
 
-    replies = await records.record_together(turns)
+        replies = await records.record_together(turns)
 
-    assert replies == ["queued"] * burst
-    assert await _script_calls(redis) - before == invocations
+        assert replies == ["queued"] * burst
+        assert await _script_calls(redis) - before == invocations
+    finally:
+        await redis.aclose()
 
 
-async def test_a_redis_that_lost_its_scripts_is_given_them_again(
-    redis: aioredis.Redis, records: Records
-) -> None:
-    await redis.script_flush()
-    turns = [_turn(f"1700000002.{i:06d}") for i in range(3)]
+async def test_a_redis_that_lost_its_scripts_is_given_them_again(empty_redis_stack: str) -> None:
+    """On a Redis of its own: SCRIPT FLUSH would take every other test's scripts too."""
+    await wait_for(empty_redis_stack)
+    redis = aioredis.from_url(empty_redis_stack)
+    try:
+        records = records_on(redis)
+        # Its scripts are loaded (by a record in another thread), then lost.
+        await records.record(_turn("1700000002.000900", root="1700000002.000900"))
+        await redis.script_flush()
+        turns = [_turn(f"1700000002.{i:06d}") for i in range(3)]
 
-    replies = await records.record_together(turns)
+        replies = await records.record_together(turns)
 
-    assert replies == ["queued"] * 3
-    assert [await records.store.head(turns[0].thread)] == [turns[0].id]
+        assert replies == ["queued"] * 3
+        assert [await records.store.head(turns[0].thread)] == [turns[0].id]
+    finally:
+        await redis.aclose()
 
 
 async def test_a_record_that_cannot_be_sent_fails_alone_not_its_whole_batch(

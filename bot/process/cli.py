@@ -11,27 +11,23 @@ import sys
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
-
-from redis.exceptions import RedisError
+from typing import TYPE_CHECKING, Any
 
 from bot.process.logs import configure_logging
-from bot.process.preflight import RedisUnusable
-from bot.process.runtime import open_runtime
-from bot.process.server import run_worker, serve
 from bot.process.settings import Settings, SettingsError, load_settings
 from bot.process.settings_docs import render as render_settings_page
-from gates.cluster import ClusterError
-from gates.model import ActionRequest
-from graph.action_claims import true_state
 from graph.config import ConfigError
-from graph.runner import InvestigationResult
+
+if TYPE_CHECKING:
+    from gates.model import ActionRequest
+    from graph.runner import InvestigationResult
 
 
 async def _investigate(
     settings: Settings, args: argparse.Namespace
 ) -> tuple[InvestigationResult, list[ActionRequest]]:
     """The result, and the actions it proposed as stored (their state, not the model's)."""
+    from bot.process.runtime import open_runtime
 
     async def progress(event: dict[str, Any]) -> None:
         if not args.json and event["type"] in ("tool_started", "verification_finished"):
@@ -49,6 +45,8 @@ async def _investigate(
 
 
 def _print_result(result: InvestigationResult, actions: list[ActionRequest], as_json: bool) -> None:
+    from graph.action_claims import true_state
+
     if as_json:
         print(result.model_dump_json(indent=2))
         return
@@ -167,6 +165,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = load_settings(args.command)
         configure_logging(settings.log_level, settings.log_format)
+        return _run(settings, args)
+    except (SettingsError, ConfigError) as exc:
+        print(f"tracegate: configuration error\n{exc}", file=sys.stderr)
+        return 2
+
+
+def _run(settings: Settings, args: argparse.Namespace) -> int:
+    # Imported here, not at load: the runtime (the graph, the model's client, the queue, the
+    # Kubernetes client) costs seconds of CPU, which a process whose settings are refused
+    # never spends.
+    from redis.exceptions import RedisError
+
+    from bot.process.preflight import RedisUnusable
+    from bot.process.server import run_worker, serve
+    from gates.cluster import ClusterError
+
+    try:
         if args.command == "serve":
             asyncio.run(serve(settings))
             return 0
@@ -175,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         args.thread = args.thread or f"cli:{uuid.uuid4().hex}"
         result, actions = asyncio.run(_investigate(settings, args))
-    except (SettingsError, ConfigError) as exc:
+    except ConfigError as exc:
         print(f"tracegate: configuration error\n{exc}", file=sys.stderr)
         return 2
     except RedisUnusable as exc:

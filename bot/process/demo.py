@@ -379,7 +379,10 @@ async def play(
             narrator.say(f"tracegate demo — {mode}.")
             narrator.say(f"Conversations: {store}. Block Kit JSON: {folder}/")
             async with running_bot(settings, host="127.0.0.1", redis=redis, saver=saver) as bot:
-                driver = SlackDriver(bot.url, SECRET, team=TEAM, slack=world.slack)
+                # A team of the run's own: its threads' checkpoints (keyed by thread, not by
+                # REDIS_PREFIX) never meet those of another run on the same Redis.
+                team = f"{TEAM}{uuid.uuid4().hex[:6].upper()}"
+                driver = SlackDriver(bot.url, SECRET, team=team, slack=world.slack)
                 if interactive:
                     if world.gemini is not None:
                         world.gemini.script(*[replay_agent] * 500, model=AGENT)

@@ -12,7 +12,7 @@ from pythonjsonlogger.json import JsonFormatter
 from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 
 from bot.process.settings import Settings
-from bot.turn.worker import SlotGivenBack
+from bot.turn.timing import SlotGivenBack
 from graph.log_context import LOG_CONTEXT
 
 log = logging.getLogger("tracegate")

@@ -27,7 +27,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from bot.turn.worker import WorkerTiming
+from bot.turn.timing import WorkerTiming
 from gates.config import ActionPolicy
 from gates.store import DEFAULT_LEASE_S
 from graph.capacity import CapacityLimits

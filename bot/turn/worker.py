@@ -28,7 +28,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import redis.asyncio as aioredis
-from pydantic import BaseModel, ConfigDict, Field
 from saq import Queue, Worker
 from saq.job import Job, Status
 from saq.queue.redis import RedisQueue
@@ -38,6 +37,8 @@ from saq.utils import now as saq_now
 from bot.process.metrics import MODEL_WAITS
 from bot.turn.saq_contract import QuietWorker, active_jobs, enqueue_keys, forget_missing
 from bot.turn.store import QueuedJob, Turn, TurnStore
+from bot.turn.timing import SlotGivenBack, WaitingForModel
+from bot.turn.timing import WorkerTiming as WorkerTiming  # where conversation and tests find it
 from gates.store import as_text
 from graph.capacity import ModelBusy
 from graph.checkpoint import Superseded
@@ -47,42 +48,7 @@ log = logging.getLogger(__name__)
 JOB_FUNCTION = "answer_turn"
 POLL_S = 0.2  # how often a waiting job looks at its thread's queue
 WAITER_RETRY_S = 1.0  # a waiting job with no slot to spare is run again after this
-ABORT_WAIT_S = 5  # saq's sweep waits this long for a stuck job's abort before retrying it
 RETRY_DELAY_S = 0.5  # a job retried by saq (a hand-back, a crash) runs again after this
-
-
-class WorkerTiming(BaseModel):
-    """How fast a dead worker's turns are taken up, and how a worker stops. Lease,
-    heartbeat and sweep derive from RECOVERY: heartbeat + two sweeps + saq's abort wait
-    stay within it."""
-
-    model_config = ConfigDict(frozen=True)
-
-    recovery_budget_s: float = Field(default=30.0, ge=10, le=600)  # RECOVERY
-    shutdown_grace_s: float = Field(default=20.0, gt=0, le=600)  # SHUTDOWN_GRACE
-    # WORKER_CONCURRENCY: jobs per worker; jobs waiting for their thread hold at most all
-    # slots but one (no CPU), so a head turn's job always finds one
-    concurrency: int = Field(default=32, ge=1, le=1000)
-
-    @property
-    def lease_s(self) -> float:
-        """A dead holder's thread is free again after this."""
-        return self.recovery_budget_s / 3
-
-    @property
-    def sweep_s(self) -> int:
-        """How often a worker's sweep looks for jobs whose heartbeat stopped …"""
-        return max(1, int(self.recovery_budget_s / 10))
-
-    @property
-    def heartbeat_s(self) -> int:
-        """… and retries one not touched for this long."""
-        return max(3, int(self.recovery_budget_s - 2 * self.sweep_s - ABORT_WAIT_S))
-
-    @property
-    def recovery_s(self) -> float:
-        """The longest a dead worker's turn waits before another worker resumes it."""
-        return self.heartbeat_s + 2 * self.sweep_s + ABORT_WAIT_S
 
 
 Fence = Callable[[], Awaitable[None]]
@@ -92,16 +58,6 @@ Prepare = Callable[[Turn], Awaitable[None]]
 
 class HandBack(Exception):
     """This worker is stopping: the job goes back to the queue (saq retries it)."""
-
-
-class SlotGivenBack(Exception):
-    """The job gives its worker slot back: saq runs it again after the job's retry delay
-    (not a failure: logged by this module, not by saq)."""
-
-
-class WaitingForModel(SlotGivenBack):
-    """The turn waits for model capacity: saq runs its job again at the next try (the job's
-    retry delay), and the worker slot is free meanwhile."""
 
 
 class WaitingForThread(SlotGivenBack):
