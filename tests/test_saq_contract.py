@@ -5,10 +5,12 @@ pyproject.toml pins saq to the range these were run on."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
@@ -125,3 +127,36 @@ async def test_a_worker_s_timers_are_the_tasks_upkeep_returns(queue: RedisQueue)
     assert timers and set(timers) <= held
     assert len(held - set(timers)) == 2  # one task per slot: the jobs a stop lets finish
     assert all(task.done() for task in timers)
+
+
+class _SwallowingTimer(QuietWorker):
+    """A timer (saq's abort check) whose job swallows a cancellation, as a Redis call in
+    flight can."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.in_timer = asyncio.Event()
+
+    async def abort(self, abort_threshold: float) -> None:
+        self.in_timer.set()
+        with contextlib.suppress(asyncio.CancelledError):  # swallowed: on to its sleep
+            await asyncio.sleep(3600)
+
+
+async def test_stop_ends_a_timer_whose_job_swallowed_the_cancellation(
+    queue: RedisQueue,
+) -> None:
+    """Cancelled by the task that runs it (Ctrl-C ends the demo that way), saq's start()
+    calls stop() itself; a timer that swallowed the cancel used to be waited out (its sleep:
+    here 600 s; the demo's longest, 10 s, made Ctrl-C take that long)."""
+    worker = _SwallowingTimer(
+        queue, functions=[], concurrency=1, dequeue_timeout=0.1, timers={"abort": 600}
+    )
+    started = asyncio.create_task(worker.start())
+    await asyncio.wait_for(worker.in_timer.wait(), 5)
+
+    started.cancel()
+    # Bounded: a timer left sleeping hangs it (the grace period is saq's default, 30 s).
+    await asyncio.wait_for(asyncio.gather(started, return_exceptions=True), 20)
+
+    assert all(task.done() for task in worker.upkeep_tasks)

@@ -91,3 +91,18 @@ class QuietWorker(Worker[Context]):
         self.event.set()
         for task in self.upkeep_tasks:
             task.cancel()
+
+    async def stop(self) -> None:
+        """saq's stop, without waiting for the timers' sleeps (it waited up to the longest
+        timer, 10 s, for timers that had nothing to finish). saq's `start` calls it too, when
+        its task is cancelled (Ctrl-C ends the demo that way). A timer's job (a Redis call)
+        can swallow one cancellation and go on to its sleep: it is cancelled again there."""
+        self.stop_upkeep()
+        for _ in range(10):  # bounded: at most about a second
+            running = [t for t in self.upkeep_tasks if not t.done()]
+            if not running:
+                break
+            await asyncio.wait(running, timeout=0.1)
+            for task in running:
+                task.cancel()
+        await super().stop()
