@@ -21,6 +21,12 @@ from saq.queue.redis import RedisQueue
 from bot.turn.saq_contract import QuietWorker, active_jobs, enqueue_keys, queue_keys
 
 
+def _key() -> str:
+    """A job key no other test uses: saq's abort marker is `saq:abort:<key>`, the same key
+    in every queue of a Redis (tests side by side share one)."""
+    return f"k-{uuid.uuid4().hex[:8]}"
+
+
 @pytest.fixture
 async def queue(redis_url: str) -> AsyncIterator[RedisQueue]:
     redis = aioredis.from_url(redis_url)
@@ -35,7 +41,7 @@ async def test_enqueue_writes_the_record_the_incomplete_index_and_the_queued_lis
     queue: RedisQueue,
 ) -> None:
     """The keys the turn record script queues a job with, written as saq's enqueue does."""
-    job = await queue.enqueue("f", key="k1", heartbeat=3)
+    job = await queue.enqueue("f", key=_key(), heartbeat=3)
     assert job is not None
     incomplete, record, queued, abort = enqueue_keys(queue, job)
 
@@ -43,16 +49,16 @@ async def test_enqueue_writes_the_record_the_incomplete_index_and_the_queued_lis
     assert await queue.redis.lrange(queued, 0, -1) == [record.encode()]
     assert queue.deserialize(await queue.redis.get(record)) == job
     # An abort marker (a sweep aborting the job) refuses its key, as the record script does.
-    marked = Job(function="f", key="k2", queue=queue)
+    marked = Job(function="f", key=_key(), queue=queue)
     await queue.redis.set(enqueue_keys(queue, marked)[3], "swept")
-    assert await queue.enqueue("f", key="k2") is None
+    assert await queue.enqueue("f", key=marked.key) is None
     assert abort == job.abort_id
 
 
 async def test_dequeue_moves_a_job_from_the_queued_list_to_the_active_list(
     queue: RedisQueue,
 ) -> None:
-    job = await queue.enqueue("f", key="k1")
+    job = await queue.enqueue("f", key=_key())
     assert job is not None
     keys = queue_keys(queue)
 
@@ -64,7 +70,7 @@ async def test_dequeue_moves_a_job_from_the_queued_list_to_the_active_list(
 
 
 async def test_saq_s_sweep_and_ours_share_one_lock(queue: RedisQueue) -> None:
-    job = await queue.enqueue("f", key="k1")
+    job = await queue.enqueue("f", key=_key())
     assert job is not None
     await queue.dequeue(timeout=1)
 

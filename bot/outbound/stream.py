@@ -175,6 +175,9 @@ class StreamProgress:
                 return
             chunks, self.pending = self.pending, []
             await self.fence()  # a run that lost its thread must not write to the stream
+            # The running tasks are kept before Slack shows them: a process killed between
+            # the two leaves no task the resumed run does not know to close.
+            await self.save_tasks(self.timeline.dump())
             try:
                 await self.client.chat_appendStream(channel=self.channel, ts=self.ts, chunks=chunks)
             except SlackApiError as exc:
@@ -186,7 +189,6 @@ class StreamProgress:
                 raise
             finally:
                 self._last_at = time.monotonic()
-            await self.save_tasks(self.timeline.dump())
 
     async def close(self) -> None:
         """Stop the timer (the run ends); pending chunks go with the stop."""
