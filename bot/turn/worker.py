@@ -402,7 +402,13 @@ class _Heartbeat:
     async def _beat(self, owner: asyncio.Task[Any] | None) -> None:
         timing = self.runner.timing
         interval = min(timing.lease_s / 3, timing.heartbeat_s / 3)
+        me = asyncio.current_task()
         while True:
+            # Stopped while a Redis call was in flight, the call can swallow the cancel
+            # (seen under load: the heartbeat went on beating, and the turn that stopped
+            # it waited for it forever). The stop is still asked for: honour it here.
+            if me is not None and me.cancelling():
+                raise asyncio.CancelledError
             await asyncio.sleep(interval)
             try:
                 if self.job is not None:
