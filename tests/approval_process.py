@@ -2,6 +2,8 @@
 
     python -m tests.approval_process REDIS_URL PREFIX KUBECONFIG REQUEST_ID APPROVER LEASE_S
 
+(the tests fork it from the fork server: `main(argv)`, sandbox/prefork.py).
+
 The pipeline is built as `serve` builds it (real Redis, kubernetes_asyncio on the
 kubeconfig); the judge is never asked during an approval, so its model points nowhere.
 """
@@ -33,6 +35,11 @@ async def approve(
     await pipeline.approve(request_id, approver)
 
 
-if __name__ == "__main__":
-    url, prefix, kubeconfig, request_id, approver, lease = sys.argv[1:7]
+def main(argv: list[str]) -> int:
+    url, prefix, kubeconfig, request_id, approver, lease = argv[:6]
     asyncio.run(approve(url, prefix, kubeconfig, request_id, approver, float(lease)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -34,7 +34,8 @@ pytest_plugins = [
 # What a test that starts processes of its own says (tracegate, Redis, make), in its own
 # body or in a helper of its module it calls; or the fixtures that start them.
 _STARTS_PROCESSES = re.compile(
-    r"create_subprocess_exec|subprocess\.(run|Popen)|\b(fleet_for|kill_mid_approval)\b"
+    r"create_subprocess_exec|subprocess\.(run|Popen)|\b(fleet_for|kill_mid_approval|forked)\b"
+    r"|\brun_forked\("
 )
 _PROCESS_FIXTURES = frozenset({"fleet_for", "redis_server", "plain_redis", "empty_redis_stack"})
 

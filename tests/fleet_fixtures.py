@@ -34,7 +34,8 @@ async def fleet_for(
     started: list[Fleet] = []
 
     def make(redis: str = redis_url, **env: str) -> Fleet:
-        fleet = Fleet({**fleet_env(slack, gemini, tempo, redis, "test"), **TIMING, **env}, tmp_path)
+        environment = {**fleet_env(slack, gemini, tempo, redis, "test"), **TIMING, **env}
+        fleet = Fleet(environment, tmp_path, fork=True)
         started.append(fleet)
         return fleet
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import sys
+import os
+import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -24,6 +25,7 @@ from graph.config import ModelSpec
 from graph.model import make_chat_model
 from sandbox import GeminiSimulator, Reply
 from sandbox.kubernetes import KubernetesSimulator, write_kubeconfig
+from sandbox.prefork import forked
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 APPROVER = "U_APPROVER"
@@ -139,35 +141,23 @@ async def kill_mid_approval(
 ) -> None:
     """Approve `request_id` (as APPROVER) in a process of its own and SIGKILL it the moment
     `at()` holds — a crash at a chosen step, not a cancelled coroutine."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tests.approval_process",
-        redis_url,
-        prefix,
-        str(kubeconfig),
-        request_id,
-        APPROVER,
-        str(lease_s),
-        cwd=REPOSITORY,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    argv = [redis_url, prefix, str(kubeconfig), request_id, APPROVER, str(lease_s)]
+    with tempfile.TemporaryDirectory(prefix="tracegate-approval-") as folder:
+        log = Path(folder, "output")
+        process = forked(argv, dict(os.environ), REPOSITORY, log, module="tests.approval_process")
 
-    async def reached() -> bool:
-        if process.returncode is not None:
-            assert process.stderr is not None
-            error = (await process.stderr.read()).decode()[-2000:]
-            raise AssertionError(f"the approval process ended before the kill:\n{error}")
-        outcome = at()
-        return bool(await outcome if inspect.isawaitable(outcome) else outcome)
+        async def reached() -> bool:
+            if process.poll() is not None:
+                output = (await asyncio.to_thread(log.read_text))[-2000:]
+                raise AssertionError(f"the approval process ended before the kill:\n{output}")
+            outcome = at()
+            return bool(await outcome if inspect.isawaitable(outcome) else outcome)
 
-    try:
-        # The bound includes the process's start (seconds of CPU, longer beside other
-        # tests): it only stops a hang.
-        await until(reached, "the approval process to reach the step", timeout_s=90)
-    finally:
-        process.kill()  # SIGKILL
-        await process.wait()
+        try:
+            await until(reached, "the approval process to reach the step", timeout_s=90)
+        finally:
+            process.kill()  # SIGKILL
+            await asyncio.to_thread(process.wait)
 
 
 async def propose_scale(

@@ -1,4 +1,4 @@
-"""`tracegate investigate` wires settings to the graph (run as a real subprocess)."""
+"""`tracegate investigate` wires settings to the graph (run as a real process, forked)."""
 
 import asyncio
 import os
@@ -12,18 +12,24 @@ import pytest
 from sandbox import GeminiSimulator, Reply, TempoSimulator
 from sandbox.kubernetes import KubernetesSimulator
 from sandbox.plays import propose_rollback
+from sandbox.prefork import run_forked
 from sandbox.scenarios import Scenario
 from tests.gates_fixtures import SAFE, write_kubeconfig
 
 
-async def _tracegate(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
-    # Run outside the checkout so a developer's .env cannot leak into the test.
+async def _tracegate(*args: str, env: dict[str, str], fresh: bool = False) -> tuple[int, str, str]:
+    """`tracegate *args` with exactly `env`: forked from the fork server (sandbox/prefork.py),
+    or `fresh`, a new interpreter (what start-up itself is tested with). Run outside the
+    checkout so a developer's .env cannot leak into the test."""
+    env = {"PATH": os.environ["PATH"], **env}
+    if not fresh:
+        return await run_forked(list(args), env, Path(tempfile.gettempdir()))
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "bot.process.cli",
         *args,
-        env={"PATH": os.environ["PATH"], **env},
+        env=env,
         cwd=tempfile.gettempdir(),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

@@ -1,10 +1,8 @@
 """The eval suite: its scenarios, offline runs through the real graph and guards (Redis, the
 Tempo, Kubernetes and Gemini simulators), live runs' wire protocol, reports and the CLI."""
 
-import asyncio
 import json
 import os
-import sys
 import tempfile
 import time
 from dataclasses import asdict
@@ -24,6 +22,7 @@ from graph.model import make_chat_model
 from sandbox import GeminiSimulator, Reply
 from sandbox.kubernetes import KubernetesSimulator
 from sandbox.plays import satisfied
+from sandbox.prefork import run_forked
 
 NOW = 1_796_000_000.0  # one scenario clock for the whole module
 
@@ -219,20 +218,11 @@ def test_evals_md_keeps_the_live_section_when_offline_figures_are_written(tmp_pa
 
 
 async def _tracegate_eval(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot.process.cli",
-        "eval",
-        *args,
-        env={"PATH": os.environ["PATH"], **(env or {})},
-        cwd=tempfile.gettempdir(),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    out, _ = await process.communicate()
-    assert process.returncode is not None
-    return process.returncode, out.decode()
+    """`tracegate eval *args` (forked: sandbox/prefork.py), its stdout and stderr."""
+    environment = {"PATH": os.environ["PATH"], **(env or {})}
+    cwd = Path(tempfile.gettempdir())
+    code, out, err = await run_forked(["eval", *args], environment, cwd)
+    return code, out + err
 
 
 def _reports(folder: Path) -> list[Report]:

@@ -16,7 +16,7 @@ SERVE_READY = {
 
 async def _fails_with(env: dict[str, str], *args: str) -> str:
     """stderr of a run that must exit 2 without a traceback."""
-    code, out, err = await _tracegate(*(args or ("serve",)), env=env)
+    code, out, err = await _tracegate(*(args or ("serve",)), env=env, fresh=True)
     assert code == 2, out + err
     assert "Traceback" not in err, err
     return err
