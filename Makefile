@@ -23,13 +23,14 @@ install: $(VENV)/.installed
 demo: $(VENV)/.installed
 	scripts/with-redis --optional $(BIN)/tracegate demo $(DEMO_ARGS)
 
-# Side by side (pytest-xdist, 3 workers): the tests that start processes one at a time in
-# each of TEST_PROCESS_LANES=2 lanes, the rest wherever a worker is free (tests/conftest.py).
-# TEST_WORKERS=0 runs them all one after another.
+# Side by side (pytest-xdist, 5 workers on any machine: most of a test's time is spent
+# waiting on leases, retry delays and simulated services, not on the CPU): the tests that
+# start processes one at a time in each of TEST_PROCESS_LANES=3 lanes, the rest wherever a
+# worker is free (tests/conftest.py). TEST_WORKERS=0 runs them all one after another.
 # Bytecode is written (__pycache__ is ignored by git) even where PYTHONDONTWRITEBYTECODE is
-# set: otherwise each of the ~100 processes the tests start compiles the project from
-# source, and each pytest worker rewrites every test module's asserts again.
-TEST_WORKERS ?= 3
+# set: otherwise each process the tests start compiles the project from source, and each
+# pytest worker rewrites every test module's asserts again.
+TEST_WORKERS ?= 5
 test: $(VENV)/.installed
 	PYTHONDONTWRITEBYTECODE= scripts/with-redis $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup
 

@@ -9,7 +9,6 @@ import re
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -31,7 +30,8 @@ pytest_plugins = [
 ]
 
 
-# What a test that starts processes of its own says (tracegate, Redis, make), in its own
+# What a test that starts processes of its own says (tracegate, fresh or forked; Redis;
+# make), in its own
 # body or in a helper of its module it calls; or the fixtures that start them.
 _STARTS_PROCESSES = re.compile(
     r"create_subprocess_exec|subprocess\.(run|Popen)|\b(fleet_for|kill_mid_approval|forked)\b"
@@ -78,23 +78,17 @@ def _starts_processes(item: pytest.Function) -> bool:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """`make test` runs the tests side by side (pytest-xdist, `--dist loadgroup`). The tests
     that start real processes (SIGKILL, SIGTERM, Redis stopped and started, the CLI) run in
-    TEST_PROCESS_LANES lanes (default 2), one at a time in each: each new process costs
-    seconds of CPU to start, and many starting at once on a small machine would starve the
-    ones whose recovery times are being measured. Everything else (real Redis, simulators,
-    the bot in-process) runs in any lane; each test keeps its keys apart (its own prefix,
-    thread ids and team) — Redis databases other than 0 cannot hold RediSearch indexes."""
-    lanes = int(os.environ.get("TEST_PROCESS_LANES", "2"))
-    modules: dict[Path, list[pytest.Item]] = {}
-    for item in items:
-        if isinstance(item, pytest.Function) and _starts_processes(item):
-            modules.setdefault(item.path, []).append(item)
-    # Whole modules to the lane with the fewest process tests so far, the largest first.
-    load = [0] * lanes
-    for module in sorted(modules, key=lambda m: (-len(modules[m]), m)):
-        lane = load.index(min(load))
-        load[lane] += len(modules[module])
-        for item in modules[module]:
-            item.add_marker(pytest.mark.xdist_group(f"processes-{lane}"))
+    TEST_PROCESS_LANES lanes (default 3), one at a time in each: their processes run turns
+    against deadlines (leases, recovery, grace), and many fleets at once on a small machine
+    would starve the ones whose recovery is being measured. They are dealt to the lanes in
+    turn, so a module of long fault tests is spread over all of them. Everything else (real
+    Redis, simulators, the bot in-process) runs in any lane; each test keeps its keys apart
+    (its own prefix, thread ids and team) — Redis databases other than 0 cannot hold
+    RediSearch indexes."""
+    lanes = int(os.environ.get("TEST_PROCESS_LANES", "3"))
+    starting = [i for i in items if isinstance(i, pytest.Function) and _starts_processes(i)]
+    for n, item in enumerate(starting):
+        item.add_marker(pytest.mark.xdist_group(f"processes-{n % lanes}"))
 
 
 @pytest.fixture(scope="session")
