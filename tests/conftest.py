@@ -31,8 +31,8 @@ pytest_plugins = [
 
 
 # What a test that starts processes of its own says (tracegate, fresh or forked; Redis;
-# make), in its own
-# body or in a helper of its module it calls; or the fixtures that start them.
+# make), in its own body or in a helper of its module it calls; or the fixtures that start
+# them.
 _STARTS_PROCESSES = re.compile(
     r"create_subprocess_exec|subprocess\.(run|Popen)|\b(fleet_for|kill_mid_approval|forked)\b"
     r"|\brun_forked\("
@@ -41,11 +41,18 @@ _PROCESS_FIXTURES = frozenset({"fleet_for", "redis_server", "plain_redis", "empt
 
 
 @functools.cache
+def _source(function: Callable[..., Any]) -> str:
+    """Once per function: the fixtures of a thousand tests are a few hundred functions, and
+    each `getsource` searches every loaded module (every pytest worker collects)."""
+    return inspect.getsource(function)
+
+
+@functools.cache
 def _process_helpers(module: ModuleType) -> re.Pattern[str]:
     """Calls of the functions in the module's namespace (its own and imported) that start
     processes, directly or through one another."""
     functions = {
-        name: inspect.getsource(value)
+        name: _source(value)
         for name, value in vars(module).items()
         if inspect.isfunction(value) and not name.startswith("test_")
     }
@@ -69,12 +76,13 @@ def _starts_processes(item: pytest.Function) -> bool:
     helpers = _process_helpers(item.module)
     fixtures = [d.func for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs]
     for function in (item.function, *fixtures):
-        source = inspect.getsource(function)
+        source = _source(function)
         if _STARTS_PROCESSES.search(source) or helpers.search(source):
             return True
     return False
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """`make test` runs the tests side by side (pytest-xdist, `--dist loadgroup`). The tests
     that start real processes (SIGKILL, SIGTERM, Redis stopped and started, the CLI) run in
