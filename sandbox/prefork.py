@@ -58,10 +58,6 @@ class ForkedProcess:
         assert self._process.pid is not None
         return self._process.pid
 
-    @property
-    def returncode(self) -> int | None:
-        return self._process.exitcode
-
     def poll(self) -> int | None:
         return self._process.exitcode
 

@@ -34,8 +34,8 @@ pytest_plugins = [
 # make), in its own body or in a helper of its module it calls; or the fixtures that start
 # them.
 _STARTS_PROCESSES = re.compile(
-    r"create_subprocess_exec|subprocess\.(run|Popen)|\b(fleet_for|kill_mid_approval|forked)\b"
-    r"|\brun_forked\("
+    r"create_subprocess_exec|subprocess\.(run|Popen)"
+    r"|\b(fleet_for|kill_mid_approval|forked|run_forked)\b"
 )
 _PROCESS_FIXTURES = frozenset({"fleet_for", "redis_server", "plain_redis", "empty_redis_stack"})
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import time
 from collections.abc import Callable
 
 import redis.asyncio as aioredis
@@ -18,6 +17,7 @@ from sandbox.fleet import Fleet
 from sandbox.scenarios import Scenario
 from sandbox.slack import SlackSimulator
 from tests.fleet_fixtures import ANSWER, answered, ask, requests_reach
+from tests.gates_fixtures import until
 
 STALE = "The stale run's answer, written while its lease was gone."
 
@@ -25,15 +25,14 @@ STALE = "The stale run's answer, written while its lease was gone."
 async def _thread_let_go(redis_url: str, prefix: str, timeout_s: float = 20) -> None:
     """Until no run holds a thread's lease (bounded)."""
     client = aioredis.from_url(redis_url)
-    deadline = time.monotonic() + timeout_s
+
+    async def let_go() -> bool:
+        return not [k async for k in client.scan_iter(match=f"{prefix}:lease:*")]
+
     try:
-        while time.monotonic() < deadline:
-            if not [k async for k in client.scan_iter(match=f"{prefix}:lease:*")]:
-                return
-            await asyncio.sleep(0.1)
+        await until(let_go, f"every thread of {prefix} to be let go", timeout_s)
     finally:
         await client.aclose()
-    raise AssertionError(f"a thread of {prefix} still leased after {timeout_s}s")
 
 
 async def test_a_worker_paused_past_its_lease_cannot_overwrite_the_answer(

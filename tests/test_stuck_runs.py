@@ -18,6 +18,7 @@ from sandbox import GeminiSimulator, Reply
 from sandbox.fleet import Fleet
 from sandbox.slack import SlackMessage, SlackSimulator
 from tests.fleet_fixtures import ANSWER, driver_for, requests_reach
+from tests.gates_fixtures import until
 
 GAVE_UP = "I could not answer this after 1 attempts"
 
@@ -28,16 +29,15 @@ async def _job_status_becomes(
     """Until the turn's saq job has `status` (bounded), read through saq's own queue."""
     redis = aioredis.from_url(redis_url)
     queue = turn_queue(redis, prefix)
-    deadline = time.monotonic() + timeout_s
+
+    async def reached() -> bool:
+        job = await queue.job(turn_id)
+        return job is not None and job.status == status
+
     try:
-        while time.monotonic() < deadline:
-            job = await queue.job(turn_id)
-            if job is not None and job.status == status:
-                return
-            await asyncio.sleep(0.05)
+        await until(reached, f"the job of {turn_id} to become {status}", timeout_s)
     finally:
         await redis.aclose()
-    raise AssertionError(f"the job of {turn_id} never became {status} within {timeout_s}s")
 
 
 async def test_a_run_aborted_as_stuck_counts_as_an_attempt(
