@@ -16,10 +16,11 @@ import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Literal, TypedDict
 
-from graph.grounding.claims import NAME_KINDS, ZONES, Claim
+from graph.grounding import times
+from graph.grounding.claims import NAME_KINDS, Claim
 from graph.grounding.evidence import ROLLOUT, Evidence, Fact, iso
 
 ClaimStatus = Literal["grounded", "ungrounded", "unchecked"]
@@ -77,18 +78,21 @@ def _grounded(item: Fact | None) -> Finding | None:
 def subject_of(
     claim: Claim, draft: str, evidence: Evidence, subjects: frozenset[str] | set[str]
 ) -> str | None:
-    """The service or Deployment the claim's sentence names nearest before the claim, or
-    right after it ("1.42.0 of payment-api", "revision 42 (payment-api)")."""
+    """The service or Deployment a claim is of: the one named right after it with "of",
+    "for" or in parentheses ("revision 42 of payment-api", "1.42.0 (payment-api)"), else the
+    nearest named before it in its clause, else right after it ("1.42.0, payment-api"), else
+    the nearest before it in its sentence ("- **cart**: version 5.2.0")."""
     start, end = claim.sentence
     sentence = draft[start:end].lower()
-    best: tuple[int, str] | None = None
     at, after = claim.start - start, claim.end - start
     opens = _clause_start(sentence, at)
+    best: tuple[int, str] | None = None
     for named_start, named_end, name in _named(sentence, frozenset(subjects)):
-        if opens <= named_start and named_end <= at:
-            distance = at - named_end
-        elif named_start >= after and _OF.fullmatch(sentence, after, named_start):
-            distance = 1000 + named_start - after
+        if named_end <= at:
+            distance = at - named_end + (0 if opens <= named_start else 2000)
+        elif named_start >= after and (between := _OF.fullmatch(sentence, after, named_start)):
+            explicit = re.search(r"\(|\b(?:of|for)\b", between.group())
+            distance = -1 if explicit else 1000 + named_start - after
         else:
             continue
         if best is None or distance < best[0]:
@@ -117,7 +121,7 @@ def _name(claim: Claim, evidence: Evidence) -> Finding:
     found = _grounded(evidence.find(kinds, claim.value))
     if found:
         return found
-    if claim.kind == "pod" and "-" not in claim.value:  # "pods h4kzp and w9t2r": a suffix
+    if claim.kind in ("pod", "workload") and "-" not in claim.value:  # "pods `h4kzp`": a suffix
         ending = [p for p in evidence.values("pod") if p.endswith("-" + claim.value)]
         if len(ending) == 1:
             return _grounded(evidence.find(["pod"], ending[0])) or Finding(None)
@@ -136,25 +140,59 @@ def _shared_prefix(a: str, b: str) -> int:
     )
 
 
+def image_parts(reference: str) -> tuple[str, str, str]:
+    """(repository, tag, digest) of `registry/app:1.42.0`, `app:1.42.0`, `:1.42.0`,
+    `app@sha256:…` (a port in the registry host is not a tag)."""
+    reference, _, digest = reference.partition("@")
+    repository, sep, tag = reference.rpartition(":")
+    if not sep or "/" in tag:
+        repository, tag = reference, ""
+    return repository, tag, digest.removeprefix("sha256:")
+
+
+def image_matches(claimed: str, image: str) -> bool:
+    """Whether a written image reference names `image`, part by part: each part written
+    must be the image's (a repository by its trailing path, a digest by its prefix)."""
+    repository, tag, digest = image_parts(claimed)
+    own_repository, own_tag, own_digest = image_parts(image)
+    if tag and tag != own_tag:
+        return False
+    if digest and not (len(digest) >= 7 and own_digest.startswith(digest)):
+        return False
+    if repository and not (
+        own_repository == repository or own_repository.endswith("/" + repository)
+    ):
+        return False
+    return bool(repository or tag or digest)
+
+
 def _image(claim: Claim, subject: str | None, evidence: Evidence) -> Finding:
-    value = claim.value
     own = evidence.values("image", subject) if subject else []
     for image in own or evidence.values("image"):
-        short = image.rsplit("/", 1)[-1]
-        if value in (image, short) or image.endswith("/" + value):
+        if image_matches(claim.value, image):
             return _grounded(evidence.find(["image"], image)) or Finding(None)
-        if "@" in value and value.split("@", 1)[1] in image:
-            return _grounded(evidence.find(["image"], image)) or Finding(None)
+    if own:  # of the service named, none of its images: whose is it?
+        other = next((i for i in evidence.values("image") if image_matches(claim.value, i)), None)
+        if other is not None:
+            owner = (evidence.find(["image"], other) or {}).get("subject")
+            why = f"{claim.text} is {owner}'s, not {subject}'s" if owner else ""
+            return Finding("ungrounded" if owner else None, held=tuple(own), why=why)
     return Finding(None, held=tuple(own or evidence.values("image")))
+
+
+def _same_version(claimed: str, held: str) -> bool:
+    return claimed == held
 
 
 def _version(claim: Claim, subject: str | None, evidence: Evidence) -> Finding:
     own = evidence.values("version", subject) if subject else []
-    if claim.role == "current" and subject:
-        current = evidence.current("version", subject)
-        if current and claim.value not in current:
-            why = f"{subject}'s current version is {', '.join(current)}"
-            return Finding("ungrounded", held=tuple(current), why=why)
+    current = evidence.current("version", subject) if subject else []
+    if claim.role == "current" and current and claim.value not in current:
+        why = f"{subject}'s current version is {', '.join(current)}"
+        return Finding("ungrounded", held=tuple(current), why=why)
+    if claim.role == "previous" and claim.value in current and len(own) > len(current):
+        why = f"{claim.text} is {subject}'s current version, not an earlier one"
+        return Finding("ungrounded", held=tuple(own), why=why)
     if own:
         if claim.value in own:
             return _grounded(evidence.find(["version"], claim.value, subject)) or Finding(None)
@@ -202,47 +240,7 @@ def _revision(claim: Claim, subject: str | None, evidence: Evidence) -> Finding:
     return _grounded(evidence.find(["revision"], claim.value, subject)) or Finding(None)
 
 
-_TIME = re.compile(
-    r"(?:(\d{4}-\d{2}-\d{2})[t ])?(\d{1,2}):(\d{2})(?::(\d{2}))?(?:\.\d+)?"
-    r"(?:\s?([ap])\.?m\.?)?\s?([a-z]+)?([+-]\d{1,2}(?::?\d{2})?)?$",
-    re.ASCII,
-)
-
-
-def parse_time(text: str) -> tuple[float | None, int, int] | None:
-    """(the instant if the text has a date, else None; the UTC second of the day; how
-    precise it is in seconds), or None when it cannot be read."""
-    m = _TIME.match(text.strip().lower())
-    if not m:
-        return None
-    date, hours, minutes, seconds, half, zone, shift = m.groups()
-    offset_min = 0
-    if zone:
-        if zone not in ZONES:
-            return None
-        offset_min = ZONES[zone]
-    if shift:  # "+02:00", "UTC+1", "-0500"
-        digits = shift[1:].replace(":", "")
-        hours_off, minutes_off = (digits, "0") if len(digits) <= 2 else (digits[:-2], digits[-2:])
-        offset_min += (int(hours_off) * 60 + int(minutes_off)) * (-1 if shift[0] == "-" else 1)
-    hour = int(hours)
-    if half:  # "2:01 PM": 14:01; "12:30 am": 00:30
-        if not 1 <= hour <= 12:
-            return None
-        hour = hour % 12 + (12 if half == "p" else 0)
-    local = hour * 3600 + int(minutes) * 60 + int(seconds or 0)
-    utc_second = (local - offset_min * 60) % 86400
-    precision = 1 if seconds else 60
-    if date:
-        try:
-            midnight = datetime.fromisoformat(date).replace(tzinfo=UTC).timestamp()
-        except ValueError:  # "2026-11-31": no such day
-            return None
-        return midnight + local - offset_min * 60, utc_second, precision
-    return None, utc_second, precision
-
-
-_CLAUSE_BREAK = re.compile(r";|\s[-–—]\s|:\s")
+_CLAUSE_BREAK = re.compile(r";|\s[-–—]\s|:\s|\s\|\s|\x1f")
 
 
 def _about(draft: str, claim: Claim) -> str | None:
@@ -267,93 +265,94 @@ def _about(draft: str, claim: Claim) -> str | None:
 
 
 def _clause(draft: str, claim: Claim) -> str:
-    """The part of the claim's sentence between clause breaks (; — -) around it."""
+    """The part of the claim's sentence between clause breaks (; — -) around it. A time
+    that opens its clause ("14:01 — errors start", "- Nov 28, 13:10: deploy") is the time
+    of the clause after it: a timeline's entry."""
     start, end = claim.sentence
     before = draft[max(start, claim.start - MAX_CLAUSE) : claim.start]
     after = draft[claim.end : min(end, claim.end + MAX_CLAUSE)]
     breaks = list(_CLAUSE_BREAK.finditer(before))
     head = before[breaks[-1].end() :] if breaks else before
     tail = _CLAUSE_BREAK.search(after)
+    if tail and not _WORDS_BEFORE.search(head):
+        following = _CLAUSE_BREAK.search(after, tail.end())
+        return head + claim.text + after[: following.start() if following else len(after)]
     return head + claim.text + (after[: tail.start()] if tail else after)
 
 
-MAX_CLAUSE = 300  # characters read either side of a time for its clause
-_MONTH_NAMES = [
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-]
-_MONTHS = "|".join(rf"{m[:3]}(?:{m[3:]})?" if len(m) > 3 else m for m in _MONTH_NAMES)
-# A date right before the time: "on 2026-11-28 at 14:10", "Nov 28, 14:10", "28 November 14:10"
-_ADJACENT = r",?\s*(?:at\s+|@\s*)?$"
-_ISO_DAY = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})" + _ADJACENT, re.ASCII)
-_NAMED_DAY = re.compile(
-    rf"\b(?:({_MONTHS})\.?\s+(\d{{1,2}})|(\d{{1,2}})\s+({_MONTHS}))\b" + _ADJACENT,
-    re.IGNORECASE | re.ASCII,
+# words in a clause before its time other than a date, a weekday or a list's mark
+_WORDS_BEFORE = re.compile(
+    r"\b(?!(?:on|at|mon|tue|wed|thu|fri|sat|sun|" + times.MONTH_ABBREVIATIONS + r")\w*\b)"
+    r"[a-z]{2,}",
+    re.IGNORECASE,
 )
+
+
+MAX_CLAUSE = 300  # characters read either side of a time for its clause
 DATE_REACH = 32  # characters before a time where its date may stand
+CARRY_LINES = 40  # lines above a time read for the zone or date its block states
+_ADJACENT_END = re.compile(r",?\s*(?:at\s+|@\s*|on\s+)?$")
 
 
-def _stated_day(before: str, seen: list[tuple[float, Fact]]) -> float | None:
-    """Midnight UTC of the date the sentence states before a clock time, if it states one
-    (a month name takes the year of the newest evidence)."""
-    before = before[-DATE_REACH:]
-    m = _ISO_DAY.search(before) or _NAMED_DAY.search(before)
-    if m is None:
-        return None
-    try:
-        if m.re is _ISO_DAY:
-            year, month, day = int(m.group(1)), int(m.group(2)), int(m.group(3))
-        else:
-            name = (m.group(1) or m.group(4)).lower()[:3]
-            newest = max((at for at, _ in seen), default=0.0)
-            year = datetime.fromtimestamp(newest, UTC).year
-            month = [n[:3] for n in _MONTH_NAMES].index(name) + 1
-            day = int(m.group(2) or m.group(3))
-        return datetime(year, month, day, tzinfo=UTC).timestamp()
-    except ValueError:  # "2026-02-31"
-        return None
+def _stated(draft: str, claim: Claim, year: int) -> tuple[str | None, date | None]:
+    """The zone and the date stated for a time by its surroundings: a date right before it
+    ("Nov 28, 14:10", "on 2026-11-28 at 14:10"); else the zone and date its line, its
+    heading, its list's introduction or its table's header states ("Timeline (PT)", "All
+    times UTC", "## 2026-11-28"), the nearest first."""
+    line_start = draft.rfind("\n", 0, claim.start) + 1
+    before = draft[max(line_start, claim.start - DATE_REACH) : claim.start]
+    day: date | None = None
+    found = times.date_in(before, year)
+    if found and _ADJACENT_END.fullmatch(before, found[2]):
+        day = found[0]
+    zone = times.declared_zone(draft[line_start : claim.start])
+    lines = draft[:line_start].split("\n")[-CARRY_LINES - 1 : -1]
+    blank = 0
+    for line in reversed(lines):
+        if not line.strip():
+            blank += 1
+            if blank > 1:
+                break
+            continue
+        if zone is None:
+            zone = times.declared_zone(line)
+        if day is None and not _HAS_CLOCK.search(line):
+            found = times.date_in(line, year)
+            day = found[0] if found else None
+    if zone is None:  # "All times are UTC." anywhere before
+        zone = times.declared_zone(draft[: claim.start])
+    return zone, day
+
+
+_HAS_CLOCK = re.compile(r"\d:\d\d")
 
 
 def _time(claim: Claim, draft: str, evidence: Evidence, tolerance_s: float) -> Finding:
-    parsed = parse_time(claim.value)
-    if parsed is None:
-        return Finding("unchecked", why=f"{claim.text} is not a time tracegate can read")
-    instant, second, precision = parsed
-    about = _about(draft, claim)
-    about_rollout = about == "rollout"
-    # A rollout's time must be a rollout's; any other time may be any time seen (symptoms
-    # are often compared with rollouts in one breath: "deployed before the errors (13:10)").
-    pool = evidence.times(ROLLOUT) if about_rollout else evidence.times()
-    subject = subject_of(claim, draft, evidence, evidence.subjects()) if about_rollout else None
-    own = evidence.times(ROLLOUT, subject) if subject else []
-    pool = own or pool  # the rollouts of the Deployment the sentence names, if it names one
     seen = evidence.times()
-    day = _stated_day(draft[claim.sentence[0] : claim.start], seen)
-    if instant is None and day is not None:  # "on 2026-11-28 at 14:10", "Nov 28, 14:10"
-        instant = day + second
-    elif instant is None and seen:  # a clock time alone is the last such time up to now
-        newest = max(at for at, _ in seen)
-        instant = newest - newest % 86400 + second
-        if instant > newest + tolerance_s + precision:
-            instant -= 86400
-    slack = tolerance_s + precision - 1
+    newest = max((at for at, _ in seen), default=0.0)
+    zone_name, day = _stated(draft, claim, datetime.fromtimestamp(newest, UTC).year)
+    try:
+        carried = times.zone(zone_name) if zone_name else None
+        written = times.read(claim.text, day, carried)
+    except times.Ambiguous as exc:
+        return Finding("unchecked", why=f"{exc} names more than one time zone")
+    if written is None:
+        return Finding("unchecked", why=f"{claim.text} is not a time tracegate can read")
+    about = _about(draft, claim)
+    if about == "rollout":
+        subject = subject_of(claim, draft, evidence, evidence.subjects())
+        pool = (evidence.times(ROLLOUT, subject) if subject else []) or evidence.times(ROLLOUT)
+    else:  # symptoms are compared with rollouts in one breath: "errors began (13:10 vs 14:01)"
+        pool = seen
     for at, item in sorted(pool, key=lambda pair: pair[0]):
-        if instant is not None and abs(instant - at) <= slack:
+        if written.near(at, tolerance_s):
             return Finding("grounded", item["source"])
     near = sorted(pool, key=lambda pair: pair[0])
     held = tuple(iso(at) for at, _ in (near[:2] + near[-2:] if len(near) > 4 else near))
-    what = "rollout times" if about_rollout else "times"
-    return Finding(None, held=held, why=f"no {what} in the evidence within the tolerance")
+    if about is None:  # a time not tied to an event: no proof it is wrong
+        return Finding("unchecked", held=held, why="no event in the evidence at that time")
+    what = "rollout times" if about == "rollout" else "times of errors, alerts or events"
+    return Finding("ungrounded", held=held, why=f"no {what} in the evidence within the tolerance")
 
 
 def judge(
@@ -390,11 +389,26 @@ def _of_revision(
     if not ran:
         return None
     for item in ran:
-        if item["value"] == claim.value or item["value"].endswith("/" + claim.value):
+        matches = image_matches if claim.kind == "image" else _same_version
+        if matches(claim.value, item["value"]):
             return Finding("grounded", item["source"])
     held = tuple(sorted({f["value"] for f in ran}))
     why = f"revision {revision.value} ran {', '.join(held)}"
     return Finding("ungrounded", held=held, why=why)
+
+
+def order_of(claim: Claim, subject: str, evidence: Evidence) -> int | None:
+    """Where a version or revision stands in a Deployment's rollout history: the newest
+    revision that ran it."""
+    if claim.kind == "revision":
+        known = evidence.values("revision", subject)
+        return int(claim.value) if claim.value in known else None
+    ran = [
+        int(f["revision"])
+        for f in evidence.facts_of("version", subject)
+        if f["value"] == claim.value and f.get("revision", "").isdigit()
+    ]
+    return max(ran) if ran else None
 
 
 def check_of(claim: Claim, finding: Finding) -> ClaimCheck:

@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from graph.grounding.times import ZONES
 from graph.sentences import sentence_spans
 from graph.trace_ids import TRACE_ID_PATTERN
 
@@ -134,57 +136,54 @@ _DOTTED = r"[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?"
 _NOT_IN_NAME_BEFORE = r"(?<![\w./:@-])"
 _NOT_IN_NAME_AFTER = r"(?![\w/@-]|\.\w)"
 
-_VERSION_BODY = (
-    r"\d++\.\d++\.\d++(?:[-+][0-9a-z][0-9a-z.-]{0,40}[0-9a-z])?"
-    r"|v\d++(?:\.\d++)++(?:[-+][0-9a-z.-]{0,40}[0-9a-z])?"
-)
+_SUFFIX = r"(?:-[0-9a-z](?:[0-9a-z.-]{0,40}[0-9a-z])?)?(?:\+[0-9a-z](?:[0-9a-z.-]{0,40}[0-9a-z])?)?"
+_VERSION_BODY = rf"\d++\.\d++\.\d++{_SUFFIX}|v\d++(?:\.\d++)++{_SUFFIX}"
 _IMAGE = re.compile(
     _NOT_IN_NAME_BEFORE
     + r"((?:[a-z0-9][a-z0-9.-]{0,252}(?::\d+)?/){0,8}[a-z0-9][a-z0-9._-]{0,254})"
-    + r"(?::([a-z0-9_](?:[a-z0-9_.-]{0,126}[a-z0-9_])?))?(@sha256:[0-9a-f]{64})?"
+    + r"(?::([a-z0-9_](?:[a-z0-9_.-]{0,126}[a-z0-9_])?))?(@sha256:[0-9a-f]{7,64})?"
     + _NOT_IN_NAME_AFTER,
     re.IGNORECASE,
 )
+# Zones as models write them: upper case ("PT", "CEST"), or "utc"/"gmt" in any case.
+_ZONE = (
+    rf"(?:(?-i:{'|'.join(sorted((z.upper() for z in ZONES), key=len, reverse=True))})"
+    r"|(?i:utc|gmt))"
+)
+_SHIFT = r"[+-]\d{1,2}(?::?\d{2})?"
 _ISO_TIME = re.compile(
     r"(?<![\w:.-])(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}(?::\d{2})?)(?:\.\d{1,9})?"
-    r"(\s?(?:Z|UTC|GMT)|[+-]\d{2}:?\d{2})?(?![\w:])",
+    rf"(\s?{_ZONE}(?:{_SHIFT})?\b|[+-]\d{{2}}:?\d{{2}})?(?!\w|:\d)",
     re.ASCII,
 )
-ZONES = {
-    "utc": 0,
-    "gmt": 0,
-    "z": 0,
-    "cet": 60,
-    "cest": 120,
-    "bst": 60,
-    "eet": 120,
-    "eest": 180,
-    "est": -300,
-    "edt": -240,
-    "cst": -360,
-    "cdt": -300,
-    "mst": -420,
-    "mdt": -360,
-    "pst": -480,
-    "pdt": -420,
-    "jst": 540,
-}
-_ZONE_NAMES = "|".join(sorted(ZONES, key=len, reverse=True))
 _CLOCK = re.compile(
     r"(?<![\w:.-])([01]?\d|2[0-3]):([0-5]\d)(?::([0-5]\d))?(?:\s?(?i:[ap]\.?m\b\.?))?"
-    rf"(?:\s?(?i:({_ZONE_NAMES})(?:[+-]\d{{1,2}}(?::?\d{{2}})?)?\b)|\s?([+-]\d{{2}}:?\d{{2}}))?"
+    rf"(?:\s?({_ZONE})(?:{_SHIFT})?\b|\s?([+-]\d{{2}}:?\d{{2}}))?"
     r"(?!\w|[:.]\d)",
     re.ASCII,
 )
+# A number followed by one of these counts something: "revision 11, 3 pods" lists no
+# revision 3.
+_COUNTED = (
+    r"(?![ \t]*+(?:pods?|replicas?|containers?|restarts?|nodes?|instances?|errors?|requests?"
+    r"|traces?|spans?|calls?|lines?|events?|times|minutes?|mins?|hours?|hrs?|h|days?|seconds?"
+    r"|secs?|s|ms|percent|%|x)\b)"
+)
 _REVISION = re.compile(
-    r"\b(?:revisions?|revs?\.?)(?:[ \t]++(?:is|was|number|no\.))?[ \t]*+[#:=]?[ \t]*+(\d++)"
-    r"(?![.,]\d)"
-    r"((?:[ \t]*+(?:,|and|or|to|->|→|–|-)[ \t]*+#?\d++\b(?![.,]\d))*+)",
+    r"(?:\b(?:revisions?|revs?\.?)(?:[ \t]++(?:is|was|number|no\.)|[ \t]++(?:of|for)[ \t]++"
+    r"[\w`*.-]{1,63}(?=[ \t]*+[:=])|[ \t]++(?:of|for)[ \t]++[\w`*.-]{1,63}[ \t]++(?:is|was))?"
+    r"[ \t]*+[#:=]?[ \t]*+"
+    r"|(?<![\w.-])(?-i:r)(?=\d)"
+    r"|\b(?:roll(?:ed|ing)?[ \t]+(?:[\w`*-]+[ \t]+)?back|rollback|revert(?:ed|ing)?)[ \t]++"
+    r"(?:[\w`*-]+[ \t]++){0,2}?(?:from|to)[ \t]++(?=\d++(?![.,]\d)" + _COUNTED + r"))(\d++)"
+    r"(?![.,]\d)(?![\w-]|\.\w)"
+    r"((?:[ \t]*+(?:,|and\b|or\b|to\b|->|→|–|-)[ \t]*+(?:rev(?:ision)?[ \t]*+)?#?\d++\b"
+    rf"(?![.,]\d){_COUNTED})*+)",
     re.IGNORECASE,
 )
 _VERSION = re.compile(rf"(?<![\w.:/@-])({_VERSION_BODY})(?![.]?\w|-\w)", re.IGNORECASE)
 _CUE_VERSION = re.compile(
-    r"\b(?:version|release|build)[ \t]++(v?\d++(?:\.\d++)*+)(?![.]?\w)", re.IGNORECASE
+    rf"\b(?:version|release|build)[ \t]++(v?\d++(?:\.\d++)*+{_SUFFIX})(?![.]?\w)", re.IGNORECASE
 )
 _POD_SHAPE = re.compile(
     _NOT_IN_NAME_BEFORE + rf"({_LABEL}-([a-z0-9]{{6,10}})-[a-z0-9]{{5}})" + _NOT_IN_NAME_AFTER
@@ -299,7 +298,18 @@ _ROLE_LATER = re.compile(
 _ROLE_BREAK = re.compile(r"[;:.!?\n\x1f]|\s[-–—]\s")
 
 
+# "the previous version of cart was 5.1.0", "current revision for cart: 11"
+_ROLE_OF = re.compile(
+    r"\b(current|latest|new|newest|previous|prior|earlier|older|old|last-good)[\s*_`]+"
+    r"(?:version|revision|rev|release|image|tag|build)[\s*_`]+(?:of|for)[\s*_`]+[\w.-]+"
+    r"[\s*_`]*+(?:is|was|:|=)[\s*_`#]*+$",
+    re.IGNORECASE,
+)
+
+
 def _role(scan: str, start: int, end: int) -> Role | None:
+    if of := _ROLE_OF.search(scan, max(0, start - 100), start):
+        return _ROLE_WORDS[of.group(1).lower()]
     after = _ROLE_AFTER.match(scan, end) or _ROLE_LATER.match(scan, end)
     if after:
         word = (after.group(1) or "current").lower()
@@ -329,6 +339,8 @@ def _plain_name(kind: ClaimKind, name: str, cue: str) -> bool:
     """Whether a plain word after a kind word names something: "namespace shop", "service
     checkout" do; "deployment moved", "deploy lines up", "services refuse" do not."""
     word = name.lower()
+    if kind == "pod" and POD_SUFFIX.fullmatch(word) and cue.lower().startswith("pod"):
+        return True  # "pod h4kzp"
     if kind in _SHAPED_KINDS or word in _NOT_NAMES:
         return False
     if re.search(r"(?:ed|ing|ly)$", word):  # a verb or an adverb: "rolled", "serving"
@@ -395,10 +407,19 @@ class _Collector:
 
 
 def normalise(kind: ClaimKind | str, value: str) -> str:
-    value = value.strip().strip("\"'`").lower()
-    if kind == "version" and value.startswith("v") and value[1:2].isdigit():
-        return value[1:]
-    return value
+    """A value as it is compared: names in lower case (Kubernetes names are); a version
+    without its "v" and an image's tag in the case written (tags and semver pre-release
+    and build parts are case-sensitive)."""
+    value = value.strip().strip("\"'`")
+    if kind == "version":
+        return value[1:] if value[:1] in "vV" and value[1:2].isdigit() else value
+    if kind == "image":
+        reference, at, digest = value.partition("@")
+        repository, sep, tag = reference.rpartition(":")
+        if not sep or "/" in tag:
+            repository, tag = reference, ""
+        return repository.lower() + (":" + tag if tag else "") + at + digest.lower()
+    return value.lower()
 
 
 def _images(c: _Collector) -> None:
@@ -422,6 +443,10 @@ def _attributes(c: _Collector) -> None:
             continue
         if kind not in ("version", "image") and not _name_claim(kind, value):
             continue
+        if kind == "image" and separator == ":" and c.scan[m.start(2) - 1].isspace():
+            if "/" not in value and ":" not in value:  # "image :42": a tag alone
+                c.add("image", m.start(2), m.end(3), ":" + value)
+                continue
         c.add(kind, m.start(3), m.end(3))
 
 
@@ -509,7 +534,7 @@ def _names_before(c: _Collector, m: re.Match[str]) -> bool:
     )
 
 
-_LIST_ITEM = re.compile(rf"[ \t]*+(?:,|and|or|&)[ \t]*+({_DOTTED})(?![\w/-])", re.IGNORECASE)
+_LIST_ITEM = re.compile(rf"[ \t]*+(?:,|and\b|or\b|&)[ \t]*+({_DOTTED})(?![\w/-])", re.IGNORECASE)
 
 
 def _listed(c: _Collector, kind: ClaimKind, position: int) -> None:
@@ -521,10 +546,17 @@ def _listed(c: _Collector, kind: ClaimKind, position: int) -> None:
         position = m.end()
 
 
+# The alphabet of the random suffix Kubernetes gives a ReplicaSet's pods (no vowels, no
+# 0, 1 or 3): "h4kzp" in "pods `h4kzp` and `w9t2r`" is a pod's suffix.
+POD_SUFFIX = re.compile(r"[bcdfghjklmnpqrstvwxz2456789]{5}")
+
+
 def _code_names(c: _Collector) -> None:
     for start, end in c.code:
         m = _CODE_NAME.fullmatch(c.scan, start, end)
-        if m and re.search(r"[-\d]", m.group(1)) and re.search(r"[a-z]", m.group(1)):
+        if m and POD_SUFFIX.fullmatch(m.group(1)):
+            c.add("pod", m.start(1), m.end(1))
+        elif m and re.search(r"[-\d]", m.group(1)) and re.search(r"[a-z]", m.group(1)):
             name = m.group(1)
             if name.count(".") and not re.search(r"-", name):
                 continue  # `service.name`, `http.status_code`: attribute keys, not names
@@ -565,9 +597,102 @@ _PASSES = (
 )
 
 
-def find_claims(draft: str) -> list[Claim]:
-    """Every fact-identifier `draft` states, in order of position."""
+def node_family(name: str) -> tuple[str, int, str]:
+    """What the names of a cluster's nodes share: the first word, the number of parts and
+    the domain ("node-a1": node, 2, ""; "ip-10-0-1-23.ec2.internal": ip, 5, ec2.internal)."""
+    host, _, domain = name.partition(".")
+    parts = host.split("-")
+    return parts[0], len(parts), domain
+
+
+_HOST = re.compile(
+    r"(?<![\w./:@-])([a-z][a-z0-9]*(?:-[a-z0-9]+)+(?:\.[a-z0-9-]+)*)(?![\w/@-]|\.\w)"
+)
+
+
+def _bare_nodes(c: _Collector, nodes: Sequence[str]) -> None:
+    """Node names written alone ("sits on node-a1", "| node-b2 |"): a name shaped like the
+    nodes the evidence knows (the same first word, parts and domain, with a digit)."""
+    families = {node_family(n) for n in nodes}
+    if not families:
+        return
+    for m in _HOST.finditer(c.scan):
+        name = m.group(1)
+        if (name in nodes or re.search(r"\d", name)) and node_family(name) in families:
+            c.add("node", m.start(1), m.end(1))
+
+
+MAX_NEAR = 400  # tokens compared with the known names in one draft
+
+
+def _distance_at_most(a: str, b: str, limit: int) -> bool:
+    """Whether `a` and `b` are within `limit` edits (Levenshtein, banded)."""
+    if abs(len(a) - len(b)) > limit:
+        return False
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb))
+        if min(current) > limit:
+            return False
+        previous = current
+    return previous[-1] <= limit
+
+
+_TOKEN = re.compile(r"(?<![\w./:@-])([a-z0-9][a-z0-9.-]*[a-z0-9])(?![\w/@-]|\.\w)")
+
+
+def _extends(a: str, b: str) -> bool:
+    """One name is the other with a part added: `postgres-0` of `postgres`, `cart-v2`."""
+    short, long = sorted((a, b), key=len)
+    return long.startswith(short) and long[len(short) : len(short) + 1] in ("-", ".")
+
+
+def _near_known(c: _Collector, known: Mapping[str, Sequence[str]]) -> None:
+    """A name one or two characters off a name the evidence knows ("nore-b1" beside
+    node-b1, a pod suffix `jpepk` beside `jpnpk`): the near miss a model writes when it
+    misremembers. It is a claim of that name's kind, so it is checked and not passed over."""
+    by_length: dict[int, list[tuple[str, ClaimKind]]] = {}
+    for kind, names in known.items():
+        for name in names:
+            by_length.setdefault(len(name), []).append((name, kind))  # type: ignore[arg-type]
+    seen = 0
+    for m in _TOKEN.finditer(c.scan):
+        token = m.group(1)
+        coded = c.in_code(m.start(1), m.end(1))
+        if len(token) < 4 or not (coded or re.search(r"[-\d]", token)) or token.isdigit():
+            continue
+        if not c.free(m.start(1), m.end(1)):
+            continue
+        seen += 1
+        if seen > MAX_NEAR:
+            return
+        limit = 1 if len(token) < 12 else 2
+        for size in range(len(token) - limit, len(token) + limit + 1):
+            match = next(
+                (
+                    kind
+                    for name, kind in by_length.get(size, [])
+                    if name != token
+                    and not _extends(token, name)
+                    and _distance_at_most(token, name, limit)
+                ),
+                None,
+            )
+            if match is not None:
+                c.add(match, m.start(1), m.end(1))
+                break
+
+
+def find_claims(draft: str, known: Mapping[str, Sequence[str]] | None = None) -> list[Claim]:
+    """Every fact-identifier `draft` states, in order of position. `known` holds the names
+    the evidence knows by kind: a bare name shaped like its nodes is read as a node's, and
+    a name a character or two off a known one as a claim of that kind."""
     collector = _Collector(draft, _scan(draft))
     for extract in _PASSES:
         extract(collector)
+    if known:
+        _bare_nodes(collector, known.get("node", ()))
+        _near_known(collector, known)
     return sorted(collector.claims, key=lambda claim: claim.start)

@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 from typing import Literal
 
-from graph.grounding.check import ClaimCheck, Finding, check_of, judge, subject_of
+from graph.grounding.check import ClaimCheck, Finding, check_of, judge, order_of, subject_of
 from graph.grounding.claims import MAX_CLAIMS, Claim, find_claims
 from graph.grounding.evidence import Evidence, Fact
 from graph.grounding.sources import LiveSources, lookups_for
@@ -18,6 +18,7 @@ from graph.sentences import cut_sentences
 GroundingMode = Literal["remove", "mark"]
 UNVERIFIED_MARK = " _(unverified)_"
 UNCHECKED_MARK = " _(unchecked)_"
+NOT_ASKED = Finding("unchecked", why="tracegate has no live source to look it up")
 TOO_MANY = Finding("unchecked", why=f"more than {MAX_CLAIMS} facts in one answer")
 
 
@@ -29,8 +30,8 @@ async def ground_draft(
 ) -> tuple[list[Claim], list[ClaimCheck]]:
     """Every claim of `draft` and its check, in order. Past MAX_CLAIMS, claims are left
     unchecked (a draft with hundreds of facts is not an answer anyone reads whole)."""
-    claims = find_claims(draft)
     evidence = Evidence(facts)
+    claims = find_claims(draft, known_names(evidence))
     revisions = _paired_revisions(draft, claims)
     findings = [
         judge(c, draft, evidence, tolerance_s, revisions.get(i))
@@ -38,7 +39,16 @@ async def ground_draft(
     ]
     findings += [TOO_MANY] * (len(claims) - len(findings))
     unresolved = [i for i, f in enumerate(findings) if f.status is None]
-    if unresolved and sources is not None:
+    if unresolved and sources is None:  # nothing to ask: what a source could settle is unchecked
+        for i in unresolved:
+            if lookups_for(
+                claims[i],
+                subject_of(claims[i], draft, evidence, evidence.subjects()),
+                evidence,
+                ["?"],
+            ):
+                findings[i] = NOT_ASKED
+    elif unresolved and sources is not None:
         named = {c.value for c in claims if c.kind in ("deployment", "service", "workload")}
         subjects = evidence.subjects() | named
         wanted = {
@@ -58,10 +68,69 @@ async def ground_draft(
             if finding.status is None and failed:
                 finding = Finding("unchecked", why=failed[0])
             findings[i] = finding
+    for first, second, back in _ordered_pairs(draft, claims[:MAX_CLAIMS]):
+        if findings[first].status == "grounded" and findings[second].status == "grounded":
+            wrong = _out_of_order(claims[first], claims[second], back, draft, evidence)
+            if wrong is not None:
+                findings[first] = wrong
     return claims, [check_of(c, f) for c, f in zip(claims, findings, strict=True)]
 
 
-_WITH_REVISION = re.compile(r"[\s`*_]*+[(,:]?[\s`*_]*+(?:image|version|tag|runs?|ran)?[\s`*_]*+")
+def known_names(evidence: Evidence) -> dict[str, list[str]]:
+    """The names the evidence knows, by kind, for reading bare and near-miss names."""
+    pods = evidence.values("pod")
+    return {
+        "node": evidence.values("node"),
+        "pod": pods + [p.rsplit("-", 1)[1] for p in pods if "-" in p],
+        "replicaset": evidence.values("replicaset"),
+        "deployment": evidence.values("deployment"),
+        "service": evidence.values("service"),
+    }
+
+
+_FROM_TO = re.compile(r"[\s`*_]*+(?:to|→|->|=>)[\s`*_]*+(?:revision\s+|rev\s+|version\s+|v(?=\d))?")
+_FROM = re.compile(r"\bfrom[\s`*_]*+(?:revision\s+|rev\s+|version\s+)?$", re.IGNORECASE)
+_BACKWARDS = re.compile(
+    r"\b(?:roll(?:ed|ing)?[\s-]*back|rollback|revert\w*|undo\w*|downgrad\w*)", re.I
+)
+
+
+def _ordered_pairs(draft: str, claims: Sequence[Claim]) -> list[tuple[int, int, bool]]:
+    """Versions or revisions written as a change, "from 1.41.3 to 1.42.0", "41 → 42": the
+    pair, and whether the change goes back (a rollback goes from newer to older)."""
+    pairs = []
+    for i in range(len(claims) - 1):
+        a, b = claims[i], claims[i + 1]
+        if a.kind != b.kind or a.kind not in ("version", "revision"):
+            continue
+        if not _FROM_TO.fullmatch(draft, a.end, b.start):
+            continue
+        lead = draft[max(a.sentence[0], a.start - 120) : a.start]
+        arrow = not re.search(r"\bto\b", draft[a.end : b.start])
+        if arrow or _FROM.search(lead):
+            pairs.append((i, i + 1, bool(_BACKWARDS.search(lead))))
+    return pairs
+
+
+def _out_of_order(a: Claim, b: Claim, back: bool, draft: str, evidence: Evidence) -> Finding | None:
+    """A change written in the wrong order for the rollout history: "upgraded from 1.42.0
+    to 1.41.3" when 1.41.3 is the older release."""
+    subject = subject_of(a, draft, evidence, evidence.subjects())
+    if subject is None:
+        return None
+    first, second = order_of(a, subject, evidence), order_of(b, subject, evidence)
+    if first is None or second is None or first == second:
+        return None
+    if (first > second) != back:
+        which = "after" if first > second else "before"
+        why = f"{subject} ran {a.text} {which} {b.text} (revisions {first} and {second})"
+        return Finding("ungrounded", why=why)
+    return None
+
+
+_WITH_REVISION = re.compile(
+    r"[\s`*_]*+[(,:=]?[\s`*_]*+(?:is|was|image|version|tag|runs?|ran)?[\s`*_]*+"
+)
 
 
 def _paired_revisions(draft: str, claims: Sequence[Claim]) -> dict[int, Claim]:

@@ -1,10 +1,11 @@
 """Live look-ups: a claim not in the evidence is checked at its source, all at once, bounded.
 
 Deployments, their revisions, images and versions, and ReplicaSet names are read from the
-cluster through the same read API the rollout-history tool uses; service names from Tempo's
-tag values. Pods, nodes and times are not looked up: they are grounded by the evidence (the
-pod, event, metric and log tools hand them over as facts) or not at all. A source that
-cannot be reached (or answers nonsense) leaves the claims that needed it *unchecked*.
+cluster through the same read API the rollout-history tool uses; pods by name; service
+names from Tempo's tag values. Nodes and times are not looked up: they are grounded by the
+evidence (the pod, event, metric and log tools hand them over as facts) or not at all. A
+look-up that did not run — past MAX_LOOKUPS, a source that cannot be reached, that timed
+out or answers nonsense — leaves the claims that needed it *unchecked*, never ungrounded.
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ import asyncio
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from gates.cluster import ClusterError, DeploymentNotFound, KubernetesCluster
+from gates.cluster import ClusterError, DeploymentNotFound, KubernetesCluster, NotFound
 from graph.grounding.claims import Claim
 from graph.grounding.evidence import Evidence, Fact, fact
 from graph.tools.kubernetes import rollout_facts
 from graph.tools.tempo import TempoClient, TempoQueryError, TempoUnavailable
 
-MAX_LOOKUPS = 8  # Deployments read for one draft
+MAX_LOOKUPS = 8  # Deployments (and pods) read for one draft; the rest are left unchecked
 MAX_NAMESPACES = 3  # namespaces a bare Deployment name is looked for in
 SERVICE_TAG = "resource.service.name"
 SERVICES = "services"  # the look-up of Tempo's service names
@@ -34,6 +35,10 @@ class LookupResult:
 
 def deployment_key(namespace: str, name: str) -> str:
     return f"deployment {namespace}/{name}"
+
+
+def pod_key(namespace: str, name: str) -> str:
+    return f"pod {namespace}/{name}"
 
 
 def lookups_for(
@@ -57,7 +62,10 @@ def lookups_for(
     elif claim.kind in ("revision", "version", "image") and subject:
         names = [subject]
     elif claim.kind == "image":
-        names = [claim.value.rsplit("/", 1)[-1].split(":", 1)[0].split("@", 1)[0]]
+        repository = claim.value.rsplit("/", 1)[-1].split("@", 1)[0].split(":", 1)[0]
+        names = [repository] if repository else []
+    elif claim.kind == "pod" and "-" in claim.value:
+        return [pod_key(ns, claim.value) for ns in namespaces]
     keys += [deployment_key(ns, name) for ns in namespaces for name in names]
     return keys
 
@@ -78,9 +86,16 @@ class LiveSources:
 
     async def look_up(self, keys: Iterable[str]) -> LookupResult:
         wanted = list(dict.fromkeys(keys))
-        deployments = [k for k in wanted if k.startswith("deployment ")][:MAX_LOOKUPS]
+        reads = [k for k in wanted if k.startswith(("deployment ", "pod "))]
         result = LookupResult()
-        tasks = [self._deployment(key, result) for key in deployments]
+        for key in reads[MAX_LOOKUPS:]:
+            result.failed[key] = f"not looked up: more than {MAX_LOOKUPS} look-ups for one answer"
+        tasks = [
+            self._deployment(key, result)
+            if key.startswith("deployment ")
+            else self._pod(key, result)
+            for key in reads[:MAX_LOOKUPS]
+        ]
         if SERVICES in wanted:
             tasks.append(self._services(result))
         await asyncio.gather(*tasks)
@@ -99,6 +114,20 @@ class LiveSources:
             result.failed[key] = f"the Kubernetes API could not be read ({exc})"
             return
         result.facts += rollout_facts(namespace, name, snap, f"live lookup: Kubernetes {key}")
+
+    async def _pod(self, key: str, result: LookupResult) -> None:
+        namespace, _, name = key.removeprefix("pod ").partition("/")
+        if self._cluster is None:
+            result.failed[key] = "tracegate has no cluster access configured"
+            return
+        try:
+            await self._cluster.pod(namespace, name)
+        except NotFound:
+            return  # asked and answered: there is no such pod
+        except ClusterError as exc:
+            result.failed[key] = f"the Kubernetes API could not be read ({exc})"
+            return
+        result.facts.append(fact("pod", name, f"live lookup: Kubernetes {key}"))
 
     async def _services(self, result: LookupResult) -> None:
         if self._tempo is None:
