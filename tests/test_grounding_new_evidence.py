@@ -81,8 +81,10 @@ async def test_an_invented_pod_node_and_time_are_not_grounded_by_the_pods_tool(
     checks = await _checks(
         "Pod payment-api-a9dfd1c984-zzzzz on node node-x9 was OOM-killed at 09:00 UTC.", facts
     )
+    # no live source here: the pod could be looked up, so it is unchecked; nodes and times
+    # have no source but the evidence, which contradicts them
     assert {text: c["status"] for text, c in checks.items()} == {
-        "payment-api-a9dfd1c984-zzzzz": "ungrounded",
+        "payment-api-a9dfd1c984-zzzzz": "unchecked",
         "node-x9": "ungrounded",
         "09:00 UTC": "ungrounded",
     }
@@ -139,4 +141,4 @@ async def test_a_pod_named_by_a_log_streams_labels_is_grounded_by_the_log_query(
         "Pod payment-api-abc12 logged boom; pod payment-api-zzz99 did not.", facts
     )
     assert checks["payment-api-abc12"]["status"] == "grounded"
-    assert checks["payment-api-zzz99"]["status"] == "ungrounded"
+    assert checks["payment-api-zzz99"]["status"] == "unchecked"  # no cluster to ask

@@ -63,7 +63,9 @@ _ROLLOUT_WORDS = re.compile(
 )
 _SYMPTOM_WORDS = re.compile(
     r"\b(?:errors?|fail\w*|alerts?|fir(?:ed|ing)|5\d\ds?|5xxs?|spikes?|latenc\w*|timeouts?"
-    r"|start(?:ed|s)?|began|begin\w*|broke|crash\w*)\b",
+    r"|start(?:ed|s)?|began|begin\w*|broke|crash\w*|oom\w*|killed|restart\w*|evicted"
+    r"|back(?:ing)?[\s-]?off|unhealthy|unready|down|outage|degraded|paged|exhausted"
+    r"|throttl\w*|saturat\w*|terminated|stopped|recovered|resolved|died|panick?\w*)\b",
     re.I,
 )
 
@@ -171,13 +173,20 @@ def _image(claim: Claim, subject: str | None, evidence: Evidence) -> Finding:
     for image in own or evidence.values("image"):
         if image_matches(claim.value, image):
             return _grounded(evidence.find(["image"], image)) or Finding(None)
-    if own:  # of the service named, none of its images: whose is it?
+    if own and subject:  # of the service named, none of its images: whose is it?
         other = next((i for i in evidence.values("image") if image_matches(claim.value, i)), None)
-        if other is not None:
-            owner = (evidence.find(["image"], other) or {}).get("subject")
-            why = f"{claim.text} is {owner}'s, not {subject}'s" if owner else ""
-            return Finding("ungrounded" if owner else None, held=tuple(own), why=why)
+        owner = (evidence.find(["image"], other) or {}).get("subject") if other else None
+        why = f"{claim.text} is {owner}'s, not {subject}'s" if owner else ""
+        if not owner and _has_history(subject, evidence):
+            why = f"{subject}'s rollout history has no image {claim.text}"
+        return Finding("ungrounded" if why else None, held=tuple(own), why=why)
     return Finding(None, held=tuple(own or evidence.values("image")))
+
+
+def _has_history(subject: str, evidence: Evidence) -> bool:
+    """Whether the evidence holds `subject`'s rollout history (every revision it kept, with
+    what each ran): what it lacks, the Deployment did not run."""
+    return any(f.get("revision") for f in evidence.facts_of("version", subject))
 
 
 def _same_version(claimed: str, held: str) -> bool:
@@ -199,7 +208,9 @@ def _version(claim: Claim, subject: str | None, evidence: Evidence) -> Finding:
         others = evidence.find(["version"], claim.value)
         owner = others.get("subject") if others else None
         why = f"{claim.text} is {owner}'s, not {subject}'s" if owner else ""
-        status: ClaimStatus | None = "ungrounded" if owner else None
+        if not owner and subject and _has_history(subject, evidence):
+            why = f"{subject}'s rollout history has no {claim.text}"
+        status: ClaimStatus | None = "ungrounded" if why else None
         return Finding(status, held=tuple(own), why=why)
     if subject:  # the service named runs no version the evidence knows: ask its source
         return Finding(None, why=f"no version of {subject} in the evidence")
@@ -325,6 +336,7 @@ def _stated(draft: str, claim: Claim, year: int) -> tuple[str | None, date | Non
 
 
 _HAS_CLOCK = re.compile(r"\d:\d\d")
+_YESTERDAY = re.compile(r"\byesterday\b", re.IGNORECASE)
 
 
 def _time(claim: Claim, draft: str, evidence: Evidence, tolerance_s: float) -> Finding:
@@ -338,6 +350,8 @@ def _time(claim: Claim, draft: str, evidence: Evidence, tolerance_s: float) -> F
         return Finding("unchecked", why=f"{exc} names more than one time zone")
     if written is None:
         return Finding("unchecked", why=f"{claim.text} is not a time tracegate can read")
+    before = draft[claim.sentence[0] : claim.start]
+    written = written.dated(newest, tolerance_s, 1 if _YESTERDAY.search(before) else 0)
     about = _about(draft, claim)
     if about == "rollout":
         subject = subject_of(claim, draft, evidence, evidence.subjects())

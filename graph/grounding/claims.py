@@ -443,10 +443,10 @@ def _attributes(c: _Collector) -> None:
             continue
         if kind not in ("version", "image") and not _name_claim(kind, value):
             continue
-        if kind == "image" and separator == ":" and c.scan[m.start(2) - 1].isspace():
-            if "/" not in value and ":" not in value:  # "image :42": a tag alone
-                c.add("image", m.start(2), m.end(3), ":" + value)
-                continue
+        tag_alone = "/" not in value and ":" not in value  # "image :42"
+        if kind == "image" and separator == ":" and c.scan[m.start(2) - 1].isspace() and tag_alone:
+            c.add("image", m.start(2), m.end(3), ":" + value)
+            continue
         c.add(kind, m.start(3), m.end(3))
 
 

@@ -122,20 +122,30 @@ class WrittenTime:
     tz: tzinfo
     zoned: bool  # the zone was written (or carried), not assumed
 
-    def near(self, instant: float, tolerance_s: float) -> bool:
-        """Whether `instant` is this time, within the tolerance (and the precision written)."""
-        seen = datetime.fromtimestamp(instant, self.tz)
-        slack = tolerance_s + self.precision - 1
+    def on(self, day: date) -> datetime:
+        """This clock on `day`, as a wall-clock time of its zone (DST-correct for the date)."""
+        return datetime.combine(day, datetime.min.time()) + timedelta(seconds=self.second)
+
+    def dated(self, latest: float, tolerance_s: float, days_back: int = 0) -> WrittenTime:
+        """A time written without a date is the last such clock up to `latest` (the newest
+        instant the evidence holds), `days_back` days earlier ("yesterday")."""
         if self.day is not None:
-            written = datetime.combine(self.day, datetime.min.time(), self.tz) + timedelta(
-                seconds=self.second
-            )
-            # a fixed-offset or IANA zone: compare wall clocks (DST-correct for the date)
-            gap = (written.replace(tzinfo=None) - seen.replace(tzinfo=None)).total_seconds()
-            return -slack <= gap <= slack
-        clock = seen.hour * 3600 + seen.minute * 60 + seen.second
-        gap = (self.second - clock) % 86400
-        return min(gap, 86400 - gap) <= slack
+            return self
+        newest = datetime.fromtimestamp(latest + tolerance_s + self.precision, self.tz)
+        day = newest.date()
+        if self.on(day) > newest.replace(tzinfo=None):
+            day -= timedelta(days=1)
+        return WrittenTime(
+            self.second, self.precision, day - timedelta(days=days_back), self.tz, self.zoned
+        )
+
+    def near(self, instant: float, tolerance_s: float) -> bool:
+        """Whether `instant` is this time, within the tolerance (and the precision written):
+        the instant's wall clock in this time's zone against the clock written."""
+        assert self.day is not None, "a time is compared once it has its date (dated())"
+        seen = datetime.fromtimestamp(instant, self.tz).replace(tzinfo=None)
+        slack = tolerance_s + self.precision - 1
+        return abs((self.on(self.day) - seen).total_seconds()) <= slack
 
 
 _CLOCK_TEXT = re.compile(
