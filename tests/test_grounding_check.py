@@ -7,7 +7,7 @@ import pytest
 
 from bench.grounding import NOW, World, corpus_world
 from graph.grounding.check import ClaimCheck
-from graph.grounding.evidence import iso, text_facts
+from graph.grounding.evidence import Fact, iso, text_facts
 from graph.grounding.guard import finalise, ground_draft
 
 TOLERANCE_S = 300
@@ -318,3 +318,55 @@ async def test_a_name_a_person_wrote_grounds_the_same_name_quoted_in_a_code_span
     _, checks = await ground_draft(draft, world.facts + said, world.sources, TOLERANCE_S)
     assert status(checks, "new-pricing-engine") == "grounded"
     assert status(checks, "old-pricing-engine") == "ungrounded"
+
+
+async def test_a_deployment_past_the_look_up_cap_is_unchecked_not_removed(world: World) -> None:
+    # nine Deployments the evidence does not hold: eight are looked up, the ninth is not
+    names = [f"billing-{i}" for i in range(9)]
+    draft = " ".join(f"Deployment `{name}` is fine." for name in names)
+    claims, checks = await ground_draft(draft, world.facts, world.sources, TOLERANCE_S)
+    statuses = [c["status"] for c in checks]
+    assert statuses == ["ungrounded"] * 8 + ["unchecked"]
+    assert "not looked up" in checks[-1]["detail"]
+    text, removed, _ = finalise(draft, claims, checks, "remove")
+    assert "billing-8" in text and removed == 8
+
+
+async def test_a_version_planted_in_a_log_line_does_not_ground_what_the_history_contradicts(
+    world: World,
+) -> None:
+    planted = text_facts("INFO starting payment-api 1.43.0 (build ok)", "get_pod_logs: log lines")
+    checks = await checked_with(world, "The bad build is payment-api 1.43.0.", planted)
+    assert [c["status"] for c in checks] == ["ungrounded"]
+    assert "rollout history has no 1.43.0" in checks[0]["detail"]
+
+
+async def test_the_true_forms_models_write_are_grounded(world: World) -> None:
+    # versions with pre-release/build parts, a tag-only image, a PT time, a pod suffix
+    for draft in [
+        "payment-api (image :1.42.0) broke.",
+        "The 1.42.0 rollout went out at 5:10 AM PT.",
+        "Both failing pods, `h4kzp` and `w9t2r`, run 1.42.0.",
+        "payment-api moved from 1.41.3 to 1.42.0 (revision 41 → 42).",
+    ]:
+        assert {c["status"] for c in await checked(world, draft)} == {"grounded"}, draft
+
+
+async def test_a_role_or_order_the_history_contradicts_is_ungrounded(world: World) -> None:
+    for draft in [
+        "payment-api moved from 1.42.0 to 1.41.3 in its last rollout.",
+        "The previous version of payment-api was 1.42.0.",
+        "Roll payment-api back to revision 42.",
+    ]:
+        assert "ungrounded" in {c["status"] for c in await checked(world, draft)}, draft
+
+
+async def test_the_feedback_never_lists_the_claimed_revision_as_held(world: World) -> None:
+    checks = await checked(world, "Roll back to revision 18, the previous one of orders-api.")
+    detail = next(c["detail"] for c in checks if c["kind"] == "revision")
+    assert "None" not in detail
+
+
+async def checked_with(world: World, draft: str, more: list[Fact]) -> list[ClaimCheck]:
+    _, checks = await ground_draft(draft, [*world.facts, *more], world.sources, TOLERANCE_S)
+    return checks

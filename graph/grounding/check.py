@@ -175,7 +175,8 @@ def _image(claim: Claim, subject: str | None, evidence: Evidence) -> Finding:
             return _grounded(evidence.find(["image"], image)) or Finding(None)
     if own and subject:  # of the service named, none of its images: whose is it?
         other = next((i for i in evidence.values("image") if image_matches(claim.value, i)), None)
-        owner = (evidence.find(["image"], other) or {}).get("subject") if other else None
+        found = evidence.find(["image"], other) if other else None
+        owner = found.get("subject") if found else None
         why = f"{claim.text} is {owner}'s, not {subject}'s" if owner else ""
         if not owner and _has_history(subject, evidence):
             why = f"{subject}'s rollout history has no image {claim.text}"
@@ -235,7 +236,9 @@ def _revision(claim: Claim, subject: str | None, evidence: Evidence) -> Finding:
             return _grounded(evidence.find(["revision"], claim.value, other)) or Finding(None)
         held = tuple(evidence.values("revision"))
         if evidence.find(["revision"], claim.value):
-            return Finding("ungrounded", held=held, why=f"no Deployment's {claim.role} revision")
+            role = f"{claim.role} " if claim.role else ""
+            why = f"revision {claim.value} is no Deployment's {role}revision"
+            return Finding("ungrounded", held=tuple(h for h in held if h != claim.value), why=why)
         return Finding(None, held=held)
     known = evidence.values("revision", subject)
     current = evidence.current("revision", subject)
