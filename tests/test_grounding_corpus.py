@@ -1,12 +1,12 @@
 """Grounding precision and recall over the answer corpora (bench/grounding_corpus.py and the
-held-out bench/grounding_heldout.py), the figures `python -m bench.grounding` writes to
+second bench/grounding_second.py), the figures `python -m bench.grounding` writes to
 BENCHMARKS.md."""
 
 from collections.abc import AsyncIterator
 
 import pytest
 
-from bench import grounding_heldout
+from bench import grounding_second
 from bench.grounding import Outcome, World, corpus_world, run_corpus
 from bench.grounding_corpus import CORRECT, INVENTED, Answer
 
@@ -14,7 +14,7 @@ KINDS = {"pod", "replicaset", "deployment", "service", "namespace", "node"}
 KINDS |= {"image", "version", "revision", "time"}
 PAIRS = {
     "first": (CORRECT, INVENTED),
-    "held-out": (grounding_heldout.CORRECT, grounding_heldout.INVENTED),
+    "second": (grounding_second.CORRECT, grounding_second.INVENTED),
 }
 
 
@@ -30,7 +30,7 @@ def test_the_first_corpora_are_large_enough_and_cover_every_kind() -> None:
     assert len({a.style for a in CORRECT}) >= 6
 
 
-@pytest.mark.parametrize("invented", [INVENTED, grounding_heldout.INVENTED])
+@pytest.mark.parametrize("invented", [INVENTED, grounding_second.INVENTED])
 def test_each_invented_value_is_written_once_as_stated(invented: list[Answer]) -> None:
     for answer in invented:
         assert answer.invented and answer.text.count(answer.invented) == 1, answer.text
