@@ -120,7 +120,8 @@ async def test_an_invented_version_is_caught_and_the_corrected_answer_posted(
     assert f"version {INVENTED_VERSION}: ungrounded" in steps
     assert "version 1.42.0: grounded — get_trace" in steps
     feedback = world.gemini.requests[3].text()  # type: ignore[attr-defined]
-    assert f"version '{INVENTED_VERSION}': the evidence holds 1.42.0" in feedback
+    assert f"version '{INVENTED_VERSION}': " in feedback
+    assert f"rollout history has no {INVENTED_VERSION}; the evidence holds 1.42.0" in feedback
 
 
 async def test_the_answer_footer_counts_the_draft_the_trace_guard_sent_back(
