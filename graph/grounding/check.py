@@ -13,6 +13,7 @@ reached leaves it *unchecked*, never grounded. Anything else is *ungrounded*.
 from __future__ import annotations
 
 import functools
+import operator
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from datetime import UTC, date, datetime
 from typing import Literal, TypedDict
 
 from graph.grounding import times
-from graph.grounding.claims import NAME_KINDS, Claim
+from graph.grounding.claims import NAME_KINDS, Claim, image_parts
 from graph.grounding.evidence import ROLLOUT, Evidence, Fact, iso
 
 ClaimStatus = Literal["grounded", "ungrounded", "unchecked"]
@@ -142,21 +143,12 @@ def _shared_prefix(a: str, b: str) -> int:
     )
 
 
-def image_parts(reference: str) -> tuple[str, str, str]:
-    """(repository, tag, digest) of `registry/app:1.42.0`, `app:1.42.0`, `:1.42.0`,
-    `app@sha256:…` (a port in the registry host is not a tag)."""
-    reference, _, digest = reference.partition("@")
-    repository, sep, tag = reference.rpartition(":")
-    if not sep or "/" in tag:
-        repository, tag = reference, ""
-    return repository, tag, digest.removeprefix("sha256:")
-
-
 def image_matches(claimed: str, image: str) -> bool:
     """Whether a written image reference names `image`, part by part: each part written
     must be the image's (a repository by its trailing path, a digest by its prefix)."""
     repository, tag, digest = image_parts(claimed)
     own_repository, own_tag, own_digest = image_parts(image)
+    digest, own_digest = digest.removeprefix("sha256:"), own_digest.removeprefix("sha256:")
     if tag and tag != own_tag:
         return False
     if digest and not (len(digest) >= 7 and own_digest.startswith(digest)):
@@ -188,10 +180,6 @@ def _has_history(subject: str, evidence: Evidence) -> bool:
     """Whether the evidence holds `subject`'s rollout history (every revision it kept, with
     what each ran): what it lacks, the Deployment did not run."""
     return any(f.get("revision") for f in evidence.facts_of("version", subject))
-
-
-def _same_version(claimed: str, held: str) -> bool:
-    return claimed == held
 
 
 def _version(claim: Claim, subject: str | None, evidence: Evidence) -> Finding:
@@ -320,7 +308,7 @@ def _stated(draft: str, claim: Claim, year: int) -> tuple[str | None, date | Non
     if found and _ADJACENT_END.fullmatch(before, found[2]):
         day = found[0]
     zone = times.declared_zone(draft[line_start : claim.start])
-    lines = draft[:line_start].split("\n")[-CARRY_LINES - 1 : -1]
+    lines = draft[:line_start].rsplit("\n", CARRY_LINES + 1)[-CARRY_LINES - 1 : -1]
     blank = 0
     for line in reversed(lines):
         if not line.strip():
@@ -334,8 +322,14 @@ def _stated(draft: str, claim: Claim, year: int) -> tuple[str | None, date | Non
             found = times.date_in(line, year)
             day = found[0] if found else None
     if zone is None:  # "All times are UTC." anywhere before
-        zone = times.declared_zone(draft[: claim.start])
+        zone = next((z for at, z in reversed(_declared(draft)) if at < claim.start), None)
     return zone, day
+
+
+@functools.lru_cache(maxsize=16)
+def _declared(draft: str) -> tuple[tuple[int, str], ...]:
+    """Where a draft declares the zone of its times, and which (read once a draft)."""
+    return times.declared_zones(draft)
 
 
 _HAS_CLOCK = re.compile(r"\d:\d\d")
@@ -406,7 +400,7 @@ def _of_revision(
     if not ran:
         return None
     for item in ran:
-        matches = image_matches if claim.kind == "image" else _same_version
+        matches = image_matches if claim.kind == "image" else operator.eq
         if matches(claim.value, item["value"]):
             return Finding("grounded", item["source"])
     held = tuple(sorted({f["value"] for f in ran}))

@@ -406,6 +406,16 @@ class _Collector:
         return any(s <= start and end <= e for s, e in self.code)
 
 
+def image_parts(reference: str) -> tuple[str, str, str]:
+    """(repository, tag, digest) of `registry/app:1.42.0`, `app:1.42.0`, `:1.42.0`,
+    `app@sha256:…`; a port in the registry host (`host:5000/app`) is not a tag."""
+    reference, _, digest = reference.partition("@")
+    repository, sep, tag = reference.rpartition(":")
+    if not sep or "/" in tag:
+        repository, tag = reference, ""
+    return repository, tag, digest
+
+
 def normalise(kind: ClaimKind | str, value: str) -> str:
     """A value as it is compared: names in lower case (Kubernetes names are); a version
     without its "v" and an image's tag in the case written (tags and semver pre-release
@@ -414,11 +424,12 @@ def normalise(kind: ClaimKind | str, value: str) -> str:
     if kind == "version":
         return value[1:] if value[:1] in "vV" and value[1:2].isdigit() else value
     if kind == "image":
-        reference, at, digest = value.partition("@")
-        repository, sep, tag = reference.rpartition(":")
-        if not sep or "/" in tag:
-            repository, tag = reference, ""
-        return repository.lower() + (":" + tag if tag else "") + at + digest.lower()
+        repository, tag, digest = image_parts(value)
+        return (
+            repository.lower()
+            + (f":{tag}" if tag else "")
+            + (f"@{digest.lower()}" if digest else "")
+        )
     return value.lower()
 
 
@@ -649,14 +660,14 @@ def _extends(a: str, b: str) -> bool:
     return long.startswith(short) and long[len(short) : len(short) + 1] in ("-", ".")
 
 
-def _near_known(c: _Collector, known: Mapping[str, Sequence[str]]) -> None:
+def _near_known(c: _Collector, known: Mapping[ClaimKind, Sequence[str]]) -> None:
     """A name one or two characters off a name the evidence knows ("nore-b1" beside
     node-b1, a pod suffix `jpepk` beside `jpnpk`): the near miss a model writes when it
     misremembers. It is a claim of that name's kind, so it is checked and not passed over."""
     by_length: dict[int, list[tuple[str, ClaimKind]]] = {}
     for kind, names in known.items():
         for name in names:
-            by_length.setdefault(len(name), []).append((name, kind))  # type: ignore[arg-type]
+            by_length.setdefault(len(name), []).append((name, kind))
     seen = 0
     for m in _TOKEN.finditer(c.scan):
         token = m.group(1)
@@ -685,7 +696,7 @@ def _near_known(c: _Collector, known: Mapping[str, Sequence[str]]) -> None:
                 break
 
 
-def find_claims(draft: str, known: Mapping[str, Sequence[str]] | None = None) -> list[Claim]:
+def find_claims(draft: str, known: Mapping[ClaimKind, Sequence[str]] | None = None) -> list[Claim]:
     """Every fact-identifier `draft` states, in order of position. `known` holds the names
     the evidence knows by kind: a bare name shaped like its nodes is read as a node's, and
     a name a character or two off a known one as a claim of that kind."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import NotRequired, TypedDict
 
-from graph.grounding.claims import find_claims, normalise
+from graph.grounding.claims import find_claims, image_parts, normalise
 
 MAX_FACTS = 3000  # a thread's evidence, newest kept
 MAX_TIMES_PER_SOURCE = 60  # timestamps one tool result contributes (a trace's spans)
@@ -96,11 +96,7 @@ def parse_iso(text: str) -> float | None:
 
 def image_tag(image: str) -> str | None:
     """The tag of `registry/app:1.42.0` (not the port of `host:5000/app`), or None."""
-    name = image.split("@", 1)[0]
-    _repository, sep, tag = name.rpartition(":")
-    if not sep or "/" in tag:
-        return None
-    return tag
+    return image_parts(image)[1] or None
 
 
 def image_facts(

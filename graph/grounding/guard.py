@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from graph.grounding.check import ClaimCheck, Finding, check_of, judge, order_of, subject_of
-from graph.grounding.claims import MAX_CLAIMS, Claim, find_claims
+from graph.grounding.claims import MAX_CLAIMS, Claim, ClaimKind, find_claims
 from graph.grounding.evidence import Evidence, Fact
 from graph.grounding.sources import LiveSources, lookups_for
 from graph.sentences import cut_sentences
@@ -76,7 +76,7 @@ async def ground_draft(
     return claims, [check_of(c, f) for c, f in zip(claims, findings, strict=True)]
 
 
-def known_names(evidence: Evidence) -> dict[str, list[str]]:
+def known_names(evidence: Evidence) -> dict[ClaimKind, list[str]]:
     """The names the evidence knows, by kind, for reading bare and near-miss names."""
     pods = evidence.values("pod")
     return {

@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from gates.cluster import ClusterError, DeploymentNotFound, KubernetesCluster, NotFound
+from gates.cluster import ClusterError, KubernetesCluster, NotFound
 from graph.grounding.claims import Claim
 from graph.grounding.evidence import Evidence, Fact, fact
 from graph.tools.kubernetes import rollout_facts
@@ -90,44 +90,31 @@ class LiveSources:
         result = LookupResult()
         for key in reads[MAX_LOOKUPS:]:
             result.failed[key] = f"not looked up: more than {MAX_LOOKUPS} look-ups for one answer"
-        tasks = [
-            self._deployment(key, result)
-            if key.startswith("deployment ")
-            else self._pod(key, result)
-            for key in reads[:MAX_LOOKUPS]
-        ]
+        tasks = [self._kubernetes(key, result) for key in reads[:MAX_LOOKUPS]]
         if SERVICES in wanted:
             tasks.append(self._services(result))
         await asyncio.gather(*tasks)
         return result
 
-    async def _deployment(self, key: str, result: LookupResult) -> None:
-        namespace, _, name = key.removeprefix("deployment ").partition("/")
+    async def _kubernetes(self, key: str, result: LookupResult) -> None:
+        """One Deployment's rollout history, or whether one pod exists."""
+        kind, _, where = key.partition(" ")
+        namespace, _, name = where.partition("/")
         if self._cluster is None:
             result.failed[key] = "tracegate has no cluster access configured"
             return
+        source = f"live lookup: Kubernetes {key}"
         try:
-            snap = await self._cluster.snapshot(namespace, name)
-        except DeploymentNotFound:
-            return  # asked and answered: there is no such Deployment
-        except ClusterError as exc:
-            result.failed[key] = f"the Kubernetes API could not be read ({exc})"
-            return
-        result.facts += rollout_facts(namespace, name, snap, f"live lookup: Kubernetes {key}")
-
-    async def _pod(self, key: str, result: LookupResult) -> None:
-        namespace, _, name = key.removeprefix("pod ").partition("/")
-        if self._cluster is None:
-            result.failed[key] = "tracegate has no cluster access configured"
-            return
-        try:
-            await self._cluster.pod(namespace, name)
+            if kind == "deployment":
+                snap = await self._cluster.snapshot(namespace, name)
+                result.facts += rollout_facts(namespace, name, snap, source)
+            else:
+                await self._cluster.pod(namespace, name)
+                result.facts.append(fact("pod", name, source))
         except NotFound:
-            return  # asked and answered: there is no such pod
+            return  # asked and answered: there is no such Deployment or pod
         except ClusterError as exc:
             result.failed[key] = f"the Kubernetes API could not be read ({exc})"
-            return
-        result.facts.append(fact("pod", name, f"live lookup: Kubernetes {key}"))
 
     async def _services(self, result: LookupResult) -> None:
         if self._tempo is None:

@@ -236,5 +236,10 @@ def date_in(text: str, year: int) -> tuple[date, int, int] | None:
 def declared_zone(text: str) -> str | None:
     """The zone a heading or a list's introduction states for what follows: "Timeline
     (PT)", "All times UTC", "times in CET"."""
-    found = _DECLARED_ZONE.findall(text)
-    return found[-1] if found else None
+    found = declared_zones(text)
+    return found[-1][1] if found else None
+
+
+def declared_zones(text: str) -> tuple[tuple[int, str], ...]:
+    """Every zone declaration in `text` and where it ends."""
+    return tuple((m.end(), m.group(1)) for m in _DECLARED_ZONE.finditer(text))
