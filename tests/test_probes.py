@@ -4,6 +4,7 @@ checkpoint indexes and Slack auth; `tracegate worker` answers them too."""
 import asyncio
 import os
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -20,6 +21,8 @@ from sandbox import GeminiSimulator, TempoSimulator
 from sandbox.fleet import ROOT, free_port
 from sandbox.slack import SlackSimulator
 from tests.redis_fixtures import wait_for
+
+STARTUP_BOUND_S = 90.0
 
 ALL_OK = {"status": "ok", "redis": "ok", "checkpoint_indexes": "ok", "slack": "ok"}
 
@@ -141,7 +144,11 @@ async def test_the_worker_process_answers_the_probes_and_metrics(
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(100):
+        # A fresh interpreter beside other tests can take well over 10 s to start: the
+        # bound stops a hang (90 s, as the other start-up waits) and measures nothing.
+        deadline = time.monotonic() + STARTUP_BOUND_S
+        ready: tuple[int, Any] = (0, "not started")
+        while time.monotonic() < deadline:
             try:
                 ready = await _get(f"{url}/readyz")
                 if ready[0] == 200:
