@@ -31,6 +31,8 @@ class TempoSpec(BaseModel):
     tenant: str | None = None  # TEMPO_TENANT -> X-Scope-OrgID
     # TEMPO_TIMEOUT: per request, tools and verification alike
     timeout_s: float = Field(default=5.0, gt=0)
+    grafana_url: str | None = None  # GRAFANA_URL: an Explore link for each trace cited
+    datasource: str = "tempo"  # GRAFANA_TEMPO_DATASOURCE: the Tempo data source's uid
 
 
 class PrometheusSpec(BaseModel):
@@ -41,6 +43,8 @@ class PrometheusSpec(BaseModel):
     url: str  # PROMETHEUS_URL, with any path prefix (Mimir: http://mimir/prometheus)
     tenant: str | None = None  # PROMETHEUS_TENANT -> X-Scope-OrgID (Mimir)
     timeout_s: float = Field(default=10.0, gt=0)  # PROMETHEUS_TIMEOUT: per request
+    grafana_url: str | None = None  # GRAFANA_URL: an Explore link for each query
+    datasource: str = "prometheus"  # GRAFANA_PROMETHEUS_DATASOURCE: its data source's uid
 
 
 class LokiSpec(BaseModel):

@@ -24,11 +24,14 @@ class InvestigationResult(BaseModel):
     trace_revisions: int = 0
     # The grounding check of the posted answer: its facts (versions, pods, revisions, ...)
     facts_checked: int = 0
-    facts_grounded: int = 0
+    facts_grounded: int = 0  # by a record: a span's resource, the rollout history, a pod
+    facts_seen_in_text: int = 0  # only in a message, a log line or an event's message
     facts_unchecked: int = 0  # their source could not be reached: marked (unchecked)
     facts_removed: int = 0  # ungrounded, cut with their sentence (GROUNDING_MODE=remove)
     facts_marked: int = 0  # marked (unverified) or (unchecked) in place
     grounding_revisions: int = 0  # drafts sent back for ungrounded facts
+    # where the grounded facts can be seen again: Grafana Explore links, kubectl commands
+    sources: list[dict[str, str]] = Field(default_factory=list)  # {where, label}
     claim_revisions: int = 0  # drafts sent back for claiming an action outcome
     removed_claims: list[str] = Field(default_factory=list)  # sentences cut from the answer
     rubric_status: str | None = None  # this turn's grading verdict; None: not graded

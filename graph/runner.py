@@ -25,7 +25,7 @@ from graph.checkpoint import FENCE, Fence, Superseded, open_checkpointer
 from graph.config import GraphLimits, LokiSpec, ModelSpec, PrometheusSpec, TempoSpec
 from graph.context import ThreadContext
 from graph.grader import Grader
-from graph.grounding.evidence import Fact, text_facts, times_from
+from graph.grounding.evidence import TEXT, Fact, source_call, text_facts, times_from
 from graph.grounding.sources import LiveSources
 from graph.log_context import bind_log_context
 from graph.model import make_chat_model
@@ -55,6 +55,7 @@ log = logging.getLogger(__name__)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 EMPTY_QUESTION = "Ask me about the incident, e.g. “checkout is throwing 500s since 14:05, why?”"
+MAX_SOURCES = 10  # links under one answer
 
 ProgressCallback = Callable[[dict[str, Any]], Awaitable[None]]
 
@@ -423,7 +424,11 @@ def _turn_fields(state: dict[str, Any]) -> dict[str, Any]:
     facts = grounding.get("checks", [])
     return {
         "facts_checked": len(facts),
-        "facts_grounded": sum(f["status"] == "grounded" for f in facts),
+        "facts_grounded": sum(f["status"] == "grounded" and f.get("basis") != TEXT for f in facts),
+        "facts_seen_in_text": sum(
+            f["status"] == "grounded" and f.get("basis") == TEXT for f in facts
+        ),
+        "sources": _sources(facts),
         "facts_unchecked": sum(f["status"] == "unchecked" for f in facts),
         "facts_removed": grounding.get("removed", 0),
         "facts_marked": grounding.get("marked", 0),
@@ -439,6 +444,13 @@ def _turn_fields(state: dict[str, Any]) -> dict[str, Any]:
         "rubric_passes": state.get("rubric_iteration", 0),
         "rubric_revisions": state.get("rubric_revision_count", 0),
     }
+
+
+def _sources(checks: list[Any]) -> list[dict[str, str]]:
+    """The links and commands that show the posted answer's grounded facts, each once,
+    labelled by the tool call that read them."""
+    shown = {c["where"]: source_call(c["source"]) for c in checks if c.get("where")}
+    return [{"where": w, "label": label} for w, label in shown.items()][:MAX_SOURCES]
 
 
 def _busy_message(busy: ModelBusy, correlation_id: str) -> str:

@@ -37,7 +37,9 @@ class TraceVerifier:
                 return {"status": "unverified", "detail": str(exc)}, []
         if spans is None:
             return {"status": "missing", "detail": "Tempo has no such trace"}, []
-        return {"status": "found", "detail": f"{len(spans)} spans"}, trace_facts(trace_id, spans)
+        return {"status": "found", "detail": f"{len(spans)} spans"}, trace_facts(
+            trace_id, spans, self._client.link(trace_id)
+        )
 
     async def check(self, trace_ids: Iterable[str]) -> tuple[dict[str, TraceCheck], list[Fact]]:
         """Normalised ids in, a result for each out (same order), and the facts of the

@@ -10,6 +10,7 @@ from bot.outbound.blocks import (
     how_it_was_reached,
     link_traces,
     split_sections,
+    steps_blocks,
 )
 from gates.model import ActionRequest, GateDecision, Outcome, RolloutHealth
 from graph.runner import InvestigationResult
@@ -163,3 +164,65 @@ def test_the_footer_names_the_model_that_answered() -> None:
 
     assert "model: gemini-2.5-flash-lite" in footer("google_genai:gemini-2.5-flash-lite")
     assert "model:" not in footer(None)
+
+
+def test_facts_seen_only_in_a_message_or_log_are_counted_apart_from_grounded_ones() -> None:
+    footer = how_it_was_reached(
+        _result("a", facts_checked=5, facts_grounded=3, facts_seen_in_text=2)
+    )
+    assert "facts: 5 checked, 3 grounded, 2 seen only in a message or log, 0 unchecked" in footer
+
+
+def test_the_footer_links_the_sources_of_the_checked_facts() -> None:
+    link = explore_url("https://grafana.example.com", "tempo", TRACE)
+    command = "kubectl rollout history deployment/api -n shop"
+    result = _result(
+        "a",
+        sources=[
+            {"where": link, "label": f"get_trace {TRACE}"},
+            {"where": command, "label": "get_rollout_history shop/api"},
+        ],
+    )
+    _, blocks = answer_message(result, "https://grafana.example.com", "tempo")
+    (footer,) = [b for b in blocks if b["type"] == "context" and "sources:" in str(b)]
+    texts = [e["text"] for e in footer["elements"]]
+    assert texts == [f"sources: <{link}|trace {TRACE[:12]}…>", f"`{command}`"]
+    assert block_problems(blocks) == []
+
+
+def test_steps_cite_each_fact_with_its_link_and_say_which_were_only_seen_in_text() -> None:
+    link = explore_url("https://grafana.example.com", "tempo", TRACE)
+    event = {
+        "type": "grounding_finished",
+        "checked": 2,
+        "grounded": 1,
+        "seen_in_text": 1,
+        "ungrounded": 0,
+        "unchecked": 0,
+        "outcome": "grounded",
+        "claims": [
+            {
+                "kind": "pod",
+                "text": "api-1",
+                "status": "grounded",
+                "basis": "",
+                "source": f"get_trace {TRACE}: k8s.pod.name",
+                "detail": "",
+                "where": link,
+            },
+            {
+                "kind": "version",
+                "text": "<!channel> 2.0",
+                "status": "grounded",
+                "basis": "text",
+                "source": "get_pod_logs shop/api-1: log lines",
+                "detail": "",
+                "where": "",
+            },
+        ],
+    }
+    (block,) = steps_blocks([event])
+    text = block["text"]["text"]
+    assert f"pod api-1: grounded — get_trace {TRACE}: k8s.pod.name · <{link}|open>" in text
+    assert "version &lt;!channel&gt; 2.0: seen only in a message or log — get_pod_logs" in text
+    assert "1 grounded, 1 seen only in a message or log, 0 ungrounded" in text

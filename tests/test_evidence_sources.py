@@ -94,7 +94,9 @@ def test_unset_sources_have_no_spec_and_set_ones_are_typed() -> None:
         grafana_url="https://grafana.example.com",
     )
     assert (bare.prometheus_spec(), bare.loki_spec()) == (None, None)
-    assert full.prometheus_spec() == PrometheusSpec(url="http://mimir/prometheus", tenant="acme")
+    assert full.prometheus_spec() == PrometheusSpec(
+        url="http://mimir/prometheus", tenant="acme", grafana_url="https://grafana.example.com"
+    )
     spec = full.loki_spec()
     assert spec is not None and spec.grafana_url == "https://grafana.example.com"
 

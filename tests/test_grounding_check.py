@@ -7,7 +7,7 @@ import pytest
 
 from bench.grounding import NOW, World, corpus_world
 from graph.grounding.check import ClaimCheck
-from graph.grounding.evidence import Fact, iso, text_facts
+from graph.grounding.evidence import Evidence, Fact, fact, iso, merge_evidence, text_facts
 from graph.grounding.guard import finalise, ground_draft
 
 TOLERANCE_S = 300
@@ -115,7 +115,7 @@ async def test_a_deployment_not_in_the_evidence_is_looked_up_in_the_cluster(worl
         TOLERANCE_S,
     )
     assert {c["status"] for c in checks} == {"grounded"}
-    assert all(c["source"].startswith("live lookup: Kubernetes") for c in checks[1:])
+    assert all(c["source"].startswith("live lookup of Kubernetes") for c in checks[1:])
 
 
 async def test_a_deployment_the_cluster_does_not_have_is_ungrounded(world: World) -> None:
@@ -127,7 +127,7 @@ async def test_a_service_not_in_the_evidence_is_looked_up_in_tempo(world: World)
     facts = [f for f in world.facts if f["value"] != "postgres"]
     _, checks = await ground_draft("service postgres is fine", facts, world.sources, TOLERANCE_S)
     assert checks[0]["status"] == "grounded"
-    assert checks[0]["source"] == "live lookup: Tempo resource.service.name values"
+    assert checks[0]["source"] == "live lookup of Tempo's resource.service.name values"
 
 
 async def test_a_source_that_cannot_be_reached_leaves_the_claim_unchecked(world: World) -> None:
@@ -370,3 +370,44 @@ async def test_the_feedback_never_lists_the_claimed_revision_as_held(world: Worl
 async def checked_with(world: World, draft: str, more: list[Fact]) -> list[ClaimCheck]:
     _, checks = await ground_draft(draft, [*world.facts, *more], world.sources, TOLERANCE_S)
     return checks
+
+
+async def test_a_value_only_a_log_line_shows_is_grounded_as_seen_in_text(world: World) -> None:
+    planted = text_facts("WARN flag new-pricing-v3 enabled by ops", "get_pod_logs: log lines")
+    checks = await checked_with(world, "`new-pricing-v3` was switched on first.", planted)
+    assert [(c["status"], c["basis"]) for c in checks] == [("grounded", "text")]
+
+
+async def test_a_value_a_record_and_a_log_line_both_show_is_cited_from_the_record(
+    world: World,
+) -> None:
+    pod = "payment-api-a9dfd1c984-h4kzp"
+    planted = text_facts(f"ERROR {pod} charge failed", "get_pod_logs: log lines")
+    _, checks = await ground_draft(
+        f"Pod {pod} fails.", [*planted, *world.facts], world.sources, TOLERANCE_S
+    )
+    assert [(c["status"], c["basis"]) for c in checks] == [("grounded", "")]
+    assert checks[0]["source"].endswith(": k8s.pod.name")
+
+
+async def test_a_revision_a_person_named_is_seen_in_text_when_no_history_was_read() -> None:
+    said = text_facts("we shipped revision 17 of billing an hour ago", "the question")
+    _, checks = await ground_draft("Revision 17 is the suspect.", said, None, TOLERANCE_S)
+    assert [(c["status"], c["basis"]) for c in checks] == [("grounded", "text")]
+
+
+async def test_each_fact_the_rollout_history_grounds_cites_the_command_that_shows_it(
+    world: World,
+) -> None:
+    checks = await checked(world, "payment-api revision 42 runs 1.42.0.")
+    where = {c["text"]: c["where"] for c in checks}
+    assert (
+        where["42"] == where["1.42.0"] == "kubectl rollout history deployment/payment-api -n shop"
+    )
+
+
+def test_the_state_keeps_a_record_that_arrives_after_the_same_value_in_text() -> None:
+    said = text_facts("is pod payment-api-a9dfd1c984-h4kzp ok?", "the question")
+    read = [fact("pod", "payment-api-a9dfd1c984-h4kzp", "get_trace 4bf9: k8s.pod.name")]
+    found = Evidence(merge_evidence(said, read)).find(["pod"], "payment-api-a9dfd1c984-h4kzp")
+    assert found is not None and found["source"] == "get_trace 4bf9: k8s.pod.name"

@@ -1,8 +1,10 @@
 """The Prometheus tools, through the real httpx client against the Prometheus simulator."""
 
+import json
 import time
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import unquote
 
 import httpx
 import pytest
@@ -10,6 +12,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 
 from graph.config import PrometheusSpec
+from graph.grounding.evidence import parse_iso
 from graph.tools.errors import ToolFailed
 from graph.tools.prometheus import (
     MAX_LABEL_VALUES,
@@ -184,6 +187,29 @@ async def test_series_hand_over_the_pods_they_name_and_when_they_changed(
     assert ("pod", "payment-api-7f9c-abcde") in held
     assert ("namespace", "shop") in held
     assert any(kind == "time" for kind, _ in held)
+
+
+async def test_the_times_handed_over_are_when_values_changed_never_the_windows_edges(
+    tools: dict[str, BaseTool], prometheus: PrometheusSimulator
+) -> None:
+    # both series step up 20 minutes ago (a sample every 15 s); the window is the last hour
+    message = await _call(tools["query_prometheus_range"], promql=MEMORY, since_minutes_ago=60)
+    times = [parse_iso(f["value"]) for f in message.artifact if f["kind"] == "time"]
+    climb = time.time() - 1200
+    assert times and all(t is not None and abs(t - climb) <= 120 for t in times), times
+
+
+async def test_a_query_links_to_itself_in_grafana_explore(prometheus: PrometheusSimulator) -> None:
+    spec = PrometheusSpec(url=prometheus.url, grafana_url="https://grafana.example.com")
+    client = PrometheusClient(spec)
+    tools = {t.name: t for t in prometheus_tools(client)}
+    message = await _call(tools["query_prometheus_range"], promql=MEMORY, since_minutes_ago=60)
+    await client.aclose()
+    (cited,) = [f for f in message.artifact if f["kind"] == "cite"]
+    assert cited["where"].startswith("https://grafana.example.com/explore?")
+    pane = json.loads(unquote(cited["where"].partition("panes=")[2]))
+    assert pane["a"]["queries"][0]["expr"] == MEMORY
+    assert pane["a"]["queries"][0]["datasource"] == {"type": "prometheus", "uid": "prometheus"}
 
 
 # --- the simulator answers as strictly as Prometheus ---------------------------------

@@ -65,6 +65,21 @@ async def test_get_trace_summarises_error_spans_with_their_status_message(
     assert 'http="503"' in result
 
 
+async def test_a_trace_read_cites_its_grafana_explore_link(
+    tempo_spec: TempoSpec, scenario: Scenario
+) -> None:
+    spec = tempo_spec.model_copy(update={"grafana_url": "https://grafana.example.com"})
+    client, tools = _tools(spec)
+    trace_id = scenario.error_trace_ids[2]
+    message = await tools["get_trace"].ainvoke(
+        {"type": "tool_call", "id": "1", "name": "get_trace", "args": {"trace_id": trace_id}}
+    )
+    await client.aclose()
+    (cited,) = [f for f in message.artifact if f["kind"] == "cite"]
+    assert cited["source"] == f"get_trace {trace_id}"
+    assert f"%22query%22%3A%22{trace_id}%22" in cited["where"]
+
+
 async def test_get_trace_shows_which_failed_span_the_failure_starts_in_and_its_caller(
     tempo_spec: TempoSpec, scenario: Scenario
 ) -> None:

@@ -7,16 +7,16 @@ kept here: section text 3000 chars, at most 50 blocks, button text 75, confirm t
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
-from urllib.parse import quote
 
 from bot.outbound.mrkdwn import escape
 from gates.model import ActionRequest
 from graph.action_claims import remove_claims, true_state, unsupported_claims
+from graph.grounding.evidence import TEXT
+from graph.links import tempo_link
 from graph.result import InvestigationResult, RubricReport
 from graph.trace_ids import rewrite_trace_ids
 
@@ -47,23 +47,7 @@ def button(text: str, action_id: str, value: str, style: str | None = None) -> B
 
 
 def explore_url(grafana_url: str, datasource: str, trace_id: str) -> str:
-    pane = {
-        "a": {
-            "datasource": datasource,
-            "queries": [
-                {
-                    "refId": "A",
-                    "datasource": {"type": "tempo", "uid": datasource},
-                    "queryType": "traceql",
-                    "query": trace_id,
-                }
-            ],
-            "range": {"from": "now-6h", "to": "now"},
-        }
-    }
-    return f"{grafana_url.rstrip('/')}/explore?schemaVersion=1&panes=" + quote(
-        json.dumps(pane, separators=(",", ":")), safe=""
-    )
+    return tempo_link(grafana_url, datasource, trace_id)
 
 
 def link_traces(
@@ -129,11 +113,57 @@ def _sent_back(drafts: int) -> str:
     return f", {drafts} draft{'s' if drafts != 1 else ''} sent back" if drafts else ""
 
 
+SEEN_IN_TEXT = "seen only in a message or log"
+MAX_SOURCE_LABEL = 60
+
+
+SOURCE_LABELS = {
+    "query_tempo_traces": "Tempo search",
+    "query_loki_logs": "Loki query",
+    "query_prometheus": "Prometheus query",
+    "query_prometheus_range": "Prometheus query",
+}
+
+
+def source_label(call: str) -> str:
+    """A tool call as a link's label: "trace 1a11f5125227…", "Loki query"."""
+    tool, _, argument = call.partition(" ")
+    if tool == "get_trace":
+        shown = argument.lstrip("0") or argument  # a 64-bit ID padded to 32 digits
+        return f"trace {shown[:12]}…"
+    return SOURCE_LABELS.get(tool, call[:MAX_SOURCE_LABEL])
+
+
+def cited(where: str, label: str) -> str:
+    """A citation as mrkdwn: a link labelled by the tool call, or the command in code."""
+    if where.startswith(("https://", "http://")):
+        return f"<{where}|{escape(source_label(label))}>"
+    return f"`{escape(where)}`"
+
+
+def sources_block(result: InvestigationResult) -> Block | None:
+    """The footer's sources: where each grounded fact of the answer can be seen again."""
+    elements = [
+        {"type": "mrkdwn", "text": text}
+        for i, source in enumerate(result.sources[:9])
+        if len(text := ("sources: " if i == 0 else "") + cited(source["where"], source["label"]))
+        <= SECTION_LIMIT
+    ]
+    return {"type": "context", "elements": elements} if elements else None
+
+
 def _facts(result: InvestigationResult) -> str:
     """The grounding check's counts: what was checked and what became of it."""
-    others = result.facts_checked - result.facts_grounded - result.facts_unchecked
+    others = (
+        result.facts_checked
+        - result.facts_grounded
+        - result.facts_seen_in_text
+        - result.facts_unchecked
+    )
     marked_unverified = max(0, result.facts_marked - result.facts_unchecked)
     counts = [f"{result.facts_checked} checked", f"{result.facts_grounded} grounded"]
+    if result.facts_seen_in_text:
+        counts.append(f"{result.facts_seen_in_text} {SEEN_IN_TEXT}")
     if result.facts_removed or (others and not marked_unverified):
         counts.append(f"{result.facts_removed} removed")
     if marked_unverified:
@@ -244,7 +274,8 @@ def answer_message(
     notes = "".join(f"\n_{escape(n)}_" for n in result.notices)
     chunks = split_sections(body + ("\n" + notes if notes else ""))
     # Action states, the context line, the Steps button and the feedback buttons.
-    room = MAX_BLOCKS - 3 - (1 if actions else 0)
+    sources = sources_block(result)
+    room = MAX_BLOCKS - 3 - (1 if actions else 0) - (1 if sources else 0)
     if len(chunks) > room:
         omitted = sum(len(c) for c in chunks[room - 1 :])
         chunks = [
@@ -256,6 +287,8 @@ def answer_message(
         blocks.append(action_states(actions))
     blocks.append(feedback_block(result.correlation_id))  # 👍 / 👎 right under the answer
     blocks.append(context(how_it_was_reached(result)))
+    if sources:
+        blocks.append(sources)
     blocks.append(
         {"type": "actions", "elements": [button("Steps", "show_steps", result.correlation_id)]}
     )
@@ -367,33 +400,44 @@ MAX_CITED_CHARS = 160
 
 
 def _grounding_details(events: list[dict[str, Any]]) -> dict[int, str]:
-    """Each grounding check by position: its counts and what was done, then every claim
-    with its source (the tool call and field, or the live look-up) or why it failed — a
-    citation list a person can audit."""
+    """Each grounding check by position, as mrkdwn: its counts and what was done, then every
+    claim with its source (the tool call and field, or the live look-up) and the link or
+    command that shows it, or why it failed — a citation list a person can audit."""
     details: dict[int, str] = {}
     for position, e in enumerate(events):
         if e.get("type") != "grounding_finished":
             continue
+        seen = f"{e.get('seen_in_text')} {SEEN_IN_TEXT}, " if e.get("seen_in_text") else ""
         lines = [
-            f"grounding check: {e.get('checked')} facts, {e.get('grounded')} grounded, "
-            f"{e.get('ungrounded')} ungrounded, {e.get('unchecked')} unchecked; "
-            + GROUNDING_OUTCOMES.get(str(e.get("outcome")), str(e.get("outcome")))
+            escape(
+                f"grounding check: {e.get('checked')} facts, {e.get('grounded')} grounded, "
+                f"{seen}{e.get('ungrounded')} ungrounded, {e.get('unchecked')} unchecked; "
+                + GROUNDING_OUTCOMES.get(str(e.get("outcome")), str(e.get("outcome")))
+            )
         ]
         for claim in e.get("claims") or []:
-            where = claim.get("source") or claim.get("detail") or ""
-            lines.append(
-                f"  • {claim.get('kind')} {str(claim.get('text'))[:80]}: {claim.get('status')}"
-                + (f" — {str(where)[:MAX_CITED_CHARS]}" if where else "")
+            why = str(claim.get("source") or claim.get("detail") or "")[:MAX_CITED_CHARS]
+            status = claim.get("status")
+            if status == "grounded" and claim.get("basis") == TEXT:
+                status = SEEN_IN_TEXT
+            line = escape(
+                f"  • {claim.get('kind')} {str(claim.get('text'))[:80]}: {status}"
+                + (f" — {why}" if why else "")
             )
+            if where := str(claim.get("where") or ""):
+                line += " · " + cited(where, "open")
+            lines.append(line)
         details[position] = "\n".join(lines)
     return details
 
 
 def steps_blocks(events: list[dict[str, Any]]) -> list[Block]:
     """The run's trace, for whoever clicks Steps: each event in order with its status."""
-    guard = _guard_details(events) | _grounding_details(events)
+    guard = _guard_details(events)
+    grounding = _grounding_details(events)  # mrkdwn already: its links are ours
     lines = [
-        f"`{int(e.get('at_ms', 0)) / 1000:6.1f}s` {escape(guard.get(i) or _step_detail(e))}"
+        f"`{int(e.get('at_ms', 0)) / 1000:6.1f}s` "
+        + (grounding.get(i) or escape(guard.get(i) or _step_detail(e)))
         for i, e in enumerate(events)
     ]
     chunks = split_sections("\n".join(lines) or "No steps recorded.")

@@ -91,11 +91,17 @@ FILLS: dict[type[BaseModel], dict[str, str]] = {
         "fallback_model": "llm_fallback_model",
         "fallback_after_s": "model_fallback_after",
     },
-    TempoSpec: {"url": "tempo_url", "tenant": "tempo_tenant", "timeout_s": "tempo_timeout"},
+    TempoSpec: {
+        "url": "tempo_url",
+        "tenant": "tempo_tenant",
+        "timeout_s": "tempo_timeout",
+        "datasource": "grafana_tempo_datasource",
+    },
     PrometheusSpec: {
         "url": "prometheus_url",
         "tenant": "prometheus_tenant",
         "timeout_s": "prometheus_timeout",
+        "datasource": "grafana_prometheus_datasource",
     },
     LokiSpec: {
         "url": "loki_url",
@@ -177,11 +183,18 @@ class Settings(BaseSettings):
     # Grafana (links only)
     grafana_url: str | None = Field(
         default=None,
-        description="Grafana base URL: verified trace IDs link to Explore.",
+        description=(
+            "Grafana base URL: verified trace IDs link to Explore, and each checked fact of an "
+            "answer links to the query that showed it (Steps and the footer's sources)."
+        ),
     )
     grafana_tempo_datasource: str = Field(
-        default="tempo",
+        default=_owned(TempoSpec, "datasource"),
         description="The uid of the Tempo data source in Grafana.",
+    )
+    grafana_prometheus_datasource: str = Field(
+        default=_owned(PrometheusSpec, "datasource"),
+        description="The uid of the Prometheus data source in Grafana (links only).",
     )
     grafana_loki_datasource: str = Field(
         default=_owned(LokiSpec, "datasource"),
@@ -786,11 +799,13 @@ class Settings(BaseSettings):
             raise SettingsError(
                 "TEMPO_URL: not set; set it to your Tempo's HTTP API, e.g. http://tempo:3200"
             )
-        return self._typed(TempoSpec)
+        return self._typed(TempoSpec, grafana_url=self.grafana_url)
 
     def prometheus_spec(self) -> PrometheusSpec | None:
         """None when PROMETHEUS_URL is not set: no metric tools."""
-        return self._typed(PrometheusSpec) if self.prometheus_url else None
+        if not self.prometheus_url:
+            return None
+        return self._typed(PrometheusSpec, grafana_url=self.grafana_url)
 
     def loki_spec(self) -> LokiSpec | None:
         """None when LOKI_URL is not set: no log-query tools."""

@@ -34,6 +34,10 @@ class ClaimCheck(TypedDict):
     status: ClaimStatus
     source: str  # grounded: where the value was seen; otherwise ""
     detail: str  # ungrounded: what the evidence holds instead; unchecked: why
+    # grounded: "text" when the value was only seen in text people or workloads wrote
+    # (a thread message, a log line, an event's message); "" for a record
+    basis: str
+    where: str  # grounded: the link or command that shows the source ("" when none)
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,7 @@ class Finding:
 
     status: ClaimStatus | None  # None: not in the evidence (a source may still know)
     source: str = ""
+    basis: str = ""  # grounded: "text" when only free text showed it
     held: tuple[str, ...] = ()
     why: str = ""
 
@@ -75,7 +80,7 @@ _OF = re.compile(r"[\s`*_]*+(?:\(|,)?[\s`*_]*+(?:(?:of|for|in|on|from)\s++(?:the
 
 
 def _grounded(item: Fact | None) -> Finding | None:
-    return Finding("grounded", item["source"]) if item else None
+    return Finding("grounded", item["source"], basis=item.get("basis", "")) if item else None
 
 
 def subject_of(
@@ -223,6 +228,8 @@ def _revision(claim: Claim, subject: str | None, evidence: Evidence) -> Finding:
                 continue
             return _grounded(evidence.find(["revision"], claim.value, other)) or Finding(None)
         held = tuple(evidence.values("revision"))
+        if not with_history:  # no rollout history read: only what a message said, if any
+            return _grounded(evidence.find(["revision"], claim.value)) or Finding(None, held=held)
         if evidence.find(["revision"], claim.value):
             role = f"{claim.role} " if claim.role else ""
             why = f"revision {claim.value} is no Deployment's {role}revision"
@@ -357,7 +364,7 @@ def _time(claim: Claim, draft: str, evidence: Evidence, tolerance_s: float) -> F
         pool = seen
     for at, item in sorted(pool, key=lambda pair: pair[0]):
         if written.near(at, tolerance_s):
-            return Finding("grounded", item["source"])
+            return Finding("grounded", item["source"], basis=item.get("basis", ""))
     near = sorted(pool, key=lambda pair: pair[0])
     held = tuple(iso(at) for at, _ in (near[:2] + near[-2:] if len(near) > 4 else near))
     if about is None:  # a time not tied to an event: no proof it is wrong
@@ -402,7 +409,7 @@ def _of_revision(
     for item in ran:
         matches = image_matches if claim.kind == "image" else operator.eq
         if matches(claim.value, item["value"]):
-            return Finding("grounded", item["source"])
+            return Finding("grounded", item["source"], basis=item.get("basis", ""))
     held = tuple(sorted({f["value"] for f in ran}))
     why = f"revision {revision.value} ran {', '.join(held)}"
     return Finding("ungrounded", held=held, why=why)
@@ -422,7 +429,8 @@ def order_of(claim: Claim, subject: str, evidence: Evidence) -> int | None:
     return max(ran) if ran else None
 
 
-def check_of(claim: Claim, finding: Finding) -> ClaimCheck:
+def check_of(claim: Claim, finding: Finding, evidence: Evidence | None = None) -> ClaimCheck:
+    """A claim's finding as the state keeps it, with the citation of its source."""
     status: ClaimStatus = finding.status or "ungrounded"
     if status == "grounded":
         detail = ""
@@ -442,6 +450,8 @@ def check_of(claim: Claim, finding: Finding) -> ClaimCheck:
         "status": status,
         "source": finding.source,
         "detail": detail,
+        "basis": finding.basis if status == "grounded" else "",
+        "where": evidence.where(finding.source) if evidence and status == "grounded" else "",
     }
 
 

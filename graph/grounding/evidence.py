@@ -35,6 +35,8 @@ RESOURCE_KINDS = {
     "container.image.name": "image",
 }
 ROLLOUT = "rollout"  # the pool of a revision's creation time
+TEXT = "text"  # the basis of a fact read out of free text
+CITE = "cite"  # the kind of a citation: where a tool call's facts can be seen again
 
 
 class Fact(TypedDict):
@@ -45,6 +47,10 @@ class Fact(TypedDict):
     role: NotRequired[str]  # "current": the Deployment's current revision / its images
     pool: NotRequired[str]  # times: "rollout" for a revision's creation
     revision: NotRequired[str]  # images and versions: the revision that ran them
+    # "text": only written in text people or workloads wrote (a message, a log line, an
+    # event's message) -- weaker than a record (a span's resource, the rollout history)
+    basis: NotRequired[str]
+    where: NotRequired[str]  # a citation (kind CITE): the link or command that shows it
 
 
 def fact(kind: str, value: str, source: str, **extra: str) -> Fact:
@@ -57,7 +63,20 @@ def fact(kind: str, value: str, source: str, **extra: str) -> Fact:
         made["pool"] = extra["pool"]
     if extra.get("revision"):
         made["revision"] = extra["revision"]
+    if extra.get("basis"):
+        made["basis"] = extra["basis"]
     return made
+
+
+def citation(source: str, where: str) -> Fact:
+    """Where the facts of `source` (a tool call, "get_trace 4bf9…") can be seen again: a
+    Grafana Explore link, or the kubectl command that shows the same."""
+    return {"kind": CITE, "value": source.lower(), "source": source, "where": where}
+
+
+def source_call(source: str) -> str:
+    """The tool call a fact's source names: "get_trace 4bf9…" of "get_trace 4bf9…: k8s.pod.name"."""
+    return source.partition(": ")[0]
 
 
 def merge_evidence(left: list[Fact] | None, right: list[Fact] | None) -> list[Fact]:
@@ -78,6 +97,7 @@ def _identity(item: Fact) -> tuple[str, ...]:
         item.get("subject", ""),
         item.get("role", ""),
         item.get("revision", ""),
+        item.get("basis", ""),
     )
 
 
@@ -117,9 +137,10 @@ def text_facts(text: str, source: str) -> list[Fact]:
     """What a person, an alert or an error message stated: every claim found in the text,
     and every name-like token in it (one an answer may quote in a code span, of a kind
     the text does not say: a feature flag, a host, a job), as a fact."""
-    facts = [fact(c.kind, c.value, source) for c in find_claims(text)]
+    facts = [fact(c.kind, c.value, source, basis=TEXT) for c in find_claims(text)]
     named = dict.fromkeys(m.group() for m in _NAME_TOKEN.finditer(text))
-    return facts + [fact("name", token, source) for token in list(named)[:MAX_NAMES_PER_TEXT]]
+    tokens = list(named)[:MAX_NAMES_PER_TEXT]
+    return facts + [fact("name", token, source, basis=TEXT) for token in tokens]
 
 
 def times_from(values: Iterable[float], source: str, pool: str = "") -> list[Fact]:
@@ -149,12 +170,21 @@ class Evidence:
             self._by_kind.setdefault(item["kind"], {}).setdefault(item["value"], []).append(item)
 
     def find(self, kinds: Iterable[str], value: str, subject: str | None = None) -> Fact | None:
-        """The first fact of one of `kinds` with `value` (and, if given, of `subject`)."""
+        """The first fact of one of `kinds` with `value` (and, if given, of `subject`): a
+        record before a value only read in free text."""
+        written: Fact | None = None
         for kind in kinds:
             for item in self._by_kind.get(kind, {}).get(value, []):
                 if subject is None or item.get("subject", "") == subject:
-                    return item
-        return None
+                    if item.get("basis") != TEXT:
+                        return item
+                    written = written or item
+        return written
+
+    def where(self, source: str) -> str:
+        """The link or command that shows what `source` saw ("" when none is known)."""
+        cited = self._by_kind.get(CITE, {}).get(source_call(source).lower())
+        return cited[0].get("where", "") if cited else ""
 
     def values(self, kind: str, subject: str | None = None) -> list[str]:
         found = self._by_kind.get(kind, {})

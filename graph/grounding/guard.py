@@ -73,7 +73,7 @@ async def ground_draft(
             wrong = _out_of_order(claims[first], claims[second], back, draft, evidence)
             if wrong is not None:
                 findings[first] = wrong
-    return claims, [check_of(c, f) for c, f in zip(claims, findings, strict=True)]
+    return claims, [check_of(c, f, evidence) for c, f in zip(claims, findings, strict=True)]
 
 
 def known_names(evidence: Evidence) -> dict[ClaimKind, list[str]]:

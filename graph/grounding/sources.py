@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 from gates.cluster import ClusterError, KubernetesCluster, NotFound
 from graph.grounding.claims import Claim
-from graph.grounding.evidence import Evidence, Fact, fact
+from graph.grounding.evidence import Evidence, Fact, citation, fact
+from graph.links import kubectl
 from graph.tools.kubernetes import rollout_facts
 from graph.tools.tempo import TempoClient, TempoQueryError, TempoUnavailable
 
@@ -103,14 +104,15 @@ class LiveSources:
         if self._cluster is None:
             result.failed[key] = "tracegate has no cluster access configured"
             return
-        source = f"live lookup: Kubernetes {key}"
+        source = f"live lookup of Kubernetes {key}"
         try:
             if kind == "deployment":
                 snap = await self._cluster.snapshot(namespace, name)
                 result.facts += rollout_facts(namespace, name, snap, source)
             else:
                 await self._cluster.pod(namespace, name)
-                result.facts.append(fact("pod", name, source))
+                shown = kubectl("get", "pod", name, "-n", namespace)
+                result.facts += [fact("pod", name, source), citation(source, shown)]
         except NotFound:
             return  # asked and answered: there is no such Deployment or pod
         except ClusterError as exc:
@@ -125,5 +127,5 @@ class LiveSources:
         except (TempoUnavailable, TempoQueryError) as exc:
             result.failed[SERVICES] = f"Tempo's service names could not be read ({exc})"
             return
-        where = f"live lookup: Tempo {SERVICE_TAG} values"
+        where = f"live lookup of Tempo's {SERVICE_TAG} values"
         result.facts += [fact("service", name, where) for name in names]

@@ -10,7 +10,7 @@ from langchain_core.messages import HumanMessage
 
 from graph.config import GraphLimits
 from graph.grounding.check import ClaimCheck, revision_feedback
-from graph.grounding.evidence import Fact
+from graph.grounding.evidence import TEXT, Fact
 from graph.grounding.guard import finalise, ground_draft
 from graph.grounding.sources import LiveSources
 from graph.metrics import GROUNDING, GROUNDING_REMOVED
@@ -31,10 +31,12 @@ GroundingGuard = Callable[
 def _finished(verdict: GroundingVerdict) -> dict[str, Any]:
     """The check as a Steps event: the counts, and each claim with its source or why not."""
     counts = Counter(c["status"] for c in verdict["checks"])
+    seen = sum(c["status"] == "grounded" and c.get("basis") == TEXT for c in verdict["checks"])
     return {
         "type": "grounding_finished",
         "checked": len(verdict["checks"]),
-        "grounded": counts["grounded"],
+        "grounded": counts["grounded"] - seen,
+        "seen_in_text": seen,
         "ungrounded": counts["ungrounded"],
         "unchecked": counts["unchecked"],
         "outcome": verdict["outcome"],

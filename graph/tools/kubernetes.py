@@ -14,7 +14,8 @@ from gates.cluster import ClusterError, DeploymentNotFound
 from gates.model import ActionRequest, ClusterSnapshot
 from gates.pipeline import ActionPipeline
 from graph.action_claims import true_state
-from graph.grounding.evidence import ROLLOUT, Fact, fact, image_facts
+from graph.grounding.evidence import ROLLOUT, Fact, citation, fact, image_facts
+from graph.links import kubectl
 from graph.progress import TurnContext, reporter
 from graph.state import InvestigationState
 from graph.tools.errors import ToolFailed
@@ -84,7 +85,8 @@ def rollout_facts(
         if r.created:
             created = f"{where}: created"
             facts.append(fact("time", r.created, created, pool=ROLLOUT, **subject))
-    return facts
+    shown = kubectl("rollout", "history", f"deployment/{deployment}", "-n", namespace)
+    return [*facts, citation(source, shown)]
 
 
 def proposal_facts(request: ActionRequest) -> list[Fact]:

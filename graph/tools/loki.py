@@ -10,18 +10,17 @@ lines are written by workloads: data, never instructions.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Annotated, Any
-from urllib.parse import quote
 
 from langchain_core.tools import BaseTool, tool
 from langgraph.prebuilt import InjectedState
 
 from graph.config import LokiSpec
-from graph.grounding.evidence import Fact, fact, text_facts, times_from
+from graph.grounding.evidence import Fact, citation, fact, text_facts, times_from
+from graph.links import loki_link
 from graph.tools.errors import ToolFailed
 from graph.tools.http_api import (
     HttpSource,
@@ -101,23 +100,7 @@ def explore_link(spec: LokiSpec, logql: str, start: float, end: float) -> str | 
     """A Grafana Explore URL showing the same query over the same window."""
     if not spec.grafana_url:
         return None
-    pane = {
-        "a": {
-            "datasource": spec.datasource,
-            "queries": [
-                {
-                    "refId": "A",
-                    "datasource": {"type": "loki", "uid": spec.datasource},
-                    "expr": logql,
-                    "queryType": "range",
-                }
-            ],
-            "range": {"from": str(int(start * 1000)), "to": str(int(end * 1000))},
-        }
-    }
-    return f"{spec.grafana_url.rstrip('/')}/explore?schemaVersion=1&panes=" + quote(
-        json.dumps(pane, separators=(",", ":")), safe=""
-    )
+    return loki_link(spec.grafana_url, spec.datasource, logql, start, end)
 
 
 def _stream(labels: dict[str, str]) -> str:
@@ -246,16 +229,17 @@ def loki_tools(client: LokiClient) -> list[BaseTool]:
         link = explore_link(client.spec, logql, start, end)
         explore = f"\nGrafana Explore: {link}" if link else ""
         source = f"query_loki_logs {clip(logql, 120)}"
+        cited = [citation(source, link)] if link else []
         if data.get("resultType") in ("matrix", "vector"):
             kind, series = parse_result(data)
             text = summarise_series(logql, kind, series, where)
-            return text + explore, series_facts(series, source)
+            return text + explore, series_facts(series, source, start, end) + cited
         if data.get("resultType") != "streams":
             raise ToolFailed("Loki answered in an unknown shape.", retryable=True)
         lines = parse_streams(data)
         if not lines:
             return f"No log lines match {logql} {where}.{explore}", []
         text = summarise_logs(logql, lines, where, limit)
-        return text + explore, log_facts(lines, source)
+        return text + explore, log_facts(lines, source) + cited
 
     return [query_loki_logs]

@@ -20,7 +20,16 @@ from langchain_core.tools import BaseTool, tool
 
 from gates.cluster import ClusterError, KubernetesCluster, NotFound
 from gates.config import ActionPolicy
-from graph.grounding.evidence import Fact, fact, image_facts, parse_iso, text_facts, times_from
+from graph.grounding.evidence import (
+    Fact,
+    citation,
+    fact,
+    image_facts,
+    parse_iso,
+    text_facts,
+    times_from,
+)
+from graph.links import kubectl
 from graph.tools.errors import ToolFailed
 from graph.tools.kubernetes import retryable
 
@@ -334,9 +343,10 @@ def kubernetes_read_tools(cluster: KubernetesCluster, policy: ActionPolicy) -> l
             return f"Deployment {where} does not exist.", []
         views = [pod_view(p) for p in pods]
         source = f"get_workload_pods {where}"
+        shown = citation(source, kubectl("get", "pods", "-n", namespace, "-o", "wide"))
         return (
             summarise_pods(namespace, deployment, views, more, time.time()),
-            pod_facts(namespace, deployment, views, source),
+            [*pod_facts(namespace, deployment, views, source), shown],
         )
 
     @tool(response_format="content_and_artifact")
@@ -374,7 +384,9 @@ def kubernetes_read_tools(cluster: KubernetesCluster, policy: ActionPolicy) -> l
             events = [e for e in listed if (e.get("involvedObject") or {}).get("name") in names]
         seen = [event_view(e) for e in events]
         source = f"get_kubernetes_events {namespace}/{pod or deployment}"
-        return summarise_events(what, seen, more), event_facts(seen, source)
+        only = ["--field-selector", f"involvedObject.name={pod}"] if pod else []
+        shown = citation(source, kubectl("get", "events", "-n", namespace, *only))
+        return summarise_events(what, seen, more), [*event_facts(seen, source), shown]
 
     @tool(response_format="content_and_artifact")
     async def get_pod_logs(
@@ -425,9 +437,9 @@ def kubernetes_read_tools(cluster: KubernetesCluster, policy: ActionPolicy) -> l
             header += ")"
         lines, note = tail(text, LOG_LIMIT_BYTES)
         source = f"get_pod_logs {namespace}/{pod}"
-        facts = [fact("pod", pod, source)] + (
-            [fact("node", view.node, source)] if view.node else []
-        )
+        command = ["logs", "-n", namespace, pod, *(["-c", container] if container else [])]
+        facts = [fact("pod", pod, source), citation(source, kubectl(*command, *previous * ["-p"]))]
+        facts += [fact("node", view.node, source)] if view.node else []
         if not lines:
             return f"{header}: the log is empty.", facts
         body = [f"{header}: last {len(lines)} lines", UNTRUSTED, *lines]

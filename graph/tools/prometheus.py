@@ -20,7 +20,8 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.prebuilt import InjectedState
 
 from graph.config import PrometheusSpec
-from graph.grounding.evidence import Fact, fact, times_from
+from graph.grounding.evidence import Fact, citation, fact, times_from
+from graph.links import prometheus_link
 from graph.tools.errors import ToolFailed
 from graph.tools.http_api import (
     HttpSource,
@@ -148,19 +149,44 @@ def summarise_series(query: str, kind: str, series: list[Series], span: str) -> 
     return "\n".join(lines)
 
 
-def series_facts(series: list[Series], source: str) -> list[Fact]:
-    """What the labels name (pods, namespaces, nodes ...) and the times shown."""
+CHANGE_SHARE = 0.25  # a step of at least this share of a series' range is a change
+
+
+def event_times(s: Series, start: float, end: float, edge: float) -> list[float]:
+    """The times a series shows something happen: each step where its value changed by at
+    least CHANGE_SHARE of its range, and where it begins or ends inside the window (a pod
+    that appeared, a target that went away). The window's own edges are when the query
+    looked, not when anything happened, so they are never among them."""
+    found: list[float] = []
+    values = s.values
+    spread = max(values) - min(values) if values else 0.0
+    for (t0, v0), (t1, v1) in itertools.pairwise(s.points):
+        if (
+            spread
+            and not (math.isnan(v0) or math.isnan(v1))
+            and abs(v1 - v0) >= CHANGE_SHARE * spread
+        ):
+            found += [t0, t1]
+    if s.points and s.points[0][0] > start + edge:
+        found.append(s.points[0][0])
+    if s.points and s.points[-1][0] < end - edge:
+        found.append(s.points[-1][0])
+    return found
+
+
+def series_facts(
+    series: list[Series], source: str, start: float, end: float, edge: float = 60.0
+) -> list[Fact]:
+    """What the labels name (pods, namespaces, nodes ...) and the times something happened
+    in the series (`event_times`; `edge`: how near the window's edges a sample is one)."""
     facts: list[Fact] = []
     times: list[float] = []
     for s in series[: MAX_SERIES_LISTED * 5]:
         for key, value in s.labels.items():
             if (kind := LABEL_KINDS.get(key)) and value:
                 facts.append(fact(kind, value, f"{source}: label {key}"))
-        if s.points:
-            times += [s.points[0][0], s.points[-1][0]]
-        if change := s.change():
-            times += [change[0], change[1]]
-    return facts + times_from(times, f"{source}: sample times")
+        times += event_times(s, start, end, edge)
+    return facts + times_from(times, f"{source}: times the values changed")
 
 
 class PrometheusClient(HttpSource):
@@ -168,6 +194,7 @@ class PrometheusClient(HttpSource):
 
     def __init__(self, spec: PrometheusSpec) -> None:
         super().__init__(spec.url, spec.tenant, spec.timeout_s)
+        self.spec = spec
 
     async def instant(self, query: str, at: float) -> tuple[str, list[Series]]:
         data = await self.request("POST", "/api/v1/query", {"query": query, "time": at})
@@ -208,6 +235,13 @@ def _failed(exc: Exception) -> ToolFailed:
     )
 
 
+def explore_link(spec: PrometheusSpec, promql: str, start: float, end: float) -> str | None:
+    """A Grafana Explore URL showing the same query over the same window (GRAFANA_URL)."""
+    if not spec.grafana_url:
+        return None
+    return prometheus_link(spec.grafana_url, spec.datasource, promql, start, end)
+
+
 def prometheus_tools(client: PrometheusClient) -> list[BaseTool]:
     """The read-only Prometheus tools, bound to one client."""
 
@@ -227,7 +261,11 @@ def prometheus_tools(client: PrometheusClient) -> list[BaseTool]:
         except (SourceRefused, SourceUnavailable) as exc:
             raise _failed(exc) from exc
         text = summarise_series(promql, kind, series, f"at {utc(at)}")
-        return text, series_facts(series, f"query_prometheus {clip(promql, 120)}")
+        source = f"query_prometheus {clip(promql, 120)}"
+        facts = series_facts(series, source, at, at)
+        if link := explore_link(client.spec, promql, at - 3600, at):
+            facts.append(citation(source, link))
+        return text, facts
 
     @tool(response_format="content_and_artifact")
     async def query_prometheus_range(
@@ -256,7 +294,11 @@ def prometheus_tools(client: PrometheusClient) -> list[BaseTool]:
             raise _failed(exc) from exc
         where = f"from {utc(start)} to {utc(end)} (step {step}s)"
         text = summarise_series(promql, kind, series, where)
-        return text, series_facts(series, f"query_prometheus_range {clip(promql, 120)}")
+        source = f"query_prometheus_range {clip(promql, 120)}"
+        facts = series_facts(series, source, start, end, edge=step)
+        if link := explore_link(client.spec, promql, start, end):
+            facts.append(citation(source, link))
+        return text, facts
 
     @tool
     async def list_prometheus_label_values(

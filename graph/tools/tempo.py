@@ -18,7 +18,8 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.prebuilt import InjectedState
 
 from graph.config import TempoSpec
-from graph.grounding.evidence import RESOURCE_KINDS, Fact, fact, text_facts, times_from
+from graph.grounding.evidence import RESOURCE_KINDS, Fact, citation, fact, text_facts, times_from
+from graph.links import tempo_link
 from graph.tools.errors import ToolFailed
 from graph.trace_ids import normalise
 
@@ -182,6 +183,14 @@ class TempoClient:
             # httpcore scans every pooled connection for every queued request.
             limits=httpx.Limits(max_connections=64, max_keepalive_connections=8),
         )
+
+    def link(
+        self, traceql: str, start: float | None = None, end: float | None = None
+    ) -> str | None:
+        """A Grafana Explore URL of a trace (by ID) or a search (GRAFANA_URL), else None."""
+        if not self.spec.grafana_url:
+            return None
+        return tempo_link(self.spec.grafana_url, self.spec.datasource, traceql, start, end)
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -384,7 +393,7 @@ def summarise_trace(trace_id: str, spans: list[Span]) -> str:
     return _bounded(lines)
 
 
-def trace_facts(trace_id: str, spans: list[Span]) -> list[Fact]:
+def trace_facts(trace_id: str, spans: list[Span], link: str | None = None) -> list[Fact]:
     """Every workload attribute of the trace's resources, the times its spans started and
     ended, and what its error messages name: the evidence a summary is drawn from."""
     source = f"get_trace {trace_id}"
@@ -404,6 +413,8 @@ def trace_facts(trace_id: str, spans: list[Span]) -> list[Fact]:
             facts += text_facts(span.status_message, f"{source}: status of {span.service}")
     starts = [s.start_ns for s in spans if s.error] + [min(s.start_ns for s in spans)]
     facts += times_from([*starts, max(s.end_ns for s in spans)], f"{source}: span times")
+    if link:
+        facts.append(citation(source, link))
     return facts
 
 
@@ -470,10 +481,11 @@ def tempo_tools(client: TempoClient) -> list[BaseTool]:
             f"started {_utc(h.start_ns)}  {h.duration_ms} ms  matched spans: {h.matched_spans}"
             for h in hits
         ]
-        found = [
-            fact("service", h.root_service, "query_tempo_traces: rootServiceName") for h in hits
-        ]
-        found += times_from([h.start_ns for h in hits], "query_tempo_traces: trace start times")
+        source = f"query_tempo_traces {_clip(traceql, 120)}"
+        found = [fact("service", h.root_service, f"{source}: rootServiceName") for h in hits]
+        found += times_from([h.start_ns for h in hits], f"{source}: trace start times")
+        if link := client.link(traceql, start, end):
+            found.append(citation(source, link))
         return "\n".join(lines), found
 
     @tool(response_format="content_and_artifact")
@@ -499,6 +511,6 @@ def tempo_tools(client: TempoClient) -> list[BaseTool]:
             ) from exc
         if spans is None:
             return f"Trace {cleaned} does not exist in Tempo. Do not cite it.", []
-        return summarise_trace(cleaned, spans), trace_facts(cleaned, spans)
+        return summarise_trace(cleaned, spans), trace_facts(cleaned, spans, client.link(cleaned))
 
     return [query_tempo_traces, get_trace]
