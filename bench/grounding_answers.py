@@ -17,6 +17,7 @@ A `Pick` draws the choices: Hypothesis' `data.draw` in the property tests
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from collections.abc import Callable, Sequence
@@ -477,6 +478,106 @@ def alert_time(pick: Pick, truth: Truth, now: float) -> Sentence | None:
     return Sentence("time", template.format(t=right), template.format(t=wrong), wrong)
 
 
+def _fenced(lines: list[str], language: str = "") -> str:
+    return "\n".join([f"```{language}", *lines, "```"])
+
+
+def pasted_kubectl(pick: Pick, truth: Truth, now: float) -> Sentence | None:
+    """kubectl's own output pasted in a code block: `get pods -o wide` or `rollout
+    history`, with one pod, node, revision or version in it changed."""
+    d = pick.choice(truth.deployments())
+    if pick.choice(["pods", "history"]) == "pods":
+        pods = sorted(truth.pods[d])[:3]
+        target = pick.choice(pods)
+        width = max(len(p) for p in pods) + 3
+        header = f"{'NAME':<{width}}READY   STATUS    RESTARTS   AGE   IP           NODE"
+
+        def rows(pod: str, node: str) -> list[str]:
+            shown = [(pod, node) if p == target else (p, truth.node_of[p]) for p in pods]
+            return [
+                f"{name:<{width}}1/1     Running   {i}          {12 + i}m   10.0.{i}.17    {on}"
+                for i, (name, on) in enumerate(shown)
+            ]
+
+        true_rows = rows(target, truth.node_of[target])
+        if pick.choice(["pod", "node"]) == "pod":
+            wrong = target.rsplit("-", 1)[0] + "-" + one_character(target.rsplit("-", 1)[1], pick)
+            if wrong in truth.node_of:
+                return None
+            bad_rows, kind = rows(wrong, truth.node_of[target]), "pod"
+        else:
+            wrong = one_character(truth.node_of[target], pick)
+            if wrong in truth.nodes:
+                return None
+            bad_rows, kind = rows(target, wrong), "node"
+        command = f"$ kubectl -n {truth.namespace} get pods -o wide"
+        true = _fenced([command, header, *true_rows])
+        return Sentence(kind, true, _fenced([command, header, *bad_rows]), wrong)
+    releases = truth.releases[d][-4:]
+    existing = {r.revision for r in truth.releases[d]}
+    changed = pick.choice(releases)
+
+    def history(revision: int, version: str) -> str:
+        lines = [
+            f"$ kubectl -n {truth.namespace} rollout history deployment/{d}",
+            f"deployment.apps/{d}",
+            "REVISION  CHANGE-CAUSE",
+        ]
+        for r in releases:
+            shown, cause = (revision, version) if r is changed else (r.revision, r.version)
+            lines.append(f"{shown:<10}deploy {cause}")
+        return _fenced(lines)
+
+    if pick.choice(["revision", "version"]) == "revision":
+        wrong_revision = max(existing) + pick.integer(1, 5)
+        invented = history(wrong_revision, changed.version)
+        return Sentence(
+            "revision", history(changed.revision, changed.version), invented, str(wrong_revision)
+        )
+    wrong_version = bumped(changed.version, pick)
+    if wrong_version in {r.version for r in truth.releases[d]}:
+        return None
+    invented = history(changed.revision, wrong_version)
+    return Sentence("version", history(changed.revision, changed.version), invented, wrong_version)
+
+
+def pasted_json(pick: Pick, truth: Truth, now: float) -> Sentence | None:
+    """A trace's resource or a Deployment's state pasted as JSON, one value changed."""
+    d = pick.choice(truth.deployments())
+    target = pick.choice(truth.pods[d])
+    current = truth.current(d)
+    values = {
+        "service.name": d,
+        "service.version": current.version,
+        "k8s.deployment.name": d,
+        "k8s.pod.name": target,
+        "k8s.node.name": truth.node_of[target],
+    }
+    key = pick.choice(["service.version", "k8s.pod.name", "k8s.node.name"])
+    if key == "service.version":
+        wrong, kind = bumped(current.version, pick), "version"
+        if wrong in {r.version for r in truth.releases[d]}:
+            return None
+    elif key == "k8s.pod.name":
+        wrong, kind = (
+            target.rsplit("-", 1)[0] + "-" + one_character(target.rsplit("-", 1)[1], pick),
+            "pod",
+        )
+        if wrong in truth.node_of:
+            return None
+    else:
+        wrong, kind = one_character(truth.node_of[target], pick), "node"
+        if wrong in truth.nodes:
+            return None
+    pretty = pick.choice([True, False])
+
+    def dump(shown: dict[str, str]) -> str:
+        text = json.dumps({"resource": shown}, indent=2 if pretty else None)
+        return _fenced(text.split("\n"), "json")
+
+    return Sentence(kind, dump(values), dump(values | {key: wrong}), wrong)
+
+
 WRITERS: dict[str, Writer] = {
     "version": version_current,
     "version role": version_roles,
@@ -488,6 +589,8 @@ WRITERS: dict[str, Writer] = {
     "deployment": deployment,
     "time": rollout_time,
     "alert time": alert_time,
+    "pasted kubectl": pasted_kubectl,
+    "pasted json": pasted_json,
 }
 
 
@@ -531,7 +634,8 @@ LAYOUTS = ("prose", "bullets", "heading", "numbered")
 
 def _layout_named(layout: str, lines: list[str]) -> str:
     table = [line for line in lines if line.startswith("|")]
-    rest = [line for line in lines if not line.startswith("|")]
+    pasted = [line for line in lines if line.startswith("```")]  # kept whole, after the text
+    rest = [line for line in lines if not line.startswith(("|", "```"))]
     if layout == "prose":
         body = " ".join(
             line.lstrip("- ") + ("" if line.rstrip()[-1:] in ".!?" else ".") for line in rest
@@ -544,4 +648,6 @@ def _layout_named(layout: str, lines: list[str]) -> str:
         body = "*What I found*\n" + "\n".join(rest)
     if table:
         body += "\n\n| what | value | more |\n|---|---|---|\n" + "\n".join(table)
+    for block in pasted:
+        body += "\n\n" + block
     return body.strip()

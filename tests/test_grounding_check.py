@@ -96,12 +96,13 @@ async def test_a_rollout_time_must_be_a_rollout_s(world: World) -> None:
     assert {c["status"] for c in checks} == {"grounded"}
 
 
-async def test_a_rollout_time_with_no_deployment_named_must_be_a_recent_rollout_s(
+async def test_a_rollout_time_with_no_deployment_named_must_be_some_rollout_s(
     world: World,
 ) -> None:
-    # 14:05: errors, not a rollout; 14:10 is a rollout's time only days before the incident
-    checks = await checked(world, "The rollout went out at 14:05, and another at 14:10.")
-    assert [c["status"] for c in checks] == ["ungrounded", "ungrounded"]
+    # 13:40: no rollout's; 14:10 is a rollout's clock (days before the incident: with no
+    # date written, the clock is what is claimed)
+    checks = await checked(world, "The rollout went out at 13:40, and another at 14:10.")
+    assert [c["status"] for c in checks] == ["ungrounded", "grounded"]
     checks = await checked(world, "The rollout went out at 13:10.")
     assert [c["status"] for c in checks] == ["grounded"]
 
@@ -196,7 +197,8 @@ async def test_a_clock_time_takes_the_date_its_sentence_states(world: World) -> 
         ("on 2026-11-28 at 14:10 UTC", "grounded"),
         ("on Nov 28, 14:10", "grounded"),
         ("on 2026-11-29 at 14:10 UTC", "ungrounded"),
-        ("at 14:10", "ungrounded"),  # a clock time alone is the incident's day
+        ("at 14:10", "grounded"),  # a clock time alone claims its clock, not a day
+        ("yesterday at 14:10", "ungrounded"),  # the day before the incident's: not that day
     ]:
         checks = await checked(world, f"orders-api revision 7 rolled out {stated}.")
         assert [c["status"] for c in checks if c["kind"] == "time"] == [expected], stated
@@ -411,3 +413,23 @@ def test_the_state_keeps_a_record_that_arrives_after_the_same_value_in_text() ->
     read = [fact("pod", "payment-api-a9dfd1c984-h4kzp", "get_trace 4bf9: k8s.pod.name")]
     found = Evidence(merge_evidence(said, read)).find(["pod"], "payment-api-a9dfd1c984-h4kzp")
     assert found is not None and found["source"] == "get_trace 4bf9: k8s.pod.name"
+
+
+async def test_a_rollout_time_written_with_its_revision_must_be_that_revision_s(
+    world: World,
+) -> None:
+    # payment-api's revisions 41 and 42 went out at 12:10 and 13:10
+    checks = await checked(world, "payment-api revision 41 rolled out at 13:10.")
+    assert status(checks, "13:10") == "ungrounded"
+    checks = await checked(world, "payment-api revision 41 rolled out at 12:10.")
+    assert status(checks, "12:10") == "grounded"
+
+
+async def test_revisions_in_pasted_json_yaml_and_kubectl_output_are_checked(world: World) -> None:
+    for pasted in [
+        '```json\n{"deployment": "payment-api", "revision": 47}\n```',
+        '```yaml\nname: payment-api\nrevision: "47"\n```',
+        "```\n$ kubectl rollout history deployment/payment-api\nREVISION  CHANGE-CAUSE\n"
+        "41        deploy 1.41.3\n47        deploy 1.42.0\n```",
+    ]:
+        assert status(await checked(world, pasted), "47") == "ungrounded", pasted

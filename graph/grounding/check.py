@@ -105,7 +105,22 @@ def subject_of(
             continue
         if best is None or distance < best[0]:
             best = (distance, name)
-    return best[1] if best else None
+    return best[1] if best else _block_subject(draft, claim.start, frozenset(subjects))
+
+
+FENCE = "```"
+MAX_BLOCK_REACH = 2000  # characters of a pasted block read back for its subject
+
+
+def _block_subject(draft: str, at: int, subjects: frozenset[str]) -> str | None:
+    """In pasted output (a fenced block: kubectl's tables, JSON, YAML), the service or
+    Deployment named nearest before `at` in the block: `deployment.apps/cart` over its
+    revisions, `"deployment": "cart"` beside `"revision": 11`."""
+    opened = draft.rfind(FENCE, max(0, at - MAX_BLOCK_REACH), at)
+    if opened < 0 or draft.count(FENCE, 0, opened) % 2:  # not inside a block
+        return None
+    named = _named(draft[opened:at].lower(), subjects)
+    return max(named)[2] if named else None
 
 
 def _clause_start(sentence: str, at: int) -> int:
@@ -340,6 +355,7 @@ def _declared(draft: str) -> tuple[tuple[int, str], ...]:
 
 
 _HAS_CLOCK = re.compile(r"\d:\d\d")
+_REVISION_IN = re.compile(r"\b(?:revision|rev)\s*#?(\d+)\b", re.IGNORECASE)
 _YESTERDAY = re.compile(r"\byesterday\b", re.IGNORECASE)
 
 
@@ -355,15 +371,21 @@ def _time(claim: Claim, draft: str, evidence: Evidence, tolerance_s: float) -> F
     if written is None:
         return Finding("unchecked", why=f"{claim.text} is not a time tracegate can read")
     before = draft[claim.sentence[0] : claim.start]
-    written = written.dated(newest, tolerance_s, 1 if _YESTERDAY.search(before) else 0)
+    yesterday = bool(_YESTERDAY.search(before))
+    undated = written.day is None and not yesterday  # its clock is claimed, not its day
+    written = written.dated(newest, tolerance_s, 1 if yesterday else 0)
     about = _about(draft, claim)
     if about == "rollout":
         subject = subject_of(claim, draft, evidence, evidence.subjects())
         pool = (evidence.times(ROLLOUT, subject) if subject else []) or evidence.times(ROLLOUT)
+        revisions = set(_REVISION_IN.findall(_clause(draft, claim)))
+        if len(revisions) == 1:  # "revision 42 rolled out at 13:10": that revision's rollout
+            own = [(at, f) for at, f in pool if f.get("revision") in revisions]
+            pool = own or pool
     else:  # symptoms are compared with rollouts in one breath: "errors began (13:10 vs 14:01)"
         pool = seen
     for at, item in sorted(pool, key=lambda pair: pair[0]):
-        if written.near(at, tolerance_s):
+        if written.near(at, tolerance_s) or (undated and written.clock_near(at, tolerance_s)):
             return Finding("grounded", item["source"], basis=item.get("basis", ""))
     near = sorted(pool, key=lambda pair: pair[0])
     held = tuple(iso(at) for at, _ in (near[:2] + near[-2:] if len(near) > 4 else near))

@@ -172,7 +172,7 @@ _COUNTED = (
 _REVISION = re.compile(
     r"(?:\b(?:revisions?|revs?\.?)(?:[ \t]++(?:is|was|number|no\.)|[ \t]++(?:of|for)[ \t]++"
     r"[\w`*.-]{1,63}(?=[ \t]*+[:=])|[ \t]++(?:of|for)[ \t]++[\w`*.-]{1,63}[ \t]++(?:is|was))?"
-    r"[ \t]*+[#:=]?[ \t]*+"
+    r"[\"']?[ \t]*+[#:=]?[ \t]*+[\"']?"  # JSON and YAML: "revision": 11, revision: "11"
     r"|(?<![\w.-])(?-i:r)(?=\d)"
     r"|\b(?:roll(?:ed|ing)?[ \t]+(?:[\w`*-]+[ \t]+)?back|rollback|revert(?:ed|ing)?)[ \t]++"
     r"(?:[\w`*-]+[ \t]++){0,2}?(?:from|to)[ \t]++(?=\d++(?![.,]\d)" + _COUNTED + r"))(\d++)"
@@ -468,7 +468,17 @@ def _times(c: _Collector) -> None:
         c.add("time", m.start(), m.end())
 
 
+# `kubectl rollout history` pasted: a REVISION column, each row's number a revision
+_HISTORY_HEADER = re.compile(r"^[ \t]*+REVISION[ \t]++CHANGE-CAUSE[ \t]*+$", re.MULTILINE)
+_HISTORY_ROW = re.compile(r"[ \t]*+(\d++)(?:[ \t][^\n]*+)?(?:\n|$)")
+
+
 def _revisions(c: _Collector) -> None:
+    for header in _HISTORY_HEADER.finditer(c.scan):
+        at = header.end() + 1
+        while row := _HISTORY_ROW.match(c.scan, at):
+            c.add("revision", row.start(1), row.end(1))
+            at = row.end()
     for m in _REVISION.finditer(c.scan):
         role = _role(c.scan, m.start(), m.end(1))
         c.add("revision", m.start(1), m.end(1), role=role)

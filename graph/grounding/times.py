@@ -139,6 +139,16 @@ class WrittenTime:
             self.second, self.precision, day - timedelta(days=days_back), self.tz, self.zoned
         )
 
+    def clock_near(self, instant: float, tolerance_s: float) -> bool:
+        """Whether `instant`'s wall clock in this time's zone is this clock, on whatever day:
+        a time written without a date claims its clock, not a day."""
+        seen = datetime.fromtimestamp(instant, self.tz).replace(tzinfo=None)
+        slack = tolerance_s + self.precision - 1
+        return any(
+            abs((self.on(seen.date() + timedelta(days=shift)) - seen).total_seconds()) <= slack
+            for shift in (-1, 0, 1)
+        )
+
     def near(self, instant: float, tolerance_s: float) -> bool:
         """Whether `instant` is this time, within the tolerance (and the precision written):
         the instant's wall clock in this time's zone against the clock written."""

@@ -84,7 +84,9 @@ def rollout_facts(
             facts.append(fact("replicaset", r.replicaset, where, **subject))
         if r.created:
             created = f"{where}: created"
-            facts.append(fact("time", r.created, created, pool=ROLLOUT, **subject))
+            facts.append(
+                fact("time", r.created, created, pool=ROLLOUT, revision=str(r.revision), **subject)
+            )
     shown = kubectl("rollout", "history", f"deployment/{deployment}", "-n", namespace)
     return [*facts, citation(source, shown)]
 
