@@ -578,6 +578,83 @@ def pasted_json(pick: Pick, truth: Truth, now: float) -> Sentence | None:
     return Sentence(kind, dump(values), dump(values | {key: wrong}), wrong)
 
 
+def structured(pick: Pick, truth: Truth, now: float) -> Sentence | None:
+    """A block of the answer's own: a rollout table with a Revision column (introduced by
+    a line naming the Deployment, or not) or "Key: value" lines, one value changed."""
+    d = pick.choice(truth.deployments())
+    releases = [r for r in truth.releases[d][-3:] if r.created is not None]
+    if len(releases) < 2:
+        return None
+    cur, target = releases[-1], pick.choice(releases)
+    pod_name = pick.choice(truth.pods[d])
+    if pick.choice(["table", "keys"]) == "table":
+        intro = pick.choice(["", f"Rollout history of `{d}`:\n\n", f"**{d}**\n"])
+
+        def table(revision: int, tag: str, at: float) -> str:
+            rows = []
+            for r in releases:
+                repository, own_tag = r.image.rsplit(":", 1)
+                shown = (revision, tag, at) if r is target else (r.revision, own_tag, r.created)
+                rows.append(
+                    f"| {shown[0]} | `{repository}:{shown[1]}` | {_utc_minute(shown[2] or 0)} |"
+                )
+            return (
+                intro + "| Revision | Image | Deployed (UTC) |\n|---|---|---|\n" + "\n".join(rows)
+            )
+
+        tag = target.image.rsplit(":", 1)[1]
+        true = table(target.revision, tag, target.created or 0)
+        what = pick.choice(["revision", "image", "time"])
+        if what == "revision":
+            wrong = str(max(r.revision for r in truth.releases[d]) + pick.integer(1, 5))
+            invented = table(int(wrong), tag, target.created or 0)
+        elif what == "image":
+            wrong = bumped(tag, pick) if re.match(r"\d", tag) else one_character(tag, pick)
+            if wrong in {r.image.rsplit(":", 1)[1] for r in truth.releases[d]}:
+                return None
+            invented = table(target.revision, wrong, target.created or 0)
+        else:
+            at = (target.created or 0) + pick.choice([-7200, 3600, 7200])
+            if not _far_from(at, truth.rollout_times):
+                return None
+            wrong, invented = _utc_minute(at), table(target.revision, tag, at)
+        kind = "image" if what == "image" else what
+        return Sentence(kind, true, invented, wrong)
+    values = {
+        "Deployment": d,
+        "Revision": str(cur.revision),
+        "Image": f"`{cur.image}`",
+        "Pod": f"`{pod_name}`",
+        "Node": truth.node_of[pod_name],
+    }
+    key = pick.choice(["Revision", "Image", "Node"])
+    if key == "Revision":
+        wrong = str(max(r.revision for r in truth.releases[d]) + pick.integer(1, 5))
+        changed, kind = wrong, "revision"
+    elif key == "Image":
+        tag = cur.image.rsplit(":", 1)[1]
+        bad = bumped(tag, pick) if re.match(r"\d", tag) else one_character(tag, pick)
+        if bad in {r.image.rsplit(":", 1)[1] for r in truth.releases[d]}:
+            return None
+        wrong = cur.image.rsplit(":", 1)[0] + ":" + bad
+        changed, kind = f"`{wrong}`", "image"
+    else:
+        wrong = one_character(truth.node_of[pod_name], pick)
+        if wrong in truth.nodes:
+            return None
+        changed, kind = wrong, "node"
+    bold = pick.choice([True, False])
+
+    def lines(shown: dict[str, str]) -> str:
+        return "\n".join(f"**{k}:** {v}" if bold else f"{k}: {v}" for k, v in shown.items())
+
+    return Sentence(kind, lines(values), lines(values | {key: changed}), wrong)
+
+
+def _utc_minute(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M")
+
+
 WRITERS: dict[str, Writer] = {
     "version": version_current,
     "version role": version_roles,
@@ -591,6 +668,7 @@ WRITERS: dict[str, Writer] = {
     "alert time": alert_time,
     "pasted kubectl": pasted_kubectl,
     "pasted json": pasted_json,
+    "table or keys": structured,
 }
 
 
@@ -633,9 +711,9 @@ LAYOUTS = ("prose", "bullets", "heading", "numbered")
 
 
 def _layout_named(layout: str, lines: list[str]) -> str:
-    table = [line for line in lines if line.startswith("|")]
-    pasted = [line for line in lines if line.startswith("```")]  # kept whole, after the text
-    rest = [line for line in lines if not line.startswith(("|", "```"))]
+    pasted = [line for line in lines if "\n" in line]  # blocks, kept whole after the text
+    table = [line for line in lines if line.startswith("|") and line not in pasted]
+    rest = [line for line in lines if not line.startswith("|") and line not in pasted]
     if layout == "prose":
         body = " ".join(
             line.lstrip("- ") + ("" if line.rstrip()[-1:] in ".!?" else ".") for line in rest

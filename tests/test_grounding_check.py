@@ -433,3 +433,22 @@ async def test_revisions_in_pasted_json_yaml_and_kubectl_output_are_checked(worl
         "41        deploy 1.41.3\n47        deploy 1.42.0\n```",
     ]:
         assert status(await checked(world, pasted), "47") == "ungrounded", pasted
+
+
+async def test_a_table_row_or_key_line_takes_the_subject_its_row_or_block_names(
+    world: World,
+) -> None:
+    # revision 7 is orders-api's, not payment-api's: the row's image, the block's
+    # "Deployment:" line say whose the revision is
+    for draft in [
+        "| Revision | Image |\n|---|---|\n| 7 | registry/payment-api:1.42.0 |",
+        "payment-api's rollouts:\n\n| Revision | Deployed |\n|---|---|\n| 7 | 13:10 |",
+        "**Deployment:** payment-api\n**Revision:** 7\n**Status:** failing",
+    ]:
+        assert status(await checked(world, draft), "7") == "ungrounded", draft
+
+
+async def test_a_line_with_no_subject_takes_none_from_prose_above_it(world: World) -> None:
+    # checkout above is what is affected, not whose revision 42 is (payment-api's)
+    draft = "*Impact*\n- checkout returns 502s\n- Root cause: revision 42 throws NPEs"
+    assert status(await checked(world, draft), "42") == "grounded"

@@ -105,11 +105,49 @@ def subject_of(
             continue
         if best is None or distance < best[0]:
             best = (distance, name)
-    return best[1] if best else _block_subject(draft, claim.start, frozenset(subjects))
+    if best:
+        return best[1]
+    return _block_subject(draft, claim.start, frozenset(subjects)) or _structured_subject(
+        draft, claim.start, frozenset(subjects)
+    )
 
 
 FENCE = "```"
 MAX_BLOCK_REACH = 2000  # characters of a pasted block read back for its subject
+
+
+_TABLE_ROW = re.compile(r"[ \t]*+\|")
+# "**Deployment:** cart", "Service: payment-api": a key naming what the block is about
+_KEY_LINE = re.compile(r"[ \t]*+(?:[-*•][ \t]+)?[*_]*([\w .-]{1,40}?)[*_]*:[*_]*[ \t]")
+_SUBJECT_KEYS = frozenset({"deployment", "service", "workload", "app", "component", "name"})
+
+
+def _structured_subject(draft: str, at: int, subjects: frozenset[str]) -> str | None:
+    """On a table row: the one service or Deployment the row names anywhere, else the one
+    the table's header and the line introducing it name. On a "Key: value" line: the one
+    its block's "Deployment:" (or "Service:") line names. Never a guess between two."""
+    line_start = draft.rfind("\n", 0, at) + 1
+    line_end = draft.find("\n", at)
+    line = draft[line_start : line_end if line_end >= 0 else len(draft)]
+    key = _KEY_LINE.match(line)
+    if not _TABLE_ROW.match(line) and not key:
+        return None
+    named = {name for _, _, name in _named(line.lower(), subjects)}
+    if named:
+        return named.pop() if len(named) == 1 else None
+    blank = draft.rfind("\n\n", 0, line_start)
+    block_start = blank + 2 if blank >= 0 else 0
+    above = draft[max(block_start, line_start - MAX_BLOCK_REACH) : line_start].lower()
+    if _TABLE_ROW.match(line):  # and the line that introduces the table, across a blank
+        intro = draft[max(0, block_start - 300) : block_start].strip().rsplit("\n", 1)[-1]
+        named = {name for _, _, name in _named(intro.lower() + "\n" + above, subjects)}
+        return named.pop() if len(named) == 1 else None
+    for previous in reversed(above.splitlines()):
+        found = _KEY_LINE.match(previous)
+        if found and found.group(1).strip().lower() in _SUBJECT_KEYS:
+            named = {name for _, _, name in _named(previous, subjects)}
+            return named.pop() if len(named) == 1 else None
+    return None
 
 
 def _block_subject(draft: str, at: int, subjects: frozenset[str]) -> str | None:

@@ -473,7 +473,46 @@ _HISTORY_HEADER = re.compile(r"^[ \t]*+REVISION[ \t]++CHANGE-CAUSE[ \t]*+$", re.
 _HISTORY_ROW = re.compile(r"[ \t]*+(\d++)(?:[ \t][^\n]*+)?(?:\n|$)")
 
 
+# A Markdown table: its header row, the separator under it, and its body rows (in the
+# scanned text a table's bars are \x1f, a clause break).
+_TABLE = re.compile(
+    r"^[ \t]*+(\x1f[^\n]*\x1f)[ \t]*+\n[ \t]*+\x1f[ \t:\x1f-]*-[ \t:\x1f-]*\x1f[ \t]*+\n"
+    r"((?:[ \t]*+\x1f[^\n]*(?:\n|$))*)",
+    re.MULTILINE,
+)
+_REVISION_HEADER = re.compile(r"[\s*_`]*(?:revisions?|rev)(?:\s*(?:#|no\.?|number))?[\s*_`]*", re.I)
+_CELL_NUMBER = re.compile(r"[\s*_`]*#?(\d++)[\s*_`]*(?:\([^)|]*\))?[\s*_`]*")
+
+
+def _cells(row: str, at: int) -> list[tuple[int, str]]:
+    """A table row's cells with where each starts (`at`: where the row starts)."""
+    cells, start = [], row.index("\x1f") + 1
+    for part in row[start:].split("\x1f")[:-1]:
+        cells.append((at + start, part))
+        start += len(part) + 1
+    return cells
+
+
+def _table_revisions(c: _Collector) -> None:
+    """The numbers in a table's Revision column ("| Revision | Image |")."""
+    for table in _TABLE.finditer(c.scan):
+        header = _cells(table.group(1), table.start(1))
+        columns = [i for i, (_, cell) in enumerate(header) if _REVISION_HEADER.fullmatch(cell)]
+        if not columns:
+            continue
+        at = table.start(2)
+        for row in table.group(2).splitlines(keepends=True):
+            cells = _cells(row, at) if row.count("\x1f") >= 2 else []
+            for i in columns:
+                if i < len(cells) and (m := _CELL_NUMBER.fullmatch(cells[i][1])):
+                    start = cells[i][0] + m.start(1)
+                    role = _role(c.scan, start, start + len(m.group(1)))
+                    c.add("revision", start, start + len(m.group(1)), role=role)
+            at += len(row)
+
+
 def _revisions(c: _Collector) -> None:
+    _table_revisions(c)
     for header in _HISTORY_HEADER.finditer(c.scan):
         at = header.end() + 1
         while row := _HISTORY_ROW.match(c.scan, at):
