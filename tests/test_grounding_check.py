@@ -452,3 +452,23 @@ async def test_a_line_with_no_subject_takes_none_from_prose_above_it(world: Worl
     # checkout above is what is affected, not whose revision 42 is (payment-api's)
     draft = "*Impact*\n- checkout returns 502s\n- Root cause: revision 42 throws NPEs"
     assert status(await checked(world, draft), "42") == "grounded"
+
+
+async def test_a_weekday_or_a_slashed_date_next_to_a_time_dates_it(world: World) -> None:
+    # orders-api's revision 7 went out on Saturday 2026-11-28 at 14:10 (the incident: Monday)
+    for stated, expected in [
+        ("on Saturday at 14:10 UTC", "grounded"),
+        ("Sat 14:10 UTC", "grounded"),
+        ("on Sunday at 14:10 UTC", "ungrounded"),
+        ("on 11/28 at 14:10 UTC", "grounded"),
+        ("on 11/29 at 14:10 UTC", "ungrounded"),
+        ("on 11/12 at 14:10 UTC", "grounded"),  # Nov 12 or 11 Dec: no date, the clock holds
+    ]:
+        checks = await checked(world, f"orders-api revision 7 rolled out {stated}.")
+        assert [c["status"] for c in checks if c["kind"] == "time"] == [expected], stated
+
+
+async def test_a_weekday_or_slashed_number_on_a_line_above_dates_nothing(world: World) -> None:
+    draft = "Monday looked like 5/30 pods failing.\n- 14:10 UTC: orders-api revision 7 rolled out"
+    checks = await checked(world, draft)
+    assert [c["status"] for c in checks if c["kind"] == "time"] == ["grounded"]

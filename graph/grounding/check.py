@@ -356,7 +356,7 @@ CARRY_LINES = 40  # lines above a time read for the zone or date its block state
 _ADJACENT_END = re.compile(r",?\s*(?:at\s+|@\s*|on\s+)?$")
 
 
-def _stated(draft: str, claim: Claim, year: int) -> tuple[str | None, date | None]:
+def _stated(draft: str, claim: Claim, today: date) -> tuple[str | None, date | None]:
     """The zone and the date stated for a time by its surroundings: a date right before it
     ("Nov 28, 14:10", "on 2026-11-28 at 14:10"); else the zone and date its line, its
     heading, its list's introduction or its table's header states ("Timeline (PT)", "All
@@ -364,7 +364,8 @@ def _stated(draft: str, claim: Claim, year: int) -> tuple[str | None, date | Non
     line_start = draft.rfind("\n", 0, claim.start) + 1
     before = draft[max(line_start, claim.start - DATE_REACH) : claim.start]
     day: date | None = None
-    found = times.date_in(before, year)
+    year = today.year
+    found = times.date_in(before, year, today)
     if found and _ADJACENT_END.fullmatch(before, found[2]):
         day = found[0]
     zone = times.declared_zone(draft[line_start : claim.start])
@@ -400,7 +401,7 @@ _YESTERDAY = re.compile(r"\byesterday\b", re.IGNORECASE)
 def _time(claim: Claim, draft: str, evidence: Evidence, tolerance_s: float) -> Finding:
     seen = evidence.times()
     newest = max((at for at, _ in seen), default=0.0)
-    zone_name, day = _stated(draft, claim, datetime.fromtimestamp(newest, UTC).year)
+    zone_name, day = _stated(draft, claim, datetime.fromtimestamp(newest, UTC).date())
     try:
         carried = times.zone(zone_name) if zone_name else None
         written = times.read(claim.text, day, carried)

@@ -223,10 +223,50 @@ _DATE = re.compile(
 )
 
 
-def date_in(text: str, year: int) -> tuple[date, int, int] | None:
+# "11/28", "11/28/2026", "28/11/2026": month first or day first, whichever is a date
+_SLASHED = re.compile(r"(?<![\w/.])(\d{1,2})/(\d{1,2})(?:/(\d{4}))?(?![\w/])", re.ASCII)
+WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+_WEEKDAY = re.compile(
+    r"\b(?:(?-i:(Mon|Tue|Tues|Wed|Thu|Thur|Thurs|Fri|Sat|Sun))\.?"
+    r"|(monday|tuesday|wednesday|thursday|friday|saturday|sunday))\b",
+    re.IGNORECASE,
+)
+
+
+def _slashed(m: re.Match[str], year: int) -> date | None:
+    """A slashed date, or None when it is no date or reads as two (`12/02`: Dec 2 or 12 Feb)."""
+    a, b = int(m.group(1)), int(m.group(2))
+    written = int(m.group(3)) if m.group(3) else year
+    readings = set()
+    for month, mday in ((a, b), (b, a)):
+        try:
+            readings.add(date(written, month, mday))
+        except ValueError:
+            continue
+    return readings.pop() if len(readings) == 1 else None
+
+
+def _weekday(m: re.Match[str], today: date) -> date | None:
+    """The last such weekday on or before `today` (the incident's day)."""
+    name = (m.group(1) or m.group(2)).lower()[:3]
+    wanted = [day[:3] for day in WEEKDAYS].index(name)
+    return today - timedelta(days=(today.weekday() - wanted) % 7)
+
+
+def date_in(text: str, year: int, today: date | None = None) -> tuple[date, int, int] | None:
     """The last date written in `text` ("2026-11-28", "Nov 28", "28 November 2026") and
-    where it stands; a month name without a year takes `year`."""
+    where it stands; a month name without a year takes `year`. With `today` (the
+    incident's day; for a date written right before a time), also "11/28" and a weekday:
+    the last one up to `today` — forms too loose to carry from a line above ("5/30 pods",
+    "Monday's blip")."""
     found = None
+    if today is not None:
+        for m in _SLASHED.finditer(text):
+            if (slashed := _slashed(m, year)) and (found is None or m.start() > found[1]):
+                found = (slashed, m.start(), m.end())
+        for m in _WEEKDAY.finditer(text):
+            if (weekday := _weekday(m, today)) and (found is None or m.start() > found[1]):
+                found = (weekday, m.start(), m.end())
     for m in _DATE.finditer(text):
         try:
             if m.group(1):
@@ -239,7 +279,8 @@ def date_in(text: str, year: int) -> tuple[date, int, int] | None:
                 day = date(int(written_year) if written_year else year, month, mday)
         except ValueError:
             continue
-        found = (day, m.start(), m.end())
+        if found is None or m.start() >= found[1]:
+            found = (day, m.start(), m.end())
     return found
 
 
