@@ -51,6 +51,7 @@ from graph.metrics import (
 log = logging.getLogger(__name__)
 
 Reason = Literal["quota", "overload", "limit"]
+Budget = Literal["thread", "channel", "automatic"]
 # What the SDK may still retry by itself: not 429 and 503, which wait for their delay here.
 SDK_RETRIED_STATUSES = (408, 500, 502, 504)
 _DELAY = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")  # a google.protobuf.Duration in JSON
@@ -72,6 +73,9 @@ class CapacityLimits(BaseModel):
     fallback_after_s: float = Field(default=60.0, ge=0, le=3600)  # MODEL_FALLBACK_AFTER
     thread_token_budget: int = Field(default=0, ge=0)  # THREAD_TOKEN_BUDGET; 0: off
     channel_daily_token_budget: int = Field(default=0, ge=0)  # CHANNEL_DAILY_TOKEN_BUDGET
+    # AUTO_INVESTIGATION_DAILY_TOKEN_BUDGET: what investigations no one asked for (alerts')
+    # may spend a UTC day, all channels together; 0: no limit of their own
+    automatic_daily_token_budget: int = Field(default=2_000_000, ge=0)
 
 
 class ModelBusy(Exception):
@@ -86,7 +90,7 @@ class ModelBusy(Exception):
 class BudgetExceeded(Exception):
     """A token budget is spent: the turn ends with a message, not an error."""
 
-    def __init__(self, budget: Literal["thread", "channel"], limit: int, spent: int) -> None:
+    def __init__(self, budget: Budget, limit: int, spent: int) -> None:
         self.budget, self.limit, self.spent = budget, limit, spent
         super().__init__(f"{budget} token budget {limit} spent ({spent})")
 
@@ -144,6 +148,7 @@ class CallScope:
     thread: str | None = None
     channel: str | None = None  # the channel's daily budget is counted under this key
     under_way: bool = False  # a call of this turn was made (or it resumed): it goes first
+    automatic: bool = False  # no one asked (an alert did): it goes after people's calls
     calls: int = 0  # calls answered in this run
     answered_by: dict[str, str] = field(default_factory=dict)  # role → the model that answered
 
@@ -172,7 +177,7 @@ def estimate_tokens(messages: list[BaseMessage], extra: object = None) -> int:
 # "<call id>:<input tokens>", score: Redis's time in ms). KEYS[2]: the calls waiting for the
 # model, by rank; KEYS[3]: when each waiter is forgotten if it does not come back.
 # ARGV: window ms, rpm, tpm, call id, estimated tokens, waiter, class (0: a call of a turn
-# under way, 1: a new turn's first call), grace ms.
+# under way, 1: a new turn's first call, 2: an automatic investigation's call), grace ms.
 #
 # A call goes when the window has room for it *and* for every waiter ranked before it (each
 # counted as one request and as this call's tokens): a turn under way (its grader, its judge,
@@ -247,6 +252,11 @@ return 1
 """
 
 
+# Who goes first when calls wait for the window: a turn under way, then a new turn's first
+# call, then calls of investigations no one asked for (an alert's), whatever their stage.
+FIRST, NEW, LATER = 0, 1, 2
+
+
 class SharedLimiter:
     """Requests and input tokens per window per model, for every process at once."""
 
@@ -272,7 +282,7 @@ class SharedLimiter:
         return f"{self.prefix}:model-rate:{model}"
 
     async def try_acquire(
-        self, model: str, call_id: str, tokens: int, waiter: str = "", under_way: bool = False
+        self, model: str, call_id: str, tokens: int, waiter: str = "", rank: int = 1
     ) -> float:
         """0 when the call may go now (and is logged); else seconds until its place in the
         window frees (`waiter` keeps its place meanwhile: one id per turn and call)."""
@@ -288,7 +298,7 @@ class SharedLimiter:
                 call_id,
                 tokens,
                 waiter or call_id,
-                0 if under_way else 1,
+                rank,
                 int(self.WAITER_GRACE_S * 1000),
             ],
         )
@@ -312,8 +322,8 @@ class TokenBudgets:
         self.redis, self.prefix, self.limits = redis, prefix, limits
         self.thread_ttl_s = thread_ttl_s
 
-    def _keys(self, scope: CallScope) -> list[tuple[Literal["thread", "channel"], str, int, int]]:
-        keys: list[tuple[Literal["thread", "channel"], str, int, int]] = []
+    def _keys(self, scope: CallScope) -> list[tuple[Budget, str, int, int]]:
+        keys: list[tuple[Budget, str, int, int]] = []
         if self.limits.thread_token_budget and scope.thread:
             key = f"{self.prefix}:tokens:thread:{scope.thread}"
             keys.append(("thread", key, self.limits.thread_token_budget, self.thread_ttl_s))
@@ -321,6 +331,10 @@ class TokenBudgets:
             day = datetime.now(UTC).strftime("%Y%m%d")
             key = f"{self.prefix}:tokens:channel:{scope.channel}:{day}"
             keys.append(("channel", key, self.limits.channel_daily_token_budget, 2 * 86400))
+        if self.limits.automatic_daily_token_budget and scope.automatic:
+            day = datetime.now(UTC).strftime("%Y%m%d")
+            key = f"{self.prefix}:tokens:automatic:{day}"
+            keys.append(("automatic", key, self.limits.automatic_daily_token_budget, 2 * 86400))
         return keys
 
     async def check(self, scope: CallScope, estimated: int) -> None:
@@ -375,9 +389,10 @@ class ModelGuard:
         waiter = f"{scope.thread}#{scope.calls}" if scope.thread else call_id
         waited = 0.0
         while True:
-            wait = await self.limiter.try_acquire(
-                model, call_id, tokens, waiter, scope.under_way or role != "agent"
+            rank = (
+                LATER if scope.automatic else FIRST if scope.under_way or role != "agent" else NEW
             )
+            wait = await self.limiter.try_acquire(model, call_id, tokens, waiter, rank)
             if not wait:
                 if waited:
                     LIMITER_DELAY.labels(model, role).observe(waited)

@@ -261,6 +261,7 @@ class Investigator:
         fence: Fence | None = None,
         channel: str | None = None,
         wait_until: float | None = None,
+        automatic: bool = False,
     ) -> InvestigationResult:
         """Run one turn of the thread's investigation; never raises for a failed run.
 
@@ -275,10 +276,13 @@ class Investigator:
         (its next try is at or before `wait_until`, epoch seconds) and run the turn again,
         which resumes from its checkpoint. Without `wait_until`, or past it, the turn ends
         with a message that says it was the model's capacity. `channel` names the channel
-        whose daily token budget the turn spends (CHANNEL_DAILY_TOKEN_BUDGET).
+        whose daily token budget the turn spends (CHANNEL_DAILY_TOKEN_BUDGET). `automatic`:
+        no one asked (an alert did): its calls wait behind people's for the shared limit
+        and spend AUTO_INVESTIGATION_DAILY_TOKEN_BUDGET.
         """
         turn = _Turn(thread_id, on_progress)
         turn.calls.channel = channel
+        turn.calls.automatic = automatic
         with call_scope(turn.calls):
             async with turn.delivering():
                 try:

@@ -98,6 +98,8 @@ OUT_OF_RANGE = [
     ("MODEL_FALLBACK_AFTER", "2h", "2h is longer than the maximum 1h"),
     ("THREAD_TOKEN_BUDGET", "-1", "-1 is below the minimum 0"),
     ("CHANNEL_DAILY_TOKEN_BUDGET", "-5", "-5 is below the minimum 0"),
+    ("AUTO_INVESTIGATIONS_PER_HOUR", "-1", "-1 is below the minimum 0"),
+    ("AUTO_INVESTIGATION_DAILY_TOKEN_BUDGET", "-1", "-1 is below the minimum 0"),
 ]
 
 

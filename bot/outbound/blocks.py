@@ -456,6 +456,14 @@ OUTCOME_ICONS = {
 }
 
 
+_USER_ID = re.compile(r"[UW][A-Z0-9]+")
+
+
+def _asker(requester: str) -> str:
+    """A person as a mention; an automatic investigation by its alert ("alert HighErrors")."""
+    return f"<@{requester}>" if _USER_ID.fullmatch(requester) else escape(requester[:150])
+
+
 def _change(request: ActionRequest) -> str:
     """What approval changes; for a rollback, the target pinned at proposal (what runs)."""
     snap = request.snapshot
@@ -512,7 +520,7 @@ def card_blocks(
             "fields": [
                 {"type": "mrkdwn", "text": f"*Where*\n`{escape(request.target)}`"},
                 {"type": "mrkdwn", "text": f"*Change*\n{escape(_change(request))}"},
-                {"type": "mrkdwn", "text": f"*Asked by*\n<@{request.requester}>"},
+                {"type": "mrkdwn", "text": f"*Asked by*\n{_asker(request.requester)}"},
                 {
                     "type": "mrkdwn",
                     "text": f"*Expires*\n<!date^{int(request.expires_at)}^{{time}}|"

@@ -25,6 +25,21 @@ ACK_SECONDS = Histogram(
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5),
 )
 TURNS_STARTED = Counter("tracegate_turns_started_total", "Investigation turns started")
+ALERTS_RECEIVED = Counter(
+    "tracegate_alerts_received_total",
+    "Alert notifications received (webhooks and alerts posted in channels), by source and status",
+    ["source", "status"],
+)
+ALERTS_INVESTIGATED = Counter(
+    "tracegate_alerts_investigated_total",
+    "Investigations an alert started (no one asked), by source",
+    ["source"],
+)
+ALERTS_SKIPPED = Counter(
+    "tracegate_alerts_skipped_total",
+    "Alerts that started no investigation, by reason (severity, hourly_limit, resolved)",
+    ["reason"],
+)
 ANSWER_FEEDBACK = Counter(
     "tracegate_answer_feedback_total",
     "People's verdicts on answers (a changed verdict counts again), by verdict",

@@ -18,6 +18,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 
+from bot.inbound.alert_hooks import alert_routes
 from bot.inbound.app import build_app
 from bot.inbound.http import SLACK_PATH, slack_endpoint
 from bot.process.health import Readiness, health_app
@@ -92,6 +93,10 @@ async def _reconcile(services: Services, interval_s: float, stop: asyncio.Event)
             await services.cards.reconcile()
         except Exception:
             log.exception("reconciling action requests failed")
+        try:
+            await services.alerts.finish_pending()
+        except Exception:
+            log.exception("finishing alert groups left pending failed")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), interval_s)
 
@@ -124,6 +129,9 @@ async def running_bot(
             assert secret is not None  # check_for_serve demands it in HTTP mode
             endpoint = slack_endpoint(app, secret.get_secret_value())
             web_app.router.add_route("*", SLACK_PATH, endpoint)  # counted; 405 unless POST
+        if settings.alert_webhook_token is not None:  # else the routes do not exist (404)
+            token = settings.alert_webhook_token.get_secret_value()
+            web_app.add_routes(alert_routes(services.alerts, token, services.jobs.submit))
         runner, port = await _listen(web_app, host, settings.port)
         async with AsyncExitStack() as stack:
             stack.enter_context(startup_heap_frozen())

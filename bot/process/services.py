@@ -22,6 +22,7 @@ from bot.outbound.stream import Streaming
 from bot.process.jobs import Jobs
 from bot.process.runtime import Runtime
 from bot.process.settings import Settings
+from bot.turn.alert_desk import AlertDesk, AlertGroups
 from bot.turn.context import ContextLimits, ThreadReader
 from bot.turn.conversation import Conversations, Presentation
 from bot.turn.store import TurnStore
@@ -42,6 +43,7 @@ class Services:
     runner: TurnRunner
     feedback: Feedback
     home: Home
+    alerts: AlertDesk
 
 
 def slack_client(settings: Settings, session: aiohttp.ClientSession) -> AsyncWebClient:
@@ -117,6 +119,13 @@ def build_services(
         float(settings.model_wait_max),
         Streaming(settings.slack_streaming),
     )
+    alerts = AlertDesk(
+        AlertGroups(redis, settings.redis_prefix),
+        client,
+        settings.alert_policy(),
+        conversations.on_alert,
+    )
+    conversations.alerts = alerts
     runner = TurnRunner(turns, queue, conversations.run, conversations.prepare, timing)
     if isinstance(queue, InProcessQueue):
         queue.runner = runner
@@ -135,5 +144,15 @@ def build_services(
     feedback = Feedback(client, redis, memory, audit, settings.redis_prefix, ttl_s)
     home = Home(client, runtime.actions, approvers, feedback)
     return Services(
-        client, memory, jobs, cards, conversations, rubric_command, turns, runner, feedback, home
+        client,
+        memory,
+        jobs,
+        cards,
+        conversations,
+        rubric_command,
+        turns,
+        runner,
+        feedback,
+        home,
+        alerts,
     )

@@ -27,6 +27,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot.turn.notifications import AlertPolicy
 from bot.turn.timing import WorkerTiming
 from gates.config import ActionPolicy
 from gates.store import DEFAULT_LEASE_S
@@ -90,6 +91,7 @@ FILLS: dict[type[BaseModel], dict[str, str]] = {
         "wait_max_s": "model_wait_max",
         "fallback_model": "llm_fallback_model",
         "fallback_after_s": "model_fallback_after",
+        "automatic_daily_token_budget": "auto_investigation_daily_token_budget",
     },
     TempoSpec: {
         "url": "tempo_url",
@@ -640,6 +642,51 @@ class Settings(BaseSettings):
             "gives its slot back and is tried again about once a second."
         ),
     )
+    # Alerts (bot/turn/alert_desk.py, docs/alerts.md)
+    alert_webhook_token: SecretStr | None = Field(
+        default=None,
+        description=(
+            "Turns on `POST /alerts/alertmanager` and `POST /alerts/grafana` on `serve`, "
+            "authenticated with `Authorization: Bearer <token>`; unset, the routes do not exist."
+        ),
+    )
+    alert_channel: str | None = Field(
+        default=None,
+        description=(
+            "The channel id (`C…`) where each alert group of the webhooks is posted and "
+            "investigated; a receiver may name another with `?channel=<id>`."
+        ),
+    )
+    auto_investigate_channels: str = Field(
+        default="",
+        description=(
+            "Comma-separated channel ids where an alert another app posts (Alertmanager's, "
+            "Grafana's or PagerDuty's Slack integration) starts an investigation in its thread."
+        ),
+    )
+    auto_investigate_severities: str = Field(
+        default="critical",
+        description=(
+            "Comma-separated `severity` label values that start an investigation; an alert "
+            "without a severity label is investigated."
+        ),
+    )
+    auto_investigations_per_hour: int = Field(
+        default=20,
+        ge=0,
+        description=(
+            "Automatic investigations per channel per hour; past it the alert's thread says so "
+            "and no model call is made."
+        ),
+    )
+    auto_investigation_daily_token_budget: int = Field(
+        default=_owned(CapacityLimits, "automatic_daily_token_budget"),
+        ge=0,
+        description=(
+            "Tokens automatic investigations may spend per UTC day, all channels together "
+            "(people's questions are not counted). `0`: no budget of their own."
+        ),
+    )
     # Logging
     log_level: str = Field(
         default="INFO",
@@ -829,6 +876,14 @@ class Settings(BaseSettings):
 
     def capacity_limits(self) -> CapacityLimits:
         return self._typed(CapacityLimits, fallback_model=self.llm_fallback_model or None)
+
+    def alert_policy(self) -> AlertPolicy:
+        return AlertPolicy(
+            channel=self.alert_channel or None,
+            severities=frozenset(s.lower() for s in _split(self.auto_investigate_severities)),
+            per_hour=self.auto_investigations_per_hour,
+            channels=frozenset(_split(self.auto_investigate_channels)),
+        )
 
     def typed_problems(self) -> list[str]:
         """What the typed configs refuse, one line each (TEMPO_URL is `missing`'s to check)."""

@@ -50,6 +50,12 @@ SECTIONS: tuple[tuple[str, str, str], ...] = (
         "The cluster's tools, and the gates, approvals and follow-up of actions.",
     ),
     ("worker_mode", "Durable turns", "Who runs turns, retries, graceful stop, recovery."),
+    (
+        "alert_webhook_token",
+        "Alerts",
+        "Investigations alerts start: webhooks, channels where alerts are posted, storm control "
+        "(docs/alerts.md).",
+    ),
     ("log_level", "Logs", ""),
 )
 

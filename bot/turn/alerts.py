@@ -113,6 +113,37 @@ def read_alert(text: str, author: str, posted_at: datetime) -> AlertHint | None:
     )
 
 
+# PagerDuty's Slack app: "Triggered #1234 …" / "Acknowledged" / "Resolved" leads the message
+_PAGERDUTY = re.compile(
+    r"^\W*(?::[\w+-]+:\s*)?(?P<state>triggered|acknowledged|resolved)\b[\s:]*(?P<title>[^\n]*)",
+    re.IGNORECASE,
+)
+
+
+def firing_alert(message: dict[str, Any]) -> AlertHint | None:
+    """The firing alert another app posted, or None: Alertmanager's and Grafana's Slack
+    notifications (`[FIRING:n] …`, `**Firing**`), and PagerDuty's incident messages
+    ("Triggered #1234: …"). A resolved or acknowledged one is None, as is anything else."""
+    text = message_text(message)
+    author = _author(message)
+    at = datetime.fromtimestamp(float(message.get("ts") or 0), UTC)
+    hint = read_alert(text, author, at)
+    if hint is not None:
+        return hint if hint.status == "firing" else None
+    if "pagerduty" not in (author + text).lower():
+        return None
+    found = _PAGERDUTY.match(text)
+    if found is None or found["state"].lower() != "triggered":
+        return None
+    title = re.sub(r"^#?\d+\s*[:-]?\s*", "", found["title"]).strip()
+    return AlertHint(source="pagerduty", status="firing", alertname=title[:150], starts_at=at)
+
+
+def _author(message: dict[str, Any]) -> str:
+    profile = message.get("bot_profile") or {}
+    return str(message.get("username") or profile.get("name") or message.get("bot_id") or "")
+
+
 def _starts_at(text: str) -> datetime | None:
     found = _STARTS.search(text)
     if found is None:

@@ -34,12 +34,13 @@ from bot.outbound.posts import find_tagged, post_once
 from bot.outbound.stream import Streaming, StreamProgress, start_stream
 from bot.outbound.timeline import Timeline
 from bot.process.jobs import Jobs
-from bot.process.metrics import EVENTS_DEDUPLICATED, TURNS_STARTED, observe_turn
+from bot.process.metrics import ALERTS_SKIPPED, EVENTS_DEDUPLICATED, TURNS_STARTED, observe_turn
 from bot.turn.context import ThreadReader
-from bot.turn.store import Turn, TurnStore, turn_id_of
+from bot.turn.store import POSTED_ALERT, Turn, TurnStore, turn_id_of
 from bot.turn.threads import ThreadMemory, thread_key
 from bot.turn.worker import Fence, TurnQueue, WorkerTiming, enqueue_turn, job_for_record
 from graph.capacity import ModelBusy, wait_text
+from graph.context import AlertHint
 from graph.log_context import bind_log_context
 from graph.runner import InvestigationResult, Investigator
 
@@ -52,7 +53,23 @@ SHORTCUT_QUESTION = (
     "Investigate the message this was started from (see the thread context): what is "
     "happening, and why?"
 )
+RESOLVED_FIRST = (
+    "The alert resolved before this investigation started, so it was not investigated "
+    "(no model call was made). Mention me in this thread to ask anyway."
+)
 TAKEN, ANSWERED, INCOMPLETE, FAILED = "eyes", "white_check_mark", "warning", "x"
+
+
+class AlertSource:
+    """What a turn started by an alert reads of its group (bot/turn/alert_desk.py)."""
+
+    async def resolved(self, gid: str) -> bool:
+        return False
+
+    async def hints(self, gid: str) -> list[AlertHint]:
+        return []
+
+
 # A delivery step is retried while Slack is unavailable, on top of slack_sdk's own 429/5xx
 # retries, for up to half an hour: an answer found during an outage is still worth posting.
 DELIVERY_PATIENCE_S = 1800.0
@@ -134,6 +151,7 @@ def _turn(
     *,
     event_id: str = "",
     about: str | None = None,
+    alert: str = "",
 ) -> Turn:
     """The turn asked at `ts` in the Slack thread `root` (its LangGraph thread: the key)."""
     key = thread_key(team, channel, root)
@@ -148,6 +166,7 @@ def _turn(
         text=text,
         event_id=event_id,
         about=about,
+        alert=alert,
     )
 
 
@@ -166,6 +185,7 @@ class Conversations:
     reader: ThreadReader
     model_wait_max_s: float = 600.0  # MODEL_WAIT_MAX: a turn waits this long for capacity
     streaming: Streaming = field(default_factory=lambda: Streaming("off"))  # SLACK_STREAMING
+    alerts: AlertSource = field(default_factory=AlertSource)  # the alert desk, once wired
 
     # --- receiving (before the ack) ------------------------------------------------------
     async def on_message(
@@ -230,6 +250,26 @@ class Conversations:
         if await self.turns.record(turn, job) != "queued":  # and joins the thread
             await enqueue_turn(self.queue, turn.id, self.timing)
 
+    async def on_alert(
+        self,
+        team: str,
+        channel: str,
+        root: str,
+        ts: str,
+        question: str,
+        alert: str,
+        hints: list[AlertHint] | None = None,
+    ) -> None:
+        """An investigation no one asked for: an alert's, in the thread of its message
+        (`root`). Recorded and queued as a mention's turn (a second delivery of the same
+        alert records nothing new: the turn id is the thread's and `ts`)."""
+        turn = _turn(team, channel, root, ts, "", question, about=root, alert=alert)
+        job = job_for_record(self.queue, turn.id, self.timing)
+        if await self.turns.record(turn, job) == "before":
+            EVENTS_DEDUPLICATED.inc()
+            return
+        await enqueue_turn(self.queue, turn.id, self.timing)
+
     # --- running (in a worker) -----------------------------------------------------------
     async def prepare(self, turn: Turn) -> None:
         """Start the turn's stream, or post its placeholder, once, whichever worker gets
@@ -238,7 +278,7 @@ class Conversations:
         if turn.placeholder_ts or not await self.turns.claim_placeholder(turn.id):
             return
         queued = await self.turns.head(turn.thread) not in (None, turn.id)
-        if self.streaming.wanted():
+        if self.streaming.wanted() and turn.user:  # a stream is for someone: not an alert's
             timeline = self._timeline(turn)
             opening = timeline.opening(queued=queued)
             streamed = await start_stream(
@@ -302,16 +342,25 @@ class Conversations:
                     p.rubric_max_iterations,
                     fence,
                 )
+            grouped = turn.alert not in ("", POSTED_ALERT)
+            if grouped and turn.attempts <= 1 and await self.alerts.resolved(turn.alert):
+                ALERTS_SKIPPED.labels("resolved").inc()
+                await self._skip(turn, fence, stream)
+                return
             rubric = await self.memory.channel_rubric(turn.team, turn.channel)
             context = await self.reader.unseen(turn, include=turn.about)
+            if grouped:  # the group's alerts as the webhook sent them: labels, start, links
+                context.alerts = [*await self.alerts.hints(turn.alert), *context.alerts]
             TURNS_STARTED.inc()
             # The wait for model capacity is counted from the turn's first wait, over runs.
             waiting_since = turn.model_wait_since or time.time()
+            names = sorted({a.alertname for a in context.alerts if a.alertname})
+            asker = turn.user or f"alert {', '.join(names[:3]) or 'in this thread'}"
             try:
                 result = await self.investigator.investigate(
                     turn.thread,
                     turn.text,
-                    turn.user,
+                    asker,
                     on_progress=placeholder.progress if placeholder else None,
                     channel_rubric=rubric,
                     turn_id=turn.id,
@@ -319,6 +368,7 @@ class Conversations:
                     fence=fence,
                     channel=f"{turn.team}:{turn.channel}",
                     wait_until=waiting_since + self.model_wait_max_s,
+                    automatic=bool(turn.alert),
                 )
             except ModelBusy as busy:
                 await self.turns.waiting_since(turn.id)
@@ -331,6 +381,19 @@ class Conversations:
         await self._deliver(turn, result, fence, stream)
         await self.turns.finish(turn)
         await self._react(turn, _outcome(result), replacing=TAKEN)
+
+    async def _skip(self, turn: Turn, fence: Fence, stream: StreamProgress | None) -> None:
+        """An alert's investigation that its alert's resolution made moot."""
+        result = InvestigationResult(
+            thread_id=turn.thread,
+            status="incomplete",
+            answer=RESOLVED_FIRST,
+            correlation_id=uuid.uuid4().hex[:12],
+        )
+        await fence()
+        await self.turns.store_result(turn.id, result.model_dump(mode="json"))
+        await self._deliver(turn, result, fence, stream)
+        await self.turns.finish(turn)
 
     def _timeline(self, turn: Turn) -> Timeline:
         p = self.presentation

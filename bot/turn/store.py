@@ -247,6 +247,9 @@ def _reply(each: list[Any]) -> Any:
     return ResponseError(as_text(each[1]))
 
 
+POSTED_ALERT = "posted"  # Turn.alert of an alert another app posted in a channel
+
+
 @dataclass(frozen=True)
 class Turn:
     """One question, as recorded; `thread` is the LangGraph thread id."""
@@ -263,6 +266,9 @@ class Turn:
     state: TurnState = "queued"
     attempts: int = 0  # runs started (a crash leaves one counted; a hand-back does not)
     about: str | None = None  # a message shortcut's target message (its ts)
+    # an automatic investigation: its alert group's id (a webhook's), or POSTED_ALERT (an
+    # alert another app posted in an AUTO_INVESTIGATE_CHANNELS channel); "": a person asked
+    alert: str = ""
     recorded_at: float = 0.0
     started_at: float = 0.0  # when a worker first ran it (its proposals are made after)
     placeholder_ts: str | None = None
@@ -288,6 +294,7 @@ class Turn:
             state=f.get("state", "queued"),  # type: ignore[arg-type]
             attempts=int(f.get("attempts", 0)),
             about=f.get("about") or None,
+            alert=f.get("alert", ""),
             recorded_at=float(f.get("recorded_at") or 0),
             started_at=float(f.get("started_at") or 0),
             placeholder_ts=f.get("placeholder_ts") or None,
@@ -343,6 +350,7 @@ class TurnStore:
             "text": turn.text,
             "event_id": turn.event_id,
             "about": turn.about or "",
+            "alert": turn.alert,
             "state": "queued",
             "attempts": 0,
             "recorded_at": f"{time.time():.3f}",

@@ -92,9 +92,15 @@ def register(app: AsyncApp, services: Services) -> None:
             return
         await deliver(body, event, mentioned=True)
 
+    channels = services.alerts.policy.channels
+
     async def record_reply(
         body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext
     ) -> None:
+        if channels and event.get("channel") in channels and _posted_alert(event, context):
+            if not _malformed(body, event):
+                await services.alerts.on_posted(body.get("team_id", ""), event)
+            return
         if (
             event.get("subtype") not in QUESTION_SUBTYPES
             or event.get("bot_id")
@@ -111,6 +117,13 @@ def register(app: AsyncApp, services: Services) -> None:
 
     app.event("app_mention", middleware=[Recording(record_mention)])(recorded)
     app.event("message", middleware=[Recording(record_reply)])(recorded)
+
+
+def _posted_alert(event: dict[str, Any], context: AsyncBoltContext) -> bool:
+    """A top-level message another app or bot posted (not ours): maybe an alert."""
+    by_app = bool(event.get("bot_id")) or event.get("subtype") == "bot_message"
+    ours = event.get("bot_id") == context.bot_id or event.get("user") == context.bot_user_id
+    return by_app and not ours and not event.get("thread_ts")
 
 
 def _malformed(body: dict[str, Any], event: dict[str, Any]) -> bool:

@@ -1,0 +1,133 @@
+"""Alert notifications as Alertmanager (webhook payload version 4) and Grafana Alerting (its
+webhook contact point) send them, read into one `Notification`.
+
+Both payloads share Alertmanager's shape: `groupKey`, `status`, `groupLabels`,
+`commonLabels`, `commonAnnotations`, `externalURL` and `alerts[]` with `status`, `labels`,
+`annotations`, `startsAt`, `endsAt` (`0001-01-01T00:00:00Z` while firing), `generatorURL`
+and `fingerprint`. Grafana adds `title`, `message` and per alert `dashboardURL`/`panelURL`.
+A body that is not that shape is refused with the field named (`PayloadError`): the sender
+gets a 400 it can log, not a 500 it would retry forever.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+MAX_ALERTS = 1000  # alerts read of one notification (Alertmanager's max_alerts is often 0)
+MAX_BODY_BYTES = 1_000_000
+MAX_LABEL_CHARS = 500
+_NEVER = datetime(1, 1, 1, tzinfo=UTC)  # Alertmanager's endsAt while an alert fires
+
+Source = Literal["alertmanager", "grafana"]
+
+
+class PayloadError(ValueError):
+    """The body is not a notification; the message names the field."""
+
+
+class Alert(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    status: Literal["firing", "resolved"]
+    labels: dict[str, str]
+    annotations: dict[str, str] = Field(default_factory=dict)
+    starts_at: datetime = Field(alias="startsAt")
+    ends_at: datetime | None = Field(default=None, alias="endsAt")
+    generator_url: str = Field(default="", alias="generatorURL")
+    fingerprint: str = ""
+    dashboard_url: str = Field(default="", alias="dashboardURL")  # Grafana
+
+    @field_validator("labels", "annotations", mode="before")
+    @classmethod
+    def _strings(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {str(k)[:MAX_LABEL_CHARS]: str(v)[:MAX_LABEL_CHARS] for k, v in value.items()}
+        return value
+
+    @field_validator("starts_at", "ends_at")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value
+
+    @property
+    def identity(self) -> str:
+        """The alert's fingerprint, or its sorted labels when the sender gave none."""
+        return self.fingerprint or json.dumps(sorted(self.labels.items()))
+
+    @property
+    def resolved_at(self) -> datetime | None:
+        if self.status != "resolved" or self.ends_at is None or self.ends_at <= _NEVER:
+            return None
+        return self.ends_at
+
+
+class Notification(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    source: Source = "alertmanager"
+    group_key: str = Field(alias="groupKey", min_length=1, max_length=2000)
+    status: Literal["firing", "resolved"]
+    receiver: str = ""
+    group_labels: dict[str, str] = Field(default_factory=dict, alias="groupLabels")
+    common_labels: dict[str, str] = Field(default_factory=dict, alias="commonLabels")
+    common_annotations: dict[str, str] = Field(default_factory=dict, alias="commonAnnotations")
+    external_url: str = Field(default="", alias="externalURL")
+    title: str = ""  # Grafana
+    alerts: list[Alert] = Field(max_length=MAX_ALERTS)
+
+    @field_validator("group_labels", "common_labels", "common_annotations", mode="before")
+    @classmethod
+    def _strings(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {str(k)[:MAX_LABEL_CHARS]: str(v)[:MAX_LABEL_CHARS] for k, v in value.items()}
+        return value
+
+    @property
+    def firing(self) -> list[Alert]:
+        return [a for a in self.alerts if a.status == "firing"]
+
+
+@dataclass(frozen=True)
+class AlertPolicy:
+    """Which alerts start investigations, and how many (the ALERT_* and AUTO_* settings)."""
+
+    channel: str | None = None  # ALERT_CHANNEL: where webhook groups are posted
+    severities: frozenset[str] = frozenset({"critical"})  # AUTO_INVESTIGATE_SEVERITIES
+    per_hour: int = 20  # AUTO_INVESTIGATIONS_PER_HOUR, per channel
+    channels: frozenset[str] = frozenset()  # AUTO_INVESTIGATE_CHANNELS (alerts posted there)
+
+    def wants(self, labels: dict[str, str]) -> bool:
+        severity = labels.get("severity", "").strip().lower()
+        return not severity or severity in self.severities
+
+
+def _where(error: Any) -> str:
+    return ".".join(str(part) for part in error["loc"]) or "(the body)"
+
+
+def parse(body: bytes, source: Source) -> Notification:
+    """The notification in a webhook's body; PayloadError names what is wrong."""
+    if len(body) > MAX_BODY_BYTES:
+        raise PayloadError(f"the body is larger than {MAX_BODY_BYTES} bytes")
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise PayloadError(f"the body is not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise PayloadError("the body is not a JSON object")
+    if source == "alertmanager" and str(data.get("version", "")) != "4":
+        raise PayloadError(
+            f"version: {data.get('version')!r} is not Alertmanager's webhook payload version 4"
+        )
+    try:
+        return Notification.model_validate({**data, "source": source})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise PayloadError(f"{_where(first)}: {first['msg']}") from None
