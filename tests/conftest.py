@@ -13,12 +13,14 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import redis.asyncio as aioredis
 
 from gates.pipeline import ActionPipeline
 from graph.config import GraphLimits, ModelSpec, TempoSpec
 from graph.runner import Investigator, open_investigator
 from sandbox import GeminiSimulator, TempoSimulator
 from sandbox.scenarios import Scenario, bad_deploy
+from tests.shared_redis import PREFIX
 
 MODEL = "gemini-3.8-flash"
 
@@ -154,12 +156,14 @@ OpenInvestigator = Callable[..., AbstractAsyncContextManager[Investigator]]
 
 @pytest.fixture
 def investigator_for(
-    model_spec: ModelSpec, tempo_spec: TempoSpec, redis_url: str
+    model_spec: ModelSpec, tempo_spec: TempoSpec, redis_client: aioredis.Redis
 ) -> OpenInvestigator:
     """Open a fully wired investigator; keyword arguments override GraphLimits fields."""
 
     def open_with(**limits: Any) -> AbstractAsyncContextManager[Investigator]:
-        return open_investigator(model_spec, tempo_spec, GraphLimits(**limits), redis_url)
+        return open_investigator(
+            model_spec, tempo_spec, GraphLimits(**limits), redis_client, prefix=PREFIX
+        )
 
     return open_with
 
@@ -172,10 +176,13 @@ async def investigator(investigator_for: OpenInvestigator) -> AsyncIterator[Inve
 
 @pytest.fixture
 async def agent(
-    model_spec: ModelSpec, tempo_spec: TempoSpec, redis_url: str, pipeline: ActionPipeline
+    model_spec: ModelSpec,
+    tempo_spec: TempoSpec,
+    redis_client: aioredis.Redis,
+    pipeline: ActionPipeline,
 ) -> AsyncIterator[Investigator]:
     """An investigator that may propose actions through the action pipeline."""
     async with open_investigator(
-        model_spec, tempo_spec, GraphLimits(), redis_url, actions=pipeline
+        model_spec, tempo_spec, GraphLimits(), redis_client, prefix=PREFIX, actions=pipeline
     ) as investigator:
         yield investigator
