@@ -29,6 +29,7 @@ pytest_plugins = [
     "tests.slack_fixtures",
     "tests.fleet_fixtures",
     "tests.redis_fixtures",
+    "tests.sentinel_fixtures",
 ]
 
 
@@ -39,7 +40,9 @@ _STARTS_PROCESSES = re.compile(
     r"create_subprocess_exec|subprocess\.(run|Popen)"
     r"|\b(fleet_for|kill_mid_approval|forked|run_forked)\b"
 )
-_PROCESS_FIXTURES = frozenset({"fleet_for", "redis_server", "plain_redis", "empty_redis_stack"})
+_PROCESS_FIXTURES = frozenset(
+    {"fleet_for", "redis_server", "plain_redis", "empty_redis_stack", "redis_ha", "redis_pair"}
+)
 
 
 @functools.cache

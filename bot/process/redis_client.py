@@ -202,11 +202,30 @@ class FailoverSSLConnection(FailoverConnection, SSLConnection):
     pass
 
 
-class SentinelFailoverConnection(FailoverConnection, SentinelManagedConnection):
+class _AsksSentinel(SentinelManagedConnection):
+    """redis-py's Sentinel connection asks Sentinel for the primary in `connect()`, but a
+    command on a dropped connection reconnects through `connect_check_health()`, to the
+    address it had: the dead primary's, for the whole failover, and then a replica's.
+    Every reconnect asks Sentinel here."""
+
+    async def connect_check_health(
+        self, check_health: bool = True, retry_socket_connect: bool = True
+    ) -> None:
+        if self.is_connected:
+            return
+        if retry_socket_connect:  # not Sentinel's own `connect_to`, which passes False
+            await self.connect()  # type: ignore[no-untyped-call]
+            return
+        await super().connect_check_health(check_health, retry_socket_connect)
+
+
+class SentinelFailoverConnection(FailoverConnection, _AsksSentinel):
     pass
 
 
-class SentinelFailoverSSLConnection(FailoverConnection, SentinelManagedSSLConnection):
+class SentinelFailoverSSLConnection(
+    FailoverConnection, _AsksSentinel, SentinelManagedSSLConnection
+):
     pass
 
 

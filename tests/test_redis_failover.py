@@ -1,0 +1,198 @@
+"""A Redis failover is a pause, not an outage (bot/process/redis_client.py), against real
+Redis Stack nodes and real sentinels on loopback (tests/sentinel_fixtures.py).
+
+Each test names its client's REDIS_FAILOVER_TIMEOUT and REDIS_SOCKET_TIMEOUT: small, so the
+bounds are measured in seconds."""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+import signal
+import time
+import uuid
+from typing import Annotated, TypedDict
+
+import pytest
+import redis.asyncio as aioredis
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import START, StateGraph
+from redis.exceptions import ConnectionError, TimeoutError
+
+from bot.process.health import Readiness
+from bot.process.preflight import RedisUnusable, check_redis
+from bot.process.redis_client import RedisSpec, connect_redis
+from graph.checkpoint import open_checkpointer
+from tests.sentinel_fixtures import RedisHA
+
+WRITERS = 4  # several pooled connections: idle ones too must leave the dead primary
+
+
+async def _write_until(client: aioredis.Redis, key: str, stop: asyncio.Event) -> list[float]:
+    """INCR `key` until `stop`; the duration of each call."""
+    took = []
+    while not stop.is_set():
+        started = time.monotonic()
+        await client.incr(key)
+        took.append(time.monotonic() - started)
+        await asyncio.sleep(0.01)
+    return took
+
+
+async def test_writes_continue_on_the_new_primary_when_the_primary_is_killed(
+    redis_ha: RedisHA,
+) -> None:
+    client = connect_redis(
+        RedisSpec(redis_ha.sentinel_url, failover_timeout_s=15.0, socket_timeout_s=1.0)
+    )
+    key = f"failover:{uuid.uuid4().hex}"
+    stop = asyncio.Event()
+    try:
+        writers = [asyncio.create_task(_write_until(client, key, stop)) for _ in range(WRITERS)]
+        await asyncio.sleep(0.3)
+        redis_ha.kill(redis_ha.primary)
+        await redis_ha.until(lambda: redis_ha.promoted(redis_ha.replica), "the replica promoted")
+        before = int(await client.get(key) or 0)
+        await asyncio.sleep(0.3)  # the writers go on, on the new primary
+        stop.set()
+        took = [t for durations in await asyncio.gather(*writers) for t in durations]
+        after = await aioredis.Redis(port=redis_ha.replica).get(key)
+    finally:
+        await client.aclose()
+    assert int(after or 0) > before > 0
+    assert 1.0 < max(took) < 15.0  # one pause, inside REDIS_FAILOVER_TIMEOUT
+
+
+async def test_a_primary_demoted_to_a_replica_is_retried_then_the_new_primary_followed(
+    redis_ha: RedisHA,
+) -> None:
+    """SENTINEL FAILOVER turns the primary into a replica (REPLICAOF): writes on the client's
+    open connections meet READONLY, reconnect through Sentinel and land on the new one."""
+    client = connect_redis(
+        RedisSpec(redis_ha.sentinel_url, failover_timeout_s=15.0, socket_timeout_s=1.0)
+    )
+    key = f"demoted:{uuid.uuid4().hex}"
+    stop = asyncio.Event()
+    sentinel = aioredis.Redis(port=next(iter(redis_ha.sentinels)))
+    try:
+        writers = [asyncio.create_task(_write_until(client, key, stop)) for _ in range(WRITERS)]
+        await asyncio.sleep(0.3)
+        await sentinel.execute_command("SENTINEL", "FAILOVER", "mymaster")  # type: ignore[no-untyped-call]
+        await redis_ha.until(lambda: redis_ha.promoted(redis_ha.replica), "the replica promoted")
+        await redis_ha.until(
+            lambda: _role_is(redis_ha.primary, "slave"), "the old primary a replica"
+        )
+        before = int(await client.get(key) or 0)
+        await asyncio.sleep(0.3)
+        stop.set()
+        await asyncio.gather(*writers)  # none raised READONLY
+        after = await aioredis.Redis(port=redis_ha.replica).get(key)
+    finally:
+        await sentinel.aclose()
+        await client.aclose()
+    assert int(after or 0) > before > 0
+
+
+async def _role_is(port: int, role: str) -> bool:
+    client = aioredis.Redis(port=port, socket_timeout=1)
+    try:
+        return bool((await client.info("replication"))["role"] == role)
+    finally:
+        await client.aclose()
+
+
+async def test_a_read_only_primary_is_retried_until_it_takes_writes_again(
+    redis_pair: RedisHA,
+) -> None:
+    """Without Sentinel (one address, as a managed Redis's endpoint): READONLY is a lost
+    connection, retried within REDIS_FAILOVER_TIMEOUT, not an error at once."""
+    client = connect_redis(
+        RedisSpec(redis_pair.url(redis_pair.primary), failover_timeout_s=10.0, socket_timeout_s=1.0)
+    )
+    admin = aioredis.Redis(port=redis_pair.primary)
+    try:
+        await client.set("warm", 1)
+        await admin.execute_command("REPLICAOF", "127.0.0.1", str(redis_pair.replica))  # type: ignore[no-untyped-call]
+        await redis_pair.until(lambda: _role_is(redis_pair.primary, "slave"), "read-only")
+        writing = asyncio.ensure_future(client.set("during", 1))
+        await asyncio.sleep(1.0)
+        assert not writing.done()  # retried, not failed
+        await admin.execute_command("REPLICAOF", "NO", "ONE")  # type: ignore[no-untyped-call]
+        async with asyncio.timeout(5):
+            assert await writing
+    finally:
+        await admin.aclose()
+        await client.aclose()
+
+
+async def test_a_redis_that_stops_answering_fails_a_call_within_the_timeouts(
+    redis_pair: RedisHA,
+) -> None:
+    socket_timeout, failover_timeout = 0.5, 1.0
+    client = connect_redis(
+        RedisSpec(
+            redis_pair.url(redis_pair.primary),
+            failover_timeout_s=failover_timeout,
+            socket_timeout_s=socket_timeout,
+        )
+    )
+    frozen = redis_pair.nodes[redis_pair.primary]
+    try:
+        await client.set("warm", 1)
+        frozen.send_signal(signal.SIGSTOP)
+        started = time.monotonic()
+        with pytest.raises((TimeoutError, ConnectionError)):
+            await client.set("frozen", 1)
+        took = time.monotonic() - started
+    finally:
+        frozen.send_signal(signal.SIGCONT)
+        await client.aclose()
+    assert failover_timeout <= took < failover_timeout + 2 * socket_timeout + 0.5, took
+
+
+async def test_readyz_and_start_up_refuse_a_replica(redis_pair: RedisHA) -> None:
+    replica = connect_redis(RedisSpec(redis_pair.url(redis_pair.replica)))
+    try:
+        readiness = Readiness(replica, prefix="tracegate")
+        readiness.slack_authenticated = True
+        problems = await readiness.problems()
+        with pytest.raises(RedisUnusable, match="read-only replica"):
+            await check_redis(replica, redis_pair.url(redis_pair.replica))
+    finally:
+        await replica.aclose()
+    assert problems["redis"].startswith("not writable: it is a read-only replica"), problems
+
+
+class _Notes(TypedDict, total=False):
+    notes: Annotated[list[str], operator.add]
+
+
+async def _note(state: _Notes) -> _Notes:
+    return {"notes": ["answered"]}
+
+
+async def test_a_checkpoint_saved_through_sentinel_is_continued_after_a_failover(
+    redis_ha: RedisHA,
+) -> None:
+    """Replication is asynchronous: WAIT here stands for the time a turn takes between its
+    checkpoint and a failover (docs/operating.md, Redis high availability)."""
+    builder = StateGraph(_Notes)
+    builder.add_node("note", _note)
+    builder.add_edge(START, "note")
+    config: RunnableConfig = {"configurable": {"thread_id": f"T1:C1:{uuid.uuid4().hex}"}}
+    client = connect_redis(
+        RedisSpec(redis_ha.sentinel_url, failover_timeout_s=15.0, socket_timeout_s=1.0)
+    )
+    try:
+        async with open_checkpointer(client, None, prefix="ha") as saver:
+            graph = builder.compile(checkpointer=saver)
+            await graph.ainvoke({"notes": ["asked"]}, config)
+            assert await client.execute_command("WAIT", 1, 2000) == 1  # type: ignore[no-untyped-call]
+            redis_ha.kill(redis_ha.primary)
+
+            final = await graph.ainvoke({"notes": ["asked again"]}, config)
+
+        assert await redis_ha.promoted(redis_ha.replica)
+    finally:
+        await client.aclose()
+    assert final["notes"] == ["asked", "answered", "asked again", "answered"]
