@@ -11,6 +11,7 @@ import operator
 import signal
 import time
 import uuid
+from collections.abc import Callable
 from typing import Annotated, TypedDict
 
 import pytest
@@ -23,6 +24,18 @@ from bot.process.health import Readiness
 from bot.process.preflight import RedisUnusable, check_redis
 from bot.process.redis_client import RedisSpec, connect_redis
 from graph.checkpoint import open_checkpointer
+from sandbox import GeminiSimulator
+from sandbox.fleet import Fleet
+from sandbox.scenarios import Scenario
+from sandbox.slack import SlackSimulator
+from tests.fleet_fixtures import (
+    ANSWER,
+    answered,
+    driver_for,
+    requests_reach,
+    script_slow_answer_after_a_tool,
+    serving,
+)
 from tests.sentinel_fixtures import RedisHA
 
 WRITERS = 4  # several pooled connections: idle ones too must leave the dead primary
@@ -196,3 +209,47 @@ async def test_a_checkpoint_saved_through_sentinel_is_continued_after_a_failover
     finally:
         await client.aclose()
     assert final["notes"] == ["asked", "answered", "asked again", "answered"]
+
+
+async def test_real_processes_answer_every_question_while_the_primary_is_killed(
+    redis_ha: RedisHA,
+    fleet_for: Callable[..., Fleet],
+    slack: SlackSimulator,
+    gemini: GeminiSimulator,
+    scenario: Scenario,
+) -> None:
+    """`tracegate serve` and `tracegate worker` on REDIS_URL=redis+sentinel://…: a turn in
+    flight and a question acknowledged during the failover are both answered, with no error
+    in Slack, and a follow-up continues the first thread's checkpoint."""
+    script_slow_answer_after_a_tool(gemini, scenario, delay_s=2.0, spare_answers=4)
+    fleet = fleet_for(
+        redis=redis_ha.sentinel_url,
+        WORKER_MODE="queue",
+        REDIS_FAILOVER_TIMEOUT="20",
+        REDIS_SOCKET_TIMEOUT="1",
+    )
+    serve = await serving(fleet)
+    await fleet.worker().ready()
+    driver = driver_for(serve.url)
+    first = slack.new_ts()
+    assert (await driver.mention("checkout 500s, why?", ts=first))[0] == 200
+    await requests_reach(gemini, 2)  # the model is answering slowly
+
+    redis_ha.kill(redis_ha.primary)
+    second = slack.new_ts()
+    # Slack's side of an ack during the failover: a 5xx (or no answer in time) is redelivered.
+    for attempt in range(4):
+        status, _ = await driver.mention("and orders?", ts=second, event_id="EvHA", retry=attempt)
+        if status == 200:
+            break
+    assert status == 200
+
+    for root in (first, second):
+        thread = await answered(slack, root, ANSWER, fleet, timeout_s=40)
+        assert not [m.text for m in thread if "went wrong" in m.text.lower()], fleet.logs()
+    assert await redis_ha.promoted(redis_ha.replica)
+    asked = len(gemini.requests)
+    assert (await driver.mention("and now?", ts=slack.new_ts(), thread_ts=first))[0] == 200
+    await requests_reach(gemini, asked + 1, timeout_s=30)
+    follow_up = str(gemini.requests[asked].contents)
+    assert "checkout 500s, why?" in follow_up and ANSWER in follow_up  # from the checkpoint
