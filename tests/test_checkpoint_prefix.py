@@ -50,31 +50,6 @@ async def _notes(graph: Any, thread_id: str) -> list[str]:
     return list(state.values.get("notes", []))
 
 
-async def test_two_bots_with_their_own_prefixes_keep_their_own_checkpoints_of_one_thread(
-    redis_client: aioredis.Redis,
-) -> None:
-    thread_id = f"T1:C1:{uuid.uuid4().hex}"
-    first, second = f"bot-a-{uuid.uuid4().hex[:6]}", f"bot-b-{uuid.uuid4().hex[:6]}"
-    async with (
-        open_checkpointer(redis_client, None, prefix=first) as a,
-        open_checkpointer(redis_client, None, prefix=second) as b,
-    ):
-        bot_a = _noting("a").compile(checkpointer=a)
-        bot_b = _noting("b").compile(checkpointer=b)
-        await bot_a.ainvoke({"notes": ["asked a"]}, _config(thread_id))
-        await bot_b.ainvoke({"notes": ["asked b"]}, _config(thread_id))
-        await bot_a.ainvoke({"notes": ["asked a again"]}, _config(thread_id))
-
-        assert await _notes(bot_a, thread_id) == ["asked a", "a", "asked a again", "a"]
-        assert await _notes(bot_b, thread_id) == ["asked b", "b"]
-    keys = [k.decode() async for k in redis_client.scan_iter(match=f"*{thread_id}*")]
-    assert keys and all(k.startswith((f"{first}:", f"{second}:")) for k in keys), keys
-    indexes = {i.decode() for i in await redis_client.execute_command("FT._LIST")}  # type: ignore[no-untyped-call]
-    assert {f"{p}:{n}" for p in (first, second) for n in ("checkpoint", "checkpoint_write")} <= (
-        indexes
-    )
-
-
 class _Counts(TypedDict, total=False):
     done: Annotated[list[str], operator.add]
 
@@ -103,6 +78,35 @@ def _half_done(runs: dict[str, int]) -> StateGraph[_Counts]:
     builder.add_edge(START, "steady")
     builder.add_edge(START, "flaky")
     return builder
+
+
+async def test_two_bots_with_their_own_prefixes_keep_their_own_checkpoints_of_one_thread(
+    redis_client: aioredis.Redis,
+) -> None:
+    """Both stop mid-step in one thread, each with a pending write: each resumes its own."""
+    thread_id = f"T1:C1:{uuid.uuid4().hex}"
+    first, second = f"bot-a-{uuid.uuid4().hex[:6]}", f"bot-b-{uuid.uuid4().hex[:6]}"
+    runs_a, runs_b = {"steady": 0, "flaky": 0}, {"steady": 0, "flaky": 0}
+    async with (
+        open_checkpointer(redis_client, None, prefix=first) as a,
+        open_checkpointer(redis_client, None, prefix=second) as b,
+    ):
+        bot_a = _half_done(runs_a).compile(checkpointer=a)
+        bot_b = _half_done(runs_b).compile(checkpointer=b)
+        for bot in (bot_a, bot_b):
+            with pytest.raises(RuntimeError):
+                await bot.ainvoke({"done": []}, _config(thread_id))
+        keys = [k.decode() async for k in redis_client.scan_iter(match=f"*{thread_id}*")]
+
+        finals = [await bot.ainvoke(None, _config(thread_id)) for bot in (bot_a, bot_b)]
+
+    assert keys and all(k.startswith((f"{first}:", f"{second}:")) for k in keys), keys
+    assert [sorted(f["done"]) for f in finals] == [["flaky", "steady"]] * 2
+    assert runs_a == runs_b == {"steady": 1, "flaky": 2}
+    indexes = {i.decode() for i in await redis_client.execute_command("FT._LIST")}  # type: ignore[no-untyped-call]
+    assert {f"{p}:{n}" for p in (first, second) for n in ("checkpoint", "checkpoint_write")} <= (
+        indexes
+    )
 
 
 @pytest.fixture
