@@ -164,6 +164,28 @@ async def test_a_redis_that_stops_answering_fails_a_call_within_the_timeouts(
     assert failover_timeout <= took < failover_timeout + 2 * socket_timeout + 0.5, took
 
 
+async def test_with_no_primary_left_a_call_fails_once_the_failover_timeout_has_passed(
+    redis_ha: RedisHA,
+) -> None:
+    """Both nodes gone: Sentinel names no primary, and the call gives up after
+    REDIS_FAILOVER_TIMEOUT — a time, whatever the number of attempts in it."""
+    failover_timeout = 2.0
+    client = connect_redis(
+        RedisSpec(redis_ha.sentinel_url, failover_timeout_s=failover_timeout, socket_timeout_s=0.5)
+    )
+    try:
+        await client.set("warm", 1)
+        redis_ha.kill(redis_ha.primary)
+        redis_ha.kill(redis_ha.replica)
+        started = time.monotonic()
+        with pytest.raises(ConnectionError):
+            await client.set("gone", 1)
+        took = time.monotonic() - started
+    finally:
+        await client.aclose()
+    assert failover_timeout <= took < failover_timeout + 1.0, took
+
+
 async def test_readyz_and_start_up_refuse_a_replica(redis_pair: RedisHA) -> None:
     replica = connect_redis(RedisSpec(redis_pair.url(redis_pair.replica)))
     try:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -125,27 +124,9 @@ class FailoverRetry(Retry):
         is_retryable: Callable[[Exception], bool] | None = None,
         with_failure_count: bool = False,
     ) -> T:
-        # A command's retry wraps its connection's connect, which retries too: the two
-        # share one deadline, so the bound stays REDIS_FAILOVER_TIMEOUT, not a multiple.
-        window = _window.get()
-        token = _window.set([None]) if window is None else None
-        try:
-            return await self._retry(do, fail, is_retryable, with_failure_count)
-        finally:
-            if token is not None:
-                _window.reset(token)
-
-    async def _retry(
-        self,
-        do: Callable[[], Awaitable[T]],
-        fail: Callable[..., Any],
-        is_retryable: Callable[[Exception], bool] | None,
-        with_failure_count: bool,
-    ) -> T:
         self._backoff.reset()  # type: ignore[no-untyped-call]
         failures = 0
-        window = _window.get()
-        assert window is not None
+        deadline = 0.0
         while True:
             try:
                 return await do()
@@ -155,14 +136,12 @@ class FailoverRetry(Retry):
                 failures += 1
                 await (fail(error, failures) if with_failure_count else fail(error))
                 now = time.monotonic()
-                deadline = window[0] = window[0] or now + self.timeout_s
+                deadline = deadline or now + self.timeout_s
                 if now >= deadline:
                     raise
                 await asyncio.sleep(min(self._backoff.compute(failures), deadline - now))
 
 
-# The deadline of the outermost retry under way in this task (None: none yet failed).
-_window: ContextVar[list[float | None] | None] = ContextVar("redis_failover_window", default=None)
 RETRIED: tuple[type[RedisError], ...] = (ConnectionError, TimeoutError)
 
 
