@@ -27,7 +27,7 @@ from graph.checkpoint import open_checkpointer
 from sandbox import GeminiSimulator
 from sandbox.fleet import Fleet
 from sandbox.scenarios import Scenario
-from sandbox.slack import SlackSimulator
+from sandbox.slack import SlackDriver, SlackSimulator
 from tests.fleet_fixtures import (
     ANSWER,
     answered,
@@ -37,6 +37,7 @@ from tests.fleet_fixtures import (
     serving,
 )
 from tests.sentinel_fixtures import RedisHA
+from tests.slack_fixtures import SECRET, BotFactory
 
 WRITERS = 4  # several pooled connections: idle ones too must leave the dead primary
 
@@ -276,3 +277,20 @@ async def test_real_processes_answer_every_question_while_the_primary_is_killed(
     await requests_reach(gemini, asked + 1, timeout_s=30)
     follow_up = str(gemini.requests[asked].contents)
     assert "checkout 500s, why?" in follow_up and ANSWER in follow_up  # from the checkpoint
+
+
+async def test_an_ack_that_cannot_record_its_turn_answers_5xx_so_slack_sends_it_again(
+    redis_pair: RedisHA, bot_for: BotFactory, slack: SlackSimulator
+) -> None:
+    async with bot_for(
+        redis_url=redis_pair.url(redis_pair.primary),
+        redis_failover_timeout=1.0,
+        redis_socket_timeout=0.5,
+    ) as bot:
+        redis_pair.kill(redis_pair.primary)
+        driver = SlackDriver(bot.url, SECRET, team="TGONE", slack=slack)
+        started = time.monotonic()
+        status, _ = await driver.mention("why?", ts=slack.new_ts())
+        took = time.monotonic() - started
+    assert status >= 500
+    assert took < 3.0  # within REDIS_FAILOVER_TIMEOUT and a connect, not a hang
