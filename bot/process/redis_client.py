@@ -93,7 +93,7 @@ def parse_sentinel_url(url: str) -> SentinelAddress:
     path = [p for p in parts.path.split("/") if p]
     if not path:
         raise ValueError(
-            "names no service; add the Sentinel service name: redis+sentinel://hosts/mymaster/0"
+            "names no service: add the Sentinel service name, redis+sentinel://hosts/mymaster/0"
         )
     if len(path) > 2 or (len(path) == 2 and not path[1].isdigit()):
         raise ValueError(f"{parts.path!r} is not /<service>/<db>, e.g. /mymaster/0")
