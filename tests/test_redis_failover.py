@@ -53,6 +53,14 @@ async def _write_until(client: aioredis.Redis, key: str, stop: asyncio.Event) ->
     return took
 
 
+async def _read(port: int, key: str) -> bytes | None:
+    node = aioredis.Redis(port=port)
+    try:
+        return await node.get(key)  # type: ignore[no-any-return]
+    finally:
+        await node.aclose()
+
+
 async def test_writes_continue_on_the_new_primary_when_the_primary_is_killed(
     redis_ha: RedisHA,
 ) -> None:
@@ -70,7 +78,7 @@ async def test_writes_continue_on_the_new_primary_when_the_primary_is_killed(
         await asyncio.sleep(0.3)  # the writers go on, on the new primary
         stop.set()
         took = [t for durations in await asyncio.gather(*writers) for t in durations]
-        after = await aioredis.Redis(port=redis_ha.replica).get(key)
+        after = await _read(redis_ha.replica, key)
     finally:
         await client.aclose()
     assert int(after or 0) > before > 0
@@ -100,7 +108,7 @@ async def test_a_primary_demoted_to_a_replica_is_retried_then_the_new_primary_fo
         await asyncio.sleep(0.3)
         stop.set()
         await asyncio.gather(*writers)  # none raised READONLY
-        after = await aioredis.Redis(port=redis_ha.replica).get(key)
+        after = await _read(redis_ha.replica, key)
     finally:
         await sentinel.aclose()
         await client.aclose()

@@ -251,6 +251,18 @@ def connect_redis(spec: RedisSpec) -> aioredis.Redis:
     return aioredis.Redis.from_pool(pool)
 
 
+class _SentinelPrimary(aioredis.Redis):
+    """The client of a Sentinel service's primary, which closes its sentinels' clients too
+    (redis-py leaves them to whoever made the `Sentinel`)."""
+
+    sentinels: Sentinel | None = None
+
+    async def aclose(self, close_connection_pool: bool | None = None) -> None:
+        await super().aclose(close_connection_pool)
+        if self.sentinels is not None:
+            await self.sentinels.aclose()
+
+
 def _sentinel_client(spec: RedisSpec, options: dict[str, Any]) -> aioredis.Redis:
     address = parse_sentinel_url(spec.url)
     if address.username and not spec.username:
@@ -271,10 +283,12 @@ def _sentinel_client(spec: RedisSpec, options: dict[str, Any]) -> aioredis.Redis
     if spec.tls:
         options |= _tls_options(spec.tls_ca_file)
     sentinel = Sentinel(list(address.sentinels), sentinel_kwargs=sentinel_options)  # type: ignore[no-untyped-call]
-    client: aioredis.Redis = sentinel.master_for(
+    client: _SentinelPrimary = sentinel.master_for(
         address.service,
+        redis_class=_SentinelPrimary,
         connection_class=SentinelFailoverSSLConnection if spec.tls else SentinelFailoverConnection,
         db=address.db,
         **options,
     )
+    client.sentinels = sentinel
     return client
