@@ -30,13 +30,15 @@ class MigrationReport:
     already: int = 0  # the same checkpoint is already under the prefix
     newer: int = 0  # a newer checkpoint is under the prefix: the old one was not copied
     removed: int = 0  # old keys deleted (none with keep)
+    other: int = 0  # `checkpoint:` keys of another layout (the history saver's): left alone
     threads: list[str] = field(default_factory=list)  # the old checkpoint keys seen
 
     def summary(self) -> str:
         return (
             f"{self.copied} checkpoint(s) copied with {self.writes} pending write(s); "
             f"{self.already} already under the prefix; {self.newer} left alone (a newer "
-            f"checkpoint is under the prefix); {self.removed} old key(s) removed"
+            f"checkpoint is under the prefix); {self.removed} old key(s) removed; "
+            f"{self.other} key(s) of another layout left alone"
         )
 
 
@@ -65,6 +67,11 @@ async def _migrate_one(
     if not isinstance(old, dict):
         return  # expired in between, or not the library's
     thread_id, namespace = str(old.get("thread_id", "")), str(old.get("checkpoint_ns", ""))
+    if old_key != f"{CHECKPOINT_PREFIX}:{thread_id}:{namespace}":
+        # One checkpoint of a thread's whole history (the saver before the latest-only
+        # one): nothing reads it now, and it expires on its own.
+        report.other += 1
+        return
     old_registry = f"{REGISTRY}:{thread_id}:{to_storage_safe_str(namespace)}:shallow"
     new_key = f"{names.prefix}:{old_key}"
     current: Any = await redis.json().get(new_key)

@@ -17,6 +17,7 @@ from typing import Annotated, Any, TypedDict
 import pytest
 import redis.asyncio as aioredis
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.redis.aio import AsyncRedisSaver
 from langgraph.checkpoint.redis.ashallow import AsyncShallowRedisSaver
 from langgraph.graph import START, StateGraph
 
@@ -191,3 +192,15 @@ async def test_running_the_migration_command_again_changes_nothing(
     assert "1 checkpoint(s) copied" in first
     assert "0 checkpoint(s) copied" in again and "1 already under the prefix" in again
     assert await own_redis.json().get(f"bot:checkpoint:{thread_id}:") == copied
+
+
+async def test_checkpoints_of_the_history_layout_are_left_alone(own_redis: aioredis.Redis) -> None:
+    thread_id = f"T1:C1:{uuid.uuid4().hex}"
+    history = AsyncRedisSaver(redis_client=own_redis)
+    await setup_saver(history)
+    await _noting("kept").compile(checkpointer=history).ainvoke({"notes": []}, _config(thread_id))
+
+    report = await migrate_checkpoints(own_redis, "bot")
+
+    assert report.copied == 0 and report.other >= 1
+    assert [k async for k in own_redis.scan_iter(match=f"bot:*{thread_id}*")] == []
