@@ -36,12 +36,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bench import grounding
 from bench.harness import bench_settings
+from bot.process.redis_client import RedisSpec, connect_redis
 from bot.process.server import running_bot
 from gates.cluster import KubernetesCluster
 from gates.config import ActionPolicy
 from gates.pipeline import build_pipeline
 from graph.build import build_graph
-from graph.checkpoint import open_checkpointer, redis_options, setup_saver
+from graph.checkpoint import open_checkpointer, setup_saver
 from graph.config import GraphLimits, ModelSpec, TempoSpec
 from graph.grader import Grader
 from graph.model import make_chat_model
@@ -335,14 +336,14 @@ async def _turns(redis_url: str, long_turns: int) -> Turns:
     scenario = bad_deploy()
     limits = GraphLimits()
     answer = f"payment-api 1.42.0 is failing; see {scenario.error_trace_ids[0]}."
-    redis = aioredis.from_url(redis_url)
+    redis = connect_redis(RedisSpec(redis_url))
     async with TempoSimulator(traces=scenario.traces) as tempo, GeminiSimulator() as gemini:
         model = _model(gemini)
         client = TempoClient(TempoSpec(url=tempo.url))
         tools = tempo_tools(client)
         verifier = TraceVerifier(client, limits.trace_verify_concurrency)
         grader = Grader(model, tools, limits.grader_max_steps)  # no rubric: never called
-        async with open_checkpointer(redis_url, ttl_minutes=60) as saver:
+        async with open_checkpointer(redis, ttl_minutes=60, prefix="bench") as saver:
             ours = Investigator(build_graph(model, tools, verifier, grader, saver, limits), limits)
             bare = bare_graph(model, tools, client, saver)
 
@@ -390,7 +391,7 @@ async def _turns(redis_url: str, long_turns: int) -> Turns:
                 )
         # Before: every checkpoint of the thread kept (the non-shallow saver), full history.
         ttl = {"default_ttl": 60, "refresh_on_read": True}
-        history = AsyncRedisSaver(redis_url, ttl=ttl, connection_args=redis_options())
+        history = AsyncRedisSaver(redis_client=redis, ttl=ttl)
         await setup_saver(history)
         keeping = bare_graph(model, tools, client, history)
 

@@ -18,8 +18,8 @@ from collections import Counter
 from typing import Any
 
 from bench.harness import bench_settings
+from bot.process.redis_client import FailoverConnection as Connection  # what every client uses
 from bot.process.server import running_bot
-from graph.checkpoint import HiredisPackedConnection as Connection  # what every client uses
 from sandbox import GeminiRequest, GeminiSimulator, Reply, TempoSimulator
 from sandbox.fleet import SIGNING_SECRET, answer_by_question
 from sandbox.scenarios import bad_deploy

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
-import hiredis
-import redis
+import redis.asyncio as aioredis
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -21,56 +21,18 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    PendingWrite,
 )
 from langgraph.checkpoint.redis.aio import AsyncRedisSaver
 from langgraph.checkpoint.redis.ashallow import AsyncShallowRedisSaver
+from langgraph.checkpoint.redis.base import (
+    CHECKPOINT_PREFIX,
+    CHECKPOINT_WRITE_PREFIX,
+    BaseRedisSaver,
+)
 from langgraph.checkpoint.redis.util import to_storage_safe_str
-from redis.asyncio.connection import Connection
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
-from redis.driver_info import DriverInfo
-from redis.exceptions import ConnectionError, DataError, ResponseError, TimeoutError
+from redis.exceptions import ResponseError
 from redisvl.exceptions import RedisSearchError
-
-
-class HiredisPackedConnection(Connection):
-    """redis-py's asyncio connection packs commands in Python, one join per argument (the
-    sync client hands them to hiredis). Here hiredis packs them, as the sync client's
-    `HiredisRespSerializer` does: the same bytes (floats as repr, str as UTF-8; bool and
-    None refused), at a fraction of the CPU — a turn's record is ~45 arguments, in the ack
-    path of every mention. hiredis encodes text as UTF-8, strictly: a client configured
-    with another `encoding` or `encoding_errors` is packed by redis-py's own packer, which
-    goes through that client's encoder (tests/test_redis_packing.py holds both to it)."""
-
-    def pack_command(self, *args: Any) -> list[bytes]:
-        if (self.encoder.encoding, self.encoder.encoding_errors) != ("utf-8", "strict"):
-            return list(super().pack_command(*args))
-        if isinstance(args[0], str):
-            args = (*args[0].encode().split(), *args[1:])
-        elif b" " in args[0]:
-            args = (*args[0].split(), *args[1:])
-        args = tuple(bytes(a) if isinstance(a, bytearray | memoryview) else a for a in args)
-        try:
-            return [hiredis.pack_command(args)]
-        except TypeError as error:
-            raise DataError(str(error)) from error
-
-
-def redis_options() -> dict[str, Any]:
-    """How every tracegate Redis client rides out a blip (a restart, a failover): a command
-    on a dropped connection is retried with backoff for about 5 s before it fails, and idle
-    pooled connections are checked before use."""
-    return {
-        "retry": Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=9),
-        "retry_on_error": [ConnectionError, TimeoutError, ConnectionResetError],
-        "health_check_interval": 10,
-        "socket_keepalive": True,
-        "connection_class": HiredisPackedConnection,
-        # Named once: otherwise every new pooled connection looks redis-py's version up in
-        # the installed packages' metadata (~1 ms of CPU, in the ack path under a burst).
-        "driver_info": DriverInfo(lib_version=redis.__version__),
-    }
-
 
 FENCE = "tracegate_fence"  # configurable key: awaited before every checkpoint write
 Fence = Callable[[], Awaitable[None]]
@@ -89,6 +51,35 @@ async def _fenced(config: RunnableConfig) -> None:
         await fence()
 
 
+@dataclass(frozen=True)
+class CheckpointNames:
+    """The names of one bot's checkpoint keys and indexes: the library's names, under the
+    bot's REDIS_PREFIX (`tracegate:checkpoint:<thread>:<ns>`, ...)."""
+
+    prefix: str
+
+    @property
+    def checkpoints(self) -> str:
+        """Prefix of the checkpoint keys, and the name of their search index."""
+        return f"{self.prefix}:{CHECKPOINT_PREFIX}"
+
+    @property
+    def writes(self) -> str:
+        """Prefix of the pending-write keys, and the name of their search index."""
+        return f"{self.prefix}:{CHECKPOINT_WRITE_PREFIX}"
+
+    @property
+    def indexes(self) -> tuple[str, str]:
+        return self.checkpoints, self.writes
+
+    def registry(self, thread_id: str, checkpoint_ns: str) -> str:
+        """The sorted set where a thread's write keys are registered."""
+        return f"{self.prefix}:{REGISTRY}:{thread_id}:{to_storage_safe_str(checkpoint_ns)}:shallow"
+
+
+REGISTRY = "write_keys_zset"  # the library's registry name (ashallow.py), unprefixed there
+
+
 class LatestCheckpointSaver(AsyncShallowRedisSaver):
     """The shallow saver (latest checkpoint only), which also drops the writes of
     checkpoints it has replaced, and sets expiry in one round trip per step.
@@ -100,16 +91,24 @@ class LatestCheckpointSaver(AsyncShallowRedisSaver):
     EXPIRE per key, one round trip each (a turn's first step writes ~17 channels).
     """
 
-    def __init__(self, redis_url: str, *, ttl_minutes: float | None, **kwargs: Any) -> None:
-        super().__init__(redis_url, **kwargs)  # no library TTL: expiry is set here
+    def __init__(self, redis: aioredis.Redis, *, prefix: str, ttl_minutes: float | None) -> None:
+        # Every key and both index names under the bot's prefix: two bots sharing a Redis
+        # (and a Slack thread) keep checkpoints of their own.
+        names = CheckpointNames(prefix)
+        super().__init__(
+            redis_client=redis,
+            checkpoint_prefix=names.checkpoints,
+            checkpoint_write_prefix=names.writes,
+        )  # no library TTL: expiry is set here
+        self._names = names
         self._ttl_s = int(ttl_minutes * 60) if ttl_minutes else None
 
-    @staticmethod
-    def _registry(config: RunnableConfig) -> str:
-        """The sorted set where the library registers a thread's write keys."""
+    def _registry(self, config: RunnableConfig) -> str:
+        """The sorted set of a thread's write keys (the library's name has no prefix)."""
         configurable = config["configurable"]
-        namespace = to_storage_safe_str(configurable.get("checkpoint_ns", ""))
-        return f"write_keys_zset:{configurable['thread_id']}:{namespace}:shallow"
+        return self._names.registry(
+            configurable["thread_id"], configurable.get("checkpoint_ns", "")
+        )
 
     async def _registered(self, registry: str) -> list[str]:
         registered = await self._redis.zrange(registry, 0, -1)
@@ -151,26 +150,63 @@ class LatestCheckpointSaver(AsyncShallowRedisSaver):
         task_id: str,
         task_path: str = "",
     ) -> None:
+        """The library's write records, registered in the prefixed registry, with their
+        expiry, in one round trip."""
         await _fenced(config)
-        await super().aput_writes(config, writes, task_id, task_path)
-        if not writes or not self._ttl_s:
+        if not writes:
             return
         configurable = config["configurable"]
-        # The keys the library just wrote, named as it names them.
-        keys = [
-            self._make_redis_checkpoint_writes_key_cached(
-                configurable["thread_id"],
-                configurable.get("checkpoint_ns", ""),
-                configurable["checkpoint_id"],
-                task_id,
-                WRITES_IDX_MAP.get(channel, idx),
-            )
-            for idx, (channel, _) in enumerate(writes)
-        ]
+        thread_id, checkpoint_id = configurable["thread_id"], configurable["checkpoint_id"]
+        namespace = configurable.get("checkpoint_ns", "")
+        registry = self._registry(config)
         pipeline = self._redis.pipeline(transaction=False)
-        for key in [*keys, self._registry(config)]:
-            pipeline.expire(key, self._ttl_s)
+        keys = {}
+        for position, (channel, value) in enumerate(writes):
+            idx = WRITES_IDX_MAP.get(channel, position)
+            # The key the library would write, named as it names them.
+            key = self._make_redis_checkpoint_writes_key_cached(
+                thread_id, namespace, checkpoint_id, task_id, idx
+            )
+            kind, blob = self.serde.dumps_typed(value)
+            record = {
+                "thread_id": thread_id,
+                "checkpoint_ns": namespace,
+                "checkpoint_id": checkpoint_id,
+                "task_id": task_id,
+                "task_path": task_path,
+                "idx": idx,
+                "channel": channel,
+                "type": kind,
+                "blob": self._encode_blob(blob),
+            }
+            pipeline.json().set(key, "$", record)
+            keys[key] = position
+        pipeline.zadd(registry, keys)
+        if self._ttl_s:
+            for key in [*keys, registry]:
+                pipeline.expire(key, self._ttl_s)
         await pipeline.execute()
+
+    async def _aload_pending_writes(
+        self, thread_id: str, checkpoint_ns: str, checkpoint_id: str
+    ) -> list[PendingWrite]:
+        """The writes in the prefixed registry. Unlike the library's, a Redis error is
+        raised (and retried), never read as "no pending writes": a resume would then run
+        finished tasks again."""
+        if checkpoint_id is None:
+            return []
+        keys = await self._registered(self._names.registry(thread_id, checkpoint_ns))
+        if not keys:
+            return []
+        pipeline = self._redis.pipeline(transaction=False)
+        for key in keys:
+            pipeline.json().get(key)
+        found = {
+            (record.get("task_id", ""), record.get("idx", 0)): record
+            for record in await pipeline.execute()
+            if record
+        }
+        return BaseRedisSaver._load_writes(self.serde, found)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         found = await super().aget_tuple(config)
@@ -235,12 +271,11 @@ async def setup_saver(saver: AsyncShallowRedisSaver | AsyncRedisSaver, attempts:
 
 @asynccontextmanager
 async def open_checkpointer(
-    redis_url: str, ttl_minutes: float | None
+    redis: aioredis.Redis, ttl_minutes: float | None, *, prefix: str
 ) -> AsyncIterator[LatestCheckpointSaver]:
-    """A `LatestCheckpointSaver`, set up, whose keys expire `ttl_minutes` after last use."""
-    saver = LatestCheckpointSaver(
-        redis_url, ttl_minutes=ttl_minutes, connection_args=redis_options()
-    )
+    """A `LatestCheckpointSaver` on `redis` (the caller's client, closed by the caller), set
+    up, its keys under `prefix`, expiring `ttl_minutes` after last use."""
+    saver = LatestCheckpointSaver(redis, prefix=prefix, ttl_minutes=ttl_minutes)
     try:
         await setup_saver(saver)
         yield saver

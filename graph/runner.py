@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, cast
 
+import redis.asyncio as aioredis
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
@@ -501,9 +502,10 @@ async def open_investigator(
     model: ModelSpec | BaseChatModel,
     tempo: TempoSpec,
     limits: GraphLimits,
-    redis_url: str,
+    redis: aioredis.Redis | None,
     checkpoint_ttl_minutes: float | None = None,
     *,
+    prefix: str,
     actions: ActionPipeline | None = None,
     grader_model: ModelSpec | BaseChatModel | None = None,
     default_rubric: str | None = None,
@@ -517,7 +519,8 @@ async def open_investigator(
 
     With `actions`, the agent can read rollout history and propose actions through it.
     The grader uses `grader_model` (default: the agent's model) and the read-only Tempo tools.
-    `saver` replaces the Redis checkpointer (the demo's embedded mode). `guard` takes every
+    Checkpoints are kept on `redis` under `prefix` (REDIS_PREFIX); `saver` replaces the
+    Redis checkpointer (the demo's embedded mode; `redis` is then unused). `guard` takes every
     model call (agent, grader) through the shared limit, the budgets and the quota waits.
     `prometheus` and `loki`, when configured, add their query tools (and nothing else
     depends on them: a source that fails is a failed tool call).
@@ -556,9 +559,13 @@ async def open_investigator(
         )
 
         async with AsyncExitStack() as opened:
-            checkpointer = saver or await opened.enter_async_context(
-                open_checkpointer(redis_url, checkpoint_ttl_minutes)
-            )
+            checkpointer = saver
+            if checkpointer is None:
+                if redis is None:
+                    raise ValueError("open_investigator needs a Redis client or a saver")
+                checkpointer = await opened.enter_async_context(
+                    open_checkpointer(redis, checkpoint_ttl_minutes, prefix=prefix)
+                )
             graph = build_graph(
                 chat_model,
                 tools,

@@ -13,12 +13,14 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import redis.asyncio as aioredis
 
 from gates.pipeline import ActionPipeline
 from graph.config import GraphLimits, ModelSpec, TempoSpec
 from graph.runner import Investigator, open_investigator
 from sandbox import GeminiSimulator, TempoSimulator
 from sandbox.scenarios import Scenario, bad_deploy
+from tests.shared_redis import PREFIX
 
 MODEL = "gemini-3.8-flash"
 
@@ -27,6 +29,7 @@ pytest_plugins = [
     "tests.slack_fixtures",
     "tests.fleet_fixtures",
     "tests.redis_fixtures",
+    "tests.sentinel_fixtures",
 ]
 
 
@@ -37,7 +40,9 @@ _STARTS_PROCESSES = re.compile(
     r"create_subprocess_exec|subprocess\.(run|Popen)"
     r"|\b(fleet_for|kill_mid_approval|forked|run_forked)\b"
 )
-_PROCESS_FIXTURES = frozenset({"fleet_for", "redis_server", "plain_redis", "empty_redis_stack"})
+_PROCESS_FIXTURES = frozenset(
+    {"fleet_for", "redis_server", "plain_redis", "empty_redis_stack", "redis_ha", "redis_pair"}
+)
 
 
 @functools.cache
@@ -154,12 +159,14 @@ OpenInvestigator = Callable[..., AbstractAsyncContextManager[Investigator]]
 
 @pytest.fixture
 def investigator_for(
-    model_spec: ModelSpec, tempo_spec: TempoSpec, redis_url: str
+    model_spec: ModelSpec, tempo_spec: TempoSpec, redis_client: aioredis.Redis
 ) -> OpenInvestigator:
     """Open a fully wired investigator; keyword arguments override GraphLimits fields."""
 
     def open_with(**limits: Any) -> AbstractAsyncContextManager[Investigator]:
-        return open_investigator(model_spec, tempo_spec, GraphLimits(**limits), redis_url)
+        return open_investigator(
+            model_spec, tempo_spec, GraphLimits(**limits), redis_client, prefix=PREFIX
+        )
 
     return open_with
 
@@ -172,10 +179,13 @@ async def investigator(investigator_for: OpenInvestigator) -> AsyncIterator[Inve
 
 @pytest.fixture
 async def agent(
-    model_spec: ModelSpec, tempo_spec: TempoSpec, redis_url: str, pipeline: ActionPipeline
+    model_spec: ModelSpec,
+    tempo_spec: TempoSpec,
+    redis_client: aioredis.Redis,
+    pipeline: ActionPipeline,
 ) -> AsyncIterator[Investigator]:
     """An investigator that may propose actions through the action pipeline."""
     async with open_investigator(
-        model_spec, tempo_spec, GraphLimits(), redis_url, actions=pipeline
+        model_spec, tempo_spec, GraphLimits(), redis_client, prefix=PREFIX, actions=pipeline
     ) as investigator:
         yield investigator

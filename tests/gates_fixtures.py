@@ -16,6 +16,7 @@ import pytest
 import redis.asyncio as aioredis
 import yaml
 
+from bot.process.redis_client import RedisSpec, connect_redis
 from gates.cluster import KubernetesCluster
 from gates.config import ActionPolicy
 from gates.model import ActionRequest
@@ -81,7 +82,8 @@ async def cluster(kubeconfig: Path) -> AsyncIterator[KubernetesCluster]:
 
 @pytest.fixture
 async def redis_client(redis_url: str) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.from_url(redis_url)
+    """The product's client (bot/process/redis_client.py) on the tests' Redis."""
+    client = connect_redis(RedisSpec(redis_url))
     yield client
     await client.aclose()
 

@@ -19,6 +19,7 @@ from graph.runner import Investigator, open_investigator
 from sandbox import GeminiSimulator, Reply, TempoSimulator
 from sandbox.scenarios import Scenario
 from tests.conftest import MODEL
+from tests.shared_redis import PREFIX
 from tests.verdicts import verdict
 
 GRADER = "gemini-grader"
@@ -50,7 +51,8 @@ def guarded(
             model_spec,
             tempo_spec,
             GraphLimits(),
-            redis_url,
+            redis_client,
+            prefix=PREFIX,
             grader_model=model_spec.model_copy(update={"model": f"google_genai:{GRADER}"}),
             guard=guard,
         )

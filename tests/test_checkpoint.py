@@ -14,18 +14,15 @@ from graph.checkpoint import LatestCheckpointSaver, open_checkpointer, setup_sav
 from graph.config import GraphLimits, ModelSpec, TempoSpec
 from graph.runner import open_investigator
 from sandbox import GeminiSimulator, Reply
+from tests.shared_redis import PREFIX
 
 
-async def test_replicas_setting_up_at_the_same_moment_all_succeed(redis_url: str) -> None:
+async def test_replicas_setting_up_at_the_same_moment_all_succeed(
+    redis_client: aioredis.Redis,
+) -> None:
     prefix = f"race{uuid.uuid4().hex[:8]}"
     savers = [
-        LatestCheckpointSaver(
-            redis_url,
-            ttl_minutes=None,
-            checkpoint_prefix=f"{prefix}:checkpoint",
-            checkpoint_write_prefix=f"{prefix}:checkpoint_write",
-        )
-        for _ in range(6)
+        LatestCheckpointSaver(redis_client, prefix=prefix, ttl_minutes=None) for _ in range(6)
     ]
     try:
         await asyncio.gather(*(setup_saver(s) for s in savers))
@@ -35,19 +32,26 @@ async def test_replicas_setting_up_at_the_same_moment_all_succeed(redis_url: str
 
 
 async def test_checkpoint_keys_expire_after_the_configured_ttl(
-    redis_url: str, model_spec: ModelSpec, tempo_spec: TempoSpec, gemini: GeminiSimulator
+    redis_client: aioredis.Redis,
+    model_spec: ModelSpec,
+    tempo_spec: TempoSpec,
+    gemini: GeminiSimulator,
 ) -> None:
     thread_id = f"ttl:{uuid.uuid4().hex}"
     gemini.script(Reply.text("answer"))
     async with open_investigator(
-        model_spec, tempo_spec, GraphLimits(), redis_url, checkpoint_ttl_minutes=30
+        model_spec,
+        tempo_spec,
+        GraphLimits(),
+        redis_client,
+        prefix=PREFIX,
+        checkpoint_ttl_minutes=30,
     ) as investigator:
         await investigator.investigate(thread_id, "why?", "U1")
 
-    client = aioredis.from_url(redis_url)
-    keys = [k async for k in client.scan_iter(match=f"checkpoint:{thread_id}:*")]
+    client = redis_client
+    keys = [k async for k in client.scan_iter(match=f"{PREFIX}:checkpoint:{thread_id}:*")]
     ttls = [await client.ttl(k) for k in keys]
-    await client.aclose()
     assert keys
     assert all(0 < ttl <= 30 * 60 for ttl in ttls)
 
@@ -57,7 +61,7 @@ class _Counts(TypedDict, total=False):
 
 
 async def test_pending_writes_expire_and_go_once_a_newer_checkpoint_holds_them(
-    redis_url: str,
+    redis_client: aioredis.Redis,
 ) -> None:
     """A step where one task finished and another failed keeps the finished task's writes
     (so a resume does not run it again), with an expiry; the next checkpoint drops them."""
@@ -84,13 +88,13 @@ async def test_pending_writes_expire_and_go_once_a_newer_checkpoint_holds_them(
     builder.add_edge(START, "flaky")
     thread_id = f"writes:{uuid.uuid4().hex}"
     config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
-    client = aioredis.from_url(redis_url)
-    async with open_checkpointer(redis_url, ttl_minutes=30) as saver:
+    client = redis_client
+    async with open_checkpointer(redis_client, ttl_minutes=30, prefix=PREFIX) as saver:
         graph = builder.compile(checkpointer=saver)
         with pytest.raises(RuntimeError):
             await graph.ainvoke({"done": []}, config)
         keys = [k async for k in client.scan_iter(match=f"*{thread_id}*")]
-        assert any(k.startswith(b"checkpoint_write:") for k in keys)
+        assert any(k.startswith(f"{PREFIX}:checkpoint_write:".encode()) for k in keys)
         assert all(0 < ttl <= 30 * 60 for ttl in [await client.ttl(k) for k in keys])
 
         final = await graph.ainvoke(None, config)
@@ -98,5 +102,4 @@ async def test_pending_writes_expire_and_go_once_a_newer_checkpoint_holds_them(
         assert sorted(final["done"]) == ["flaky", "steady"]
         assert runs == {"steady": 1, "flaky": 2}
         left = [k async for k in client.scan_iter(match=f"*{thread_id}*")]
-        assert [k for k in left if not k.startswith(b"checkpoint:")] == []
-    await client.aclose()
+        assert [k for k in left if not k.startswith(f"{PREFIX}:checkpoint:".encode())] == []

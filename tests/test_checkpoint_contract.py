@@ -39,14 +39,16 @@ def test_the_library_internals_the_saver_uses_are_still_there() -> None:
         )
 
 
-async def test_a_read_renews_the_expiry_of_every_key_of_the_thread(redis_url: str) -> None:
+async def test_a_read_renews_the_expiry_of_every_key_of_the_thread(
+    redis_client: aioredis.Redis,
+) -> None:
     builder = StateGraph(_Note)
     builder.add_node("note", _note)
     builder.add_edge(START, "note")
     thread_id = f"contract:{uuid.uuid4().hex}"
     config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
-    client = aioredis.from_url(redis_url)
-    async with open_checkpointer(redis_url, ttl_minutes=TTL_MINUTES) as saver:
+    client = redis_client
+    async with open_checkpointer(client, ttl_minutes=TTL_MINUTES, prefix="contract") as saver:
         assert isinstance(saver, LatestCheckpointSaver)
         await builder.compile(checkpointer=saver).ainvoke({"text": "hi"}, config)
         keys = [k async for k in client.scan_iter(match=f"*{thread_id}*")]
@@ -57,5 +59,4 @@ async def test_a_read_renews_the_expiry_of_every_key_of_the_thread(redis_url: st
         assert await saver.aget_tuple(config) is not None
 
         ttls = {key: await client.ttl(key) for key in keys}
-    await client.aclose()
     assert all(TTL_MINUTES * 60 - 60 < ttl <= TTL_MINUTES * 60 for ttl in ttls.values()), ttls

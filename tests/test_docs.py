@@ -194,13 +194,13 @@ def _makefile_targets() -> set[str]:
 
 
 def _cli_commands() -> set[str]:
-    return set(re.findall(r'add_parser\(\s*"(\w+)"', (ROOT / "bot/process/cli.py").read_text()))
+    return set(re.findall(r'add_parser\(\s*"([\w-]+)"', (ROOT / "bot/process/cli.py").read_text()))
 
 
 SHELL_BLOCK = re.compile(r"^```(?:sh|bash|console)\n(.*?)^```", re.S | re.M)
 # A command line: environment assignments, then `make X` or `[path/]tracegate X`.
 COMMAND_LINE = re.compile(
-    r"^(?:\w+=\S* )*(?:make (?P<target>[a-z][\w-]*)|(?:\S*/)?tracegate (?P<command>[a-z]+))"
+    r"^(?:\w+=\S* )*(?:make (?P<target>[a-z][\w-]*)|(?:\S*/)?tracegate (?P<command>[a-z][\w-]*))"
 )
 
 

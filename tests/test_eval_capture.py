@@ -139,9 +139,17 @@ async def test_capture_negative_takes_each_thread_with_a_thumbs_down_once(
     tempo: TempoSimulator,
     redis_url: str,
     tmp_path: Path,
+    scenario: Scenario,
 ) -> None:
     prefix = f"capture-{uuid.uuid4().hex[:8]}"
-    gemini.script(Reply.text("It looks like a bad deploy."), Reply.text("Also a deploy."))
+    # A capture needs an investigation (tool calls) in the thread's own checkpoint: before
+    # checkpoints were under REDIS_PREFIX, this test found the previous test's, whose
+    # thread had the same id.
+    gemini.script(
+        *look_into("payment-api", scenario.error_trace_ids[2]),
+        Reply.text("It looks like a bad deploy."),
+        Reply.text("Also a deploy."),
+    )
     async with bot_for(redis_prefix=prefix) as bot:
         driver = SlackDriver(bot.url, SECRET, team=TEAM, slack=slack)
         for root in (ROOT, "1700000100.000100"):

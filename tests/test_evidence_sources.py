@@ -5,6 +5,7 @@ import logging
 from collections.abc import AsyncIterator
 
 import pytest
+import redis.asyncio as aioredis
 from pydantic import ValidationError
 
 from bot.process.logs import log_startup
@@ -14,6 +15,7 @@ from graph.runner import open_investigator
 from sandbox import GeminiSimulator, Reply
 from sandbox.loki import LokiSimulator
 from sandbox.prometheus import PrometheusSimulator
+from tests.shared_redis import PREFIX
 
 EVIDENCE_TOOLS = {"query_prometheus", "query_prometheus_range", "query_loki_logs"}
 
@@ -33,20 +35,23 @@ async def loki() -> AsyncIterator[LokiSimulator]:
 async def test_configured_sources_offer_their_tools_and_unconfigured_ones_do_not(
     model_spec: ModelSpec,
     tempo_spec: TempoSpec,
-    redis_url: str,
+    redis_client: aioredis.Redis,
     gemini: GeminiSimulator,
     prometheus: PrometheusSimulator,
     loki: LokiSimulator,
     thread_id: str,
 ) -> None:
     gemini.script(Reply.text("nothing to see"), Reply.text("nothing to see"))
-    async with open_investigator(model_spec, tempo_spec, GraphLimits(), redis_url) as bare:
+    async with open_investigator(
+        model_spec, tempo_spec, GraphLimits(), redis_client, prefix=PREFIX
+    ) as bare:
         await bare.investigate(thread_id, "why?", "U1")
     async with open_investigator(
         model_spec,
         tempo_spec,
         GraphLimits(),
-        redis_url,
+        redis_client,
+        prefix=PREFIX,
         prometheus=PrometheusSpec(url=prometheus.url),
         loki=LokiSpec(url=loki.url),
     ) as full:
@@ -59,7 +64,7 @@ async def test_configured_sources_offer_their_tools_and_unconfigured_ones_do_not
 async def test_prometheus_down_mid_turn_is_a_failed_tool_call_in_steps_and_notices(
     model_spec: ModelSpec,
     tempo_spec: TempoSpec,
-    redis_url: str,
+    redis_client: aioredis.Redis,
     gemini: GeminiSimulator,
     prometheus: PrometheusSimulator,
     thread_id: str,
@@ -73,7 +78,8 @@ async def test_prometheus_down_mid_turn_is_a_failed_tool_call_in_steps_and_notic
         model_spec,
         tempo_spec,
         GraphLimits(),
-        redis_url,
+        redis_client,
+        prefix=PREFIX,
         prometheus=PrometheusSpec(url=prometheus.url),
     ) as investigator:
         result = await investigator.investigate(thread_id, "why?", "U1")

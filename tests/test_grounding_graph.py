@@ -7,6 +7,7 @@ import time
 from collections.abc import AsyncIterator
 
 import pytest
+import redis.asyncio as aioredis
 from prometheus_client import REGISTRY
 
 from bot.outbound.blocks import how_it_was_reached
@@ -17,6 +18,7 @@ from graph.runner import Investigator, open_investigator
 from sandbox import GeminiSimulator, Reply
 from sandbox.kubernetes import KubernetesSimulator
 from sandbox.scenarios import PAYMENT_PODS_NEW, Scenario
+from tests.shared_redis import PREFIX
 
 # A time no evidence is near: the simulators' rollouts and traces are all in the past.
 AT = time.strftime("%H:%M", time.gmtime(time.time() + 1800))
@@ -36,18 +38,22 @@ def real_values() -> str:
 
 @pytest.fixture
 async def opened(
-    model_spec: ModelSpec, tempo_spec: TempoSpec, redis_url: str, pipeline: ActionPipeline
+    model_spec: ModelSpec,
+    tempo_spec: TempoSpec,
+    redis_client: aioredis.Redis,
+    pipeline: ActionPipeline,
 ) -> AsyncIterator[dict[str, Investigator]]:
     """An investigator per GROUNDING_MODE, both reading the cluster through the pipeline."""
     async with (
         open_investigator(
-            model_spec, tempo_spec, GraphLimits(), redis_url, actions=pipeline
+            model_spec, tempo_spec, GraphLimits(), redis_client, prefix=PREFIX, actions=pipeline
         ) as remove,
         open_investigator(
             model_spec,
             tempo_spec,
             GraphLimits(grounding_mode="mark", grounding_max_revisions=0),
-            redis_url,
+            redis_client,
+            prefix=PREFIX,
             actions=pipeline,
         ) as mark,
     ):

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis.asyncio as aioredis
 
 from bot.process.logs import TurnContext, configure_logging
 from bot.process.server import RunningBot
@@ -86,12 +87,14 @@ async def test_json_lines_are_one_object_each_with_the_bound_context(
 
 async def test_start_up_is_one_summary_line_without_library_noise(
     redis_url: str,
+    redis_client: aioredis.Redis,
     slack: SlackSimulator,
     gemini: GeminiSimulator,
     tempo: TempoSimulator,
     tmp_path: Path,
 ) -> None:
-    async with open_checkpointer(redis_url, None):
+    prefix = f"test-{uuid.uuid4().hex[:8]}"
+    async with open_checkpointer(redis_client, None, prefix=prefix):
         pass  # the indexes exist, as at every start but the first
     port = free_port()
     env = {
@@ -107,7 +110,7 @@ async def test_start_up_is_one_summary_line_without_library_noise(
         "PORT": str(port),
         "LOG_FORMAT": "json",
         # Keys of its own: tests run side by side on one Redis (pytest-xdist).
-        "REDIS_PREFIX": f"test-{uuid.uuid4().hex[:8]}",
+        "REDIS_PREFIX": prefix,
     }
     serve = await asyncio.create_subprocess_exec(
         sys.executable,

@@ -4,6 +4,7 @@ import asyncio
 from typing import Any
 
 import aiohttp
+import redis.asyncio as aioredis
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -15,6 +16,7 @@ from sandbox import GeminiSimulator, Reply, TempoSimulator
 from sandbox.scenarios import Scenario
 from sandbox.slack import SlackDriver
 from tests.proposals import propose_rollback
+from tests.shared_redis import PREFIX
 from tests.slack_fixtures import SECRET, BotFactory
 from tests.test_rubric_grading import ALL_PASS, GRADER, RUBRIC
 
@@ -138,7 +140,7 @@ async def test_gate_decisions_and_action_request_states_are_counted(
 async def test_a_graded_answer_counts_its_verdict_and_the_graders_model_calls(
     model_spec: ModelSpec,
     tempo_spec: TempoSpec,
-    redis_url: str,
+    redis_client: aioredis.Redis,
     gemini: GeminiSimulator,
     thread_id: str,
 ) -> None:
@@ -151,7 +153,7 @@ async def test_a_graded_answer_counts_its_verdict_and_the_graders_model_calls(
     ]
     before = [_value(name, **labels) for name, labels in counted]
     async with open_investigator(
-        model_spec, tempo_spec, GraphLimits(), redis_url, grader_model=grader
+        model_spec, tempo_spec, GraphLimits(), redis_client, prefix=PREFIX, grader_model=grader
     ) as investigator:
         result = await investigator.investigate(thread_id, "why?", "U1", rubric=RUBRIC)
     after = [_value(name, **labels) for name, labels in counted]

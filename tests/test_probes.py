@@ -21,6 +21,7 @@ from sandbox import GeminiSimulator, TempoSimulator
 from sandbox.fleet import ROOT, free_port
 from sandbox.slack import SlackSimulator
 from tests.redis_fixtures import wait_for
+from tests.shared_redis import PREFIX
 
 STARTUP_BOUND_S = 90.0
 
@@ -56,7 +57,7 @@ async def probes_of() -> AsyncIterator[Any]:
 async def _readyz_over(probes_of: Any, client: aioredis.Redis) -> tuple[int, Any]:
     """/readyz of probes checking Redis through `client` (closed after), Slack's auth.test
     taken as passed."""
-    readiness = Readiness(client)
+    readiness = Readiness(client, prefix=PREFIX)
     readiness.slack_authenticated = True
     url = await probes_of(readiness)
     try:
@@ -85,7 +86,7 @@ async def test_healthz_is_the_readiness_probe(bot: RunningBot) -> None:
 
 async def test_livez_answers_while_redis_is_unreachable(probes_of: Any) -> None:
     dead = aioredis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=0.5)
-    url = await probes_of(Readiness(dead))
+    url = await probes_of(Readiness(dead, prefix=PREFIX))
     try:
         assert await _get(f"{url}/livez") == (200, {"status": "ok"})
     finally:
@@ -104,12 +105,12 @@ async def test_readyz_is_503_naming_missing_checkpoint_indexes(
     await wait_for(empty_redis_stack)
     status, body = await _readyz_over(probes_of, aioredis.from_url(empty_redis_stack))
     assert status == 503
-    assert body["checkpoint_indexes"] == "missing: checkpoint, checkpoint_write"
+    assert body["checkpoint_indexes"] == f"missing: {PREFIX}:checkpoint, {PREFIX}:checkpoint_write"
 
 
 async def test_readyz_is_503_until_slack_auth_test_passes(probes_of: Any, redis_url: str) -> None:
     client = aioredis.from_url(redis_url)
-    readiness = Readiness(client, check_indexes=False)
+    readiness = Readiness(client, prefix=PREFIX, check_indexes=False)
     slack = AsyncWebClient(token="xoxb-sandbox", base_url="http://127.0.0.1:1/api/")
     authenticating = asyncio.create_task(readiness.authenticate(slack, retry_s=0.05))
     url = await probes_of(readiness)

@@ -8,7 +8,7 @@ import pytest
 from redis.asyncio.connection import Connection
 from redis.exceptions import DataError
 
-from graph.checkpoint import HiredisPackedConnection
+from bot.process.redis_client import FailoverConnection
 
 COMMANDS: list[tuple[Any, ...]] = [
     ("SET", "key", "value"),
@@ -22,7 +22,7 @@ COMMANDS: list[tuple[Any, ...]] = [
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: str(c[0]))
 def test_hiredis_packs_the_same_bytes_as_redis_py(command: tuple[Any, ...]) -> None:
-    ours = b"".join(HiredisPackedConnection().pack_command(*command))
+    ours = b"".join(FailoverConnection().pack_command(*command))
     theirs = b"".join(bytes(part) for part in Connection().pack_command(*command))
 
     assert ours == theirs
@@ -33,7 +33,7 @@ def test_what_redis_py_refuses_to_send_is_refused_as_redis_py_does(value: object
     with pytest.raises(DataError):
         Connection().pack_command("SET", "k", value)
     with pytest.raises(DataError):
-        HiredisPackedConnection().pack_command("SET", "k", value)
+        FailoverConnection().pack_command("SET", "k", value)
 
 
 @pytest.mark.parametrize(
@@ -45,7 +45,7 @@ def test_a_client_with_its_own_encoding_is_packed_through_its_encoder(
     options: dict[str, str],
 ) -> None:
     command = ("SET", "k", "café")
-    ours = b"".join(HiredisPackedConnection(**options).pack_command(*command))  # type: ignore[arg-type]
+    ours = b"".join(FailoverConnection(**options).pack_command(*command))  # type: ignore[arg-type]
     theirs = b"".join(bytes(part) for part in Connection(**options).pack_command(*command))  # type: ignore[arg-type]
 
     assert ours == theirs

@@ -4,12 +4,14 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
+import redis.asyncio as aioredis
 
 from graph.config import GraphLimits, ModelSpec, TempoSpec
 from graph.rubric import Evaluation
 from graph.runner import Investigator, open_investigator
 from sandbox import GeminiSimulator, Reply, TempoSimulator
 from sandbox.scenarios import Scenario
+from tests.shared_redis import PREFIX
 from tests.verdicts import verdict
 
 GRADER = "gemini-grader"
@@ -32,7 +34,10 @@ def seen() -> list[Evaluation]:
 
 @pytest.fixture
 async def graded(
-    model_spec: ModelSpec, tempo_spec: TempoSpec, redis_url: str, seen: list[Evaluation]
+    model_spec: ModelSpec,
+    tempo_spec: TempoSpec,
+    redis_client: aioredis.Redis,
+    seen: list[Evaluation],
 ) -> AsyncIterator[Investigator]:
     async def record(evaluation: Evaluation) -> None:
         seen.append(evaluation)
@@ -42,7 +47,8 @@ async def graded(
         model_spec,
         tempo_spec,
         GraphLimits(rubric_max_iterations=3),
-        redis_url,
+        redis_client,
+        prefix=PREFIX,
         grader_model=grader_spec,
         on_evaluation=record,
     ) as investigator:
@@ -237,7 +243,7 @@ async def test_without_any_rubric_nothing_is_graded(
 async def test_events_come_in_start_end_pairs_and_a_broken_callback_is_harmless(
     model_spec: ModelSpec,
     tempo_spec: TempoSpec,
-    redis_url: str,
+    redis_client: aioredis.Redis,
     gemini: GeminiSimulator,
     thread_id: str,
 ) -> None:
@@ -247,7 +253,7 @@ async def test_events_come_in_start_end_pairs_and_a_broken_callback_is_harmless(
     # One model for agent and grader here: their replies interleave in one script.
     gemini.script(Reply.text("one"), EVIDENCE_MISSING, Reply.text("two"), ALL_PASS)
     async with open_investigator(
-        model_spec, tempo_spec, GraphLimits(), redis_url, on_evaluation=broken
+        model_spec, tempo_spec, GraphLimits(), redis_client, prefix=PREFIX, on_evaluation=broken
     ) as investigator:
         result = await investigator.investigate(thread_id, "why?", "U1", rubric=RUBRIC)
 

@@ -86,6 +86,8 @@ OUT_OF_RANGE = [
     ("PROGRESS_INTERVAL", "-0.5", "-0.5 is below the minimum 0"),
     ("APPROVER_GROUP_CACHE", "-1", "-1 is below the minimum 0"),
     ("CHECKPOINT_TTL_MINUTES", "0", "0 must be more than 0"),
+    ("REDIS_FAILOVER_TIMEOUT", "0", "0 must be more than 0"),
+    ("REDIS_SOCKET_TIMEOUT", "301", "301 is above the maximum 300"),
     ("THREAD_CONTEXT_MESSAGES", "1001", "1001 is above the maximum 1000"),
     ("THREAD_CONTEXT_CHARS", "999", "999 is below the minimum 1000"),
     ("RUBRIC_MAX_CHARS", "40001", "40001 is above the maximum 40000"),

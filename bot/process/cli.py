@@ -103,6 +103,18 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _migrate_checkpoints(settings: Settings, keep: bool) -> None:
+    from bot.process.redis_client import connect_redis
+    from graph.checkpoint_migration import migrate_checkpoints
+
+    redis = connect_redis(settings.redis_spec())
+    try:
+        report = await migrate_checkpoints(redis, settings.redis_prefix, keep=keep)
+    finally:
+        await redis.aclose()
+    print(f"tracegate migrate-checkpoints ({settings.redis_prefix}:…): {report.summary()}")
+
+
 def _config_docs(out: Path | None) -> int:
     """The settings page, from the model alone: no environment, no .env, no secret shown."""
     page = render_settings_page()
@@ -131,6 +143,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ask.add_argument("--json", action="store_true", help="print the whole result as JSON")
     commands.add_parser("serve", help="run the Slack app (HTTP on PORT, or Socket Mode)")
     commands.add_parser("worker", help="run turns from the queue (WORKER_MODE=queue)")
+    migrate = commands.add_parser(
+        "migrate-checkpoints", help="copy checkpoints written before REDIS_PREFIX covered them"
+    )
+    migrate.add_argument("--keep", action="store_true", help="leave the old keys in place")
     demo = commands.add_parser(
         "demo", help="play whole incidents against simulated Slack, Tempo, Kubernetes (and Gemini)"
     )
@@ -163,12 +179,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return evaluate_main(args)
 
     try:
+        if args.command == "migrate-checkpoints":
+            return _run_migration(load_settings(), args.keep)
         settings = load_settings(args.command)
         configure_logging(settings.log_level, settings.log_format)
         return _run(settings, args)
     except (SettingsError, ConfigError) as exc:
         print(f"tracegate: configuration error\n{exc}", file=sys.stderr)
         return 2
+
+
+def _run_migration(settings: Settings, keep: bool) -> int:
+    from redis.exceptions import RedisError
+
+    try:
+        asyncio.run(_migrate_checkpoints(settings, keep))
+    except RedisError as exc:
+        print(f"tracegate: cannot use Redis at REDIS_URL: {exc}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def _run(settings: Settings, args: argparse.Namespace) -> int:

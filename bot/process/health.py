@@ -2,7 +2,8 @@
 
 - `/livez`: the process answers. No dependency is checked, so a Redis blip never makes
   Kubernetes restart every pod.
-- `/readyz` (and `/healthz`, its old name): Redis answers, the checkpoint indexes exist, and
+- `/readyz` (and `/healthz`, its old name): Redis answers and is a primary (a replica, or
+  a primary demoted in a failover, takes no writes), the checkpoint indexes exist, and
   Slack's `auth.test` passed once; 503 with the reason otherwise.
 - `/metrics`: Prometheus text format.
 """
@@ -18,7 +19,7 @@ from aiohttp import web
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.process.metrics import QueueStats, exposition
-from bot.process.preflight import missing_indexes
+from bot.process.preflight import missing_indexes, not_primary
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +33,9 @@ class Readiness:
     """What `/readyz` checks. `check_indexes=False`: a checkpointer that is not Redis's
     (the demo's embedded store) has no indexes to look for."""
 
-    def __init__(self, redis: aioredis.Redis, *, check_indexes: bool = True) -> None:
+    def __init__(self, redis: aioredis.Redis, *, prefix: str, check_indexes: bool = True) -> None:
         self.redis = redis
+        self.prefix = prefix
         self.check_indexes = check_indexes
         self.slack_authenticated = False
 
@@ -62,10 +64,15 @@ class Readiness:
         try:
             async with asyncio.timeout(PROBE_TIMEOUT_S):
                 await self.redis.ping()
-                missing = await missing_indexes(self.redis) if self.check_indexes else []
+                # The demo's embedded store has neither indexes nor a replication role.
+                replica = await not_primary(self.redis) if self.check_indexes else None
+                indexes = self.check_indexes and not replica
+                missing = await missing_indexes(self.redis, self.prefix) if indexes else []
         except Exception as exc:
             found["redis"] = f"unreachable: {type(exc).__name__}"
         else:
+            if replica:
+                found["redis"] = f"not writable: {replica}"
             if missing:
                 found["checkpoint_indexes"] = f"missing: {', '.join(missing)}"
         if not self.slack_authenticated:

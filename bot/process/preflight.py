@@ -7,14 +7,13 @@ the checkpointer's index set-up fails deep inside redisvl (`unknown command 'FT.
 from __future__ import annotations
 
 import asyncio
-from urllib.parse import urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
-from langgraph.checkpoint.redis.base import CHECKPOINT_PREFIX, CHECKPOINT_WRITE_PREFIX
 from redis.exceptions import RedisError, ResponseError
 
-# The search indexes the checkpointer creates at start-up and queries on every turn.
-CHECKPOINT_INDEXES = (CHECKPOINT_PREFIX, CHECKPOINT_WRITE_PREFIX)
+from bot.process.redis_client import redacted
+from graph.checkpoint import CheckpointNames
+
 # A command of each module that is harmless to run: "unknown command" means the module is absent.
 _MODULE_PROBES = (
     ("RedisJSON", ("JSON.TYPE", "tracegate:preflight")),
@@ -24,16 +23,6 @@ _MODULE_PROBES = (
 
 class RedisUnusable(Exception):
     """REDIS_URL points at no Redis, or at one the checkpointer cannot use; one line."""
-
-
-def redacted(url: str) -> str:
-    """The URL without its password, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = f"{parts.username}:***@" if parts.username else ":***@"
-    return urlunsplit(parts._replace(netloc=user + netloc))
 
 
 async def missing_modules(client: aioredis.Redis) -> list[str]:
@@ -48,15 +37,33 @@ async def missing_modules(client: aioredis.Redis) -> list[str]:
     return missing
 
 
+async def not_primary(client: aioredis.Redis) -> str | None:
+    """Why the node the client reaches takes no writes (a replica: every write would fail
+    with READONLY), or None for a primary."""
+    replication = await client.info("replication")
+    role = str(replication.get("role", "master"))
+    if role == "master":
+        return None
+    primary = f"{replication.get('master_host', '?')}:{replication.get('master_port', '?')}"
+    return f"it is a read-only replica (role {role}) of {primary}"
+
+
 async def check_redis(client: aioredis.Redis, url: str, timeout_s: float = 10.0) -> None:
-    """Redis answers and has RedisJSON and RediSearch, or RedisUnusable says which not."""
+    """Redis answers, is a primary and has RedisJSON and RediSearch, or RedisUnusable says
+    which not."""
     try:
         async with asyncio.timeout(timeout_s):
             await client.ping()
+            replica = await not_primary(client)
             missing = await missing_modules(client)
     except (RedisError, OSError, TimeoutError) as exc:
         detail = str(exc) or type(exc).__name__
         raise RedisUnusable(f"REDIS_URL: cannot reach Redis at {redacted(url)}: {detail}") from None
+    if replica:
+        raise RedisUnusable(
+            f"REDIS_URL: the Redis at {redacted(url)} takes no writes: {replica}; point it at "
+            "the primary, or at Sentinel (redis+sentinel://host:26379/<service>/0)"
+        )
     if missing:
         raise RedisUnusable(
             f"REDIS_URL: the Redis at {redacted(url)} lacks {' and '.join(missing)}; the "
@@ -64,10 +71,11 @@ async def check_redis(client: aioredis.Redis, url: str, timeout_s: float = 10.0)
         )
 
 
-async def missing_indexes(client: aioredis.Redis) -> list[str]:
-    """The checkpoint indexes that do not exist (any of them missing: turns cannot run)."""
+async def missing_indexes(client: aioredis.Redis, prefix: str) -> list[str]:
+    """The checkpoint indexes of the bot with REDIS_PREFIX `prefix` that do not exist (any
+    of them missing: turns cannot run)."""
     existing = {
         name.decode() if isinstance(name, bytes) else str(name)
         for name in await client.execute_command("FT._LIST")  # type: ignore[no-untyped-call]
     }
-    return [name for name in CHECKPOINT_INDEXES if name not in existing]
+    return [name for name in CheckpointNames(prefix).indexes if name not in existing]

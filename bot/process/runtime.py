@@ -12,11 +12,11 @@ import redis.asyncio as aioredis
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from bot.process.preflight import check_redis
+from bot.process.redis_client import connect_redis
 from bot.process.settings import Settings
 from gates.cluster import KubernetesCluster
 from gates.pipeline import ActionPipeline, build_pipeline
 from graph.capacity import ModelGuard
-from graph.checkpoint import redis_options
 from graph.model import make_chat_model
 from graph.runner import Investigator, open_investigator
 
@@ -42,9 +42,8 @@ async def open_runtime(
 ) -> AsyncIterator[Runtime]:
     """The investigator and the action pipeline, on `REDIS_URL` unless a client (and a
     checkpointer) are handed in — the demo's embedded mode does that."""
-    client = (
-        redis if redis is not None else aioredis.from_url(settings.redis_url, **redis_options())
-    )
+    # One client for the process: its own keys, the job queue, the limiter, the checkpoints.
+    client = redis if redis is not None else connect_redis(settings.redis_spec())
     cluster: KubernetesCluster | None = None
     slack_http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=SLACK_CALL_TIMEOUT_S))
     try:
@@ -74,8 +73,9 @@ async def open_runtime(
             settings.model_spec(),
             settings.tempo_spec(),
             settings.graph_limits(),
-            settings.redis_url,
+            client,
             settings.checkpoint_ttl_minutes,
+            prefix=settings.redis_prefix,
             actions=actions,
             grader_model=settings.grader_spec(),
             default_rubric=settings.rubric,

@@ -122,7 +122,9 @@ async def running_bot(
         services = build_services(settings, runtime, runtime.redis, in_process=embedded)
         app = build_app(settings, services)
         socket_mode = settings.slack_app_token is not None
-        readiness = Readiness(runtime.redis, check_indexes=not embedded)
+        readiness = Readiness(
+            runtime.redis, prefix=settings.redis_prefix, check_indexes=not embedded
+        )
         web_app = health_app(readiness, queue_stats=_queue_stats(services))
         if not socket_mode:
             secret = settings.slack_signing_secret
@@ -187,7 +189,7 @@ async def run_worker(settings: Settings, host: str = "0.0.0.0") -> None:
     async with open_runtime(settings) as runtime:
         services = build_services(settings, runtime, runtime.redis)
         timing = settings.worker_timing()
-        readiness = Readiness(runtime.redis)
+        readiness = Readiness(runtime.redis, prefix=settings.redis_prefix)
         runner, port = await _listen(
             health_app(readiness, queue_stats=_queue_stats(services)), host, settings.port
         )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from pydantic import (
     BaseModel,
@@ -27,6 +27,13 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot.process.redis_client import (
+    SCHEMES,
+    SENTINEL_SCHEME,
+    RedisSpec,
+    parse_sentinel_url,
+    redacted,
+)
 from bot.turn.notifications import AlertPolicy
 from bot.turn.timing import WorkerTiming
 from gates.config import ActionPolicy
@@ -348,14 +355,78 @@ class Settings(BaseSettings):
     redis_url: str = Field(
         default="redis://localhost:6379/0",
         description=(
-            "Redis with RedisJSON + RediSearch (Redis 8, Redis Stack 7.4, or a managed equivalent)."
+            "Redis with RedisJSON + RediSearch (Redis 8, Redis Stack 7.4, or a managed "
+            "equivalent): `redis://`, `rediss://` (TLS), `unix://`, or Sentinel: "
+            "`redis+sentinel://host1:26379,host2:26379/<service>/<db>` (the primary of "
+            "`<service>`, followed through failovers). Redis Cluster is not supported."
         ),
     )
     redis_prefix: str = Field(
         default="tracegate",
         description=(
-            "Prefix of the bot's own Redis keys (turns, leases, dedupe, actions, audit; not the "
-            "checkpoints), so bots can share a Redis."
+            "Prefix of every key and search index the bot makes in Redis (turns, leases, "
+            "dedupe, actions, audit, checkpoints), so bots can share a Redis. Checkpoints "
+            "written before it applied to them: `tracegate migrate-checkpoints`."
+        ),
+    )
+    redis_username: str | None = Field(
+        default=None,
+        description="User of the Redis data nodes (ACL), when not in `REDIS_URL`.",
+    )
+    redis_password: SecretStr | None = Field(
+        default=None,
+        description=(
+            "Password of the Redis data nodes, when not in `REDIS_URL` (a password in both "
+            "must agree)."
+        ),
+    )
+    redis_sentinel_username: str | None = Field(
+        default=None,
+        description="User of the Sentinel nodes (ACL), with a `redis+sentinel://` URL.",
+    )
+    redis_sentinel_password: SecretStr | None = Field(
+        default=None,
+        description=(
+            "Password of the Sentinel nodes (`requirepass` of the sentinels), with a "
+            "`redis+sentinel://` URL; the data nodes' is `REDIS_PASSWORD`."
+        ),
+    )
+    redis_tls: bool = Field(
+        default=False,
+        description=(
+            "TLS to the Redis data nodes. `rediss://` URLs use TLS anyway; with Sentinel this "
+            "is how TLS to the primary is asked for."
+        ),
+    )
+    redis_sentinel_tls: bool = Field(
+        default=False, description="TLS to the Sentinel nodes (`redis+sentinel://` URLs)."
+    )
+    redis_tls_ca_file: str | None = Field(
+        default=None,
+        description=(
+            "PEM file of the CA that signed the Redis (and Sentinel) server certificates; "
+            "unset: the system's trusted CAs."
+        ),
+    )
+    redis_failover_timeout: float = Field(
+        default=30.0,
+        gt=0,
+        le=600,
+        description=(
+            "Seconds a Redis command keeps retrying (with backoff, reconnecting through "
+            "Sentinel) after a dropped connection, a timeout or a `READONLY` reply, before "
+            "it fails: cover your failover (Sentinel's `down-after-milliseconds` plus the "
+            "election; a managed Redis's documented failover time)."
+        ),
+    )
+    redis_socket_timeout: float = Field(
+        default=5.0,
+        gt=0,
+        le=300,
+        description=(
+            "Seconds a Redis connect or read may take before the connection counts as lost "
+            "(and is retried within `REDIS_FAILOVER_TIMEOUT`): a Redis that stops answering "
+            "cannot block a command for ever. Above the slowest command you run."
         ),
     )
     checkpoint_ttl_minutes: float = Field(
@@ -711,9 +782,22 @@ class Settings(BaseSettings):
     @classmethod
     def _redis_url(cls, value: str) -> str:
         # redis-py reads "localhost:6379" as a URL without a scheme and fails deep inside.
-        if urlsplit(value).scheme not in ("redis", "rediss", "unix"):
-            raise ValueError(f"{value!r} is not a URL like redis://host:6379/0")
+        scheme = urlsplit(value).scheme
+        if scheme not in SCHEMES:
+            raise ValueError(
+                "not a URL like redis://host:6379/0 or "
+                "redis+sentinel://host1:26379,host2:26379/mymaster/0"
+            )
+        if scheme == SENTINEL_SCHEME:
+            parse_sentinel_url(value)  # its ValueError says what is wrong
         return value
+
+    @field_validator("redis_tls_ca_file")
+    @classmethod
+    def _ca_file_exists(cls, value: str | None) -> str | None:
+        if value and not Path(value).is_file():
+            raise ValueError(f"{value} is not a file; point it at a PEM CA bundle or unset it")
+        return value or None
 
     @field_validator("llm_fallback_model")
     @classmethod
@@ -841,6 +925,57 @@ class Settings(BaseSettings):
     def grader_spec(self) -> ModelSpec:
         return self.model_spec().model_copy(update={"model": self.grader_model or self.llm_model})
 
+    def redis_spec(self) -> RedisSpec:
+        """Where Redis is and how to reach it; SettingsError names the settings that clash."""
+        problems = []
+        url = urlsplit(self.redis_url)
+        sentinel = url.scheme == SENTINEL_SCHEME
+        password = self.redis_password.get_secret_value() if self.redis_password else None
+        in_url = unquote(url.password) if url.password else None
+        if password and in_url and password != in_url:
+            problems.append(
+                "REDIS_PASSWORD: differs from the password in REDIS_URL; set it in one place"
+            )
+        user_in_url = unquote(url.username) if url.username else None
+        if self.redis_username and user_in_url and self.redis_username != user_in_url:
+            problems.append(
+                "REDIS_USERNAME: differs from the user in REDIS_URL; set it in one place"
+            )
+        if not sentinel:
+            for name in ("redis_sentinel_username", "redis_sentinel_password"):
+                if getattr(self, name):
+                    problems.append(
+                        f"{name.upper()}: set, but REDIS_URL is not a redis+sentinel:// URL"
+                    )
+            if self.redis_sentinel_tls:
+                problems.append(
+                    "REDIS_SENTINEL_TLS: true, but REDIS_URL is not a redis+sentinel:// URL"
+                )
+        if url.scheme == "unix" and self.redis_tls:
+            problems.append("REDIS_TLS: true, but REDIS_URL is a unix:// socket (no TLS there)")
+        if self.redis_tls_ca_file and not (
+            self.redis_tls or self.redis_sentinel_tls or url.scheme == "rediss"
+        ):
+            problems.append(
+                "REDIS_TLS_CA_FILE: set, but nothing uses TLS; set REDIS_TLS=true (or "
+                "REDIS_SENTINEL_TLS=true, or a rediss:// URL)"
+            )
+        if problems:
+            raise SettingsError("\n".join(problems))
+        sentinel_password = self.redis_sentinel_password
+        return RedisSpec(
+            url=self.redis_url,
+            username=self.redis_username or user_in_url,
+            password=password or in_url,
+            sentinel_username=self.redis_sentinel_username,
+            sentinel_password=sentinel_password.get_secret_value() if sentinel_password else None,
+            tls=self.redis_tls or url.scheme == "rediss",
+            sentinel_tls=self.redis_sentinel_tls,
+            tls_ca_file=self.redis_tls_ca_file,
+            failover_timeout_s=self.redis_failover_timeout,
+            socket_timeout_s=self.redis_socket_timeout,
+        )
+
     def tempo_spec(self) -> TempoSpec:
         if not self.tempo_url:
             raise SettingsError(
@@ -894,6 +1029,7 @@ class Settings(BaseSettings):
             self.model_spec,
             self.worker_timing,
             self.capacity_limits,
+            self.redis_spec,
             lambda: self._typed(TempoSpec, url=self.tempo_url or ""),
             lambda: self._typed(PrometheusSpec, url=self.prometheus_url or ""),
             lambda: self._typed(LokiSpec, url=self.loki_url or ""),
@@ -948,6 +1084,8 @@ def _problem(fills: dict[str, str], error: ErrorDetails) -> str:
     owner = Settings.model_fields.get(setting)
     duration = owner is not None and _AS_SECONDS in owner.metadata
     given = error.get("input")
+    if setting == "redis_url":  # its password stays out of messages and logs
+        given = redacted(str(given))
     if error["type"] in _BOUNDS:
         number, longer, key = _BOUNDS[error["type"]]
         bound = _shown(error.get("ctx", {})[key], duration)
