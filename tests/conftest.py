@@ -37,7 +37,9 @@ _STARTS_PROCESSES = re.compile(
     r"create_subprocess_exec|subprocess\.(run|Popen)"
     r"|\b(fleet_for|kill_mid_approval|forked|run_forked)\b"
 )
-_PROCESS_FIXTURES = frozenset({"fleet_for", "redis_server", "plain_redis", "empty_redis_stack"})
+_PROCESS_FIXTURES = frozenset(
+    {"fleet_for", "redis_server", "plain_redis", "empty_redis_stack", "evicting_redis_stack"}
+)
 
 
 @functools.cache

@@ -348,6 +348,15 @@ class Settings(BaseSettings):
         gt=0,
         description="Thread checkpoints expire this long after last use (the default: 7 days).",
     )
+    redis_allow_eviction: bool = Field(
+        default=False,
+        description=(
+            "`serve`, `worker` and `investigate` refuse to start on a Redis whose "
+            "`maxmemory-policy` is not `noeviction` (read from `INFO memory`): evicted leases, "
+            "turns and action requests would be lost without a trace. `true`: start anyway, "
+            "with a warning, for those who accept that risk."
+        ),
+    )
     # Limits of one investigation turn (GraphLimits)
     tool_budget: int = Field(
         default=_owned(GraphLimits, "tool_budget"),
