@@ -82,6 +82,10 @@ FILLS: dict[type[BaseModel], dict[str, str]] = {
         "base_url": "gemini_base_url",
         "timeout_s": "llm_timeout",
         "max_retries": "llm_max_retries",
+        "vertexai": "google_genai_use_vertexai",
+        "project": "google_cloud_project",
+        "location": "google_cloud_location",
+        "credentials_file": "google_application_credentials",
     },
     CapacityLimits: {
         "rpm": "model_rpm",
@@ -194,7 +198,32 @@ class Settings(BaseSettings):
     # The model (ModelSpec)
     google_api_key: SecretStr | None = Field(
         default=_owned(ModelSpec, "api_key"),
-        description="Gemini API key. Never logged.",
+        description="Gemini API key. Never logged. Not used with `GOOGLE_GENAI_USE_VERTEXAI`.",
+    )
+    google_genai_use_vertexai: bool = Field(
+        default=_owned(ModelSpec, "vertexai"),
+        description=(
+            "`true`: every model (agent, grader, judge, fallback) is called through Vertex AI "
+            "in `GOOGLE_CLOUD_PROJECT` and `GOOGLE_CLOUD_LOCATION`, with Application Default "
+            "Credentials instead of an API key: `GOOGLE_APPLICATION_CREDENTIALS`, else gcloud's "
+            "login or the metadata server (GKE Workload Identity)."
+        ),
+    )
+    google_cloud_project: str | None = Field(
+        default=_owned(ModelSpec, "project"),
+        description="Vertex AI: the Google Cloud project (its id) the models are called in.",
+    )
+    google_cloud_location: str | None = Field(
+        default=_owned(ModelSpec, "location"),
+        description="Vertex AI: the region (e.g. `europe-west4`), or `global`.",
+    )
+    google_application_credentials: str | None = Field(
+        default=_owned(ModelSpec, "credentials_file"),
+        description=(
+            "Vertex AI: a credentials file (a service account's key, or a Workload Identity "
+            "Federation configuration). Unset: Application Default Credentials are looked for "
+            "as Google's libraries do (gcloud's login, the metadata server)."
+        ),
     )
     llm_model: str = Field(
         default=_owned(ModelSpec, "model"),
@@ -683,6 +712,13 @@ class Settings(BaseSettings):
                 raise ValueError(f"{value!r} is not an http:// or https:// URL with a host")
         return value
 
+    @field_validator("google_application_credentials")
+    @classmethod
+    def _credentials_file_exists(cls, value: str | None) -> str | None:
+        if value and not Path(value).is_file():
+            raise ValueError(f"{value} is not a file; point it at a credentials file or unset it")
+        return value or None
+
     @field_validator("kubeconfig")
     @classmethod
     def _kubeconfig_exists(cls, value: str | None) -> str | None:
@@ -725,11 +761,28 @@ class Settings(BaseSettings):
         problems = []
         if command != "investigate":
             problems += self._missing_slack(worker=command == "worker")
-        if not self.google_api_key:
-            problems.append("GOOGLE_API_KEY: not set; the agent needs a Gemini API key")
+        problems += self.missing_model()
         if not self.tempo_url:
             problems.append("TEMPO_URL: not set; set it to your Tempo's HTTP API")
         return problems
+
+    def missing_model(self) -> list[str]:
+        """What calling the model needs: an API key, or Vertex AI's project and location."""
+        if not self.google_genai_use_vertexai:
+            if self.google_api_key:
+                return []
+            return [
+                "GOOGLE_API_KEY: not set; the agent needs a Gemini API key "
+                "(or GOOGLE_GENAI_USE_VERTEXAI=true for Vertex AI)"
+            ]
+        return [
+            f"{name}: not set; GOOGLE_GENAI_USE_VERTEXAI=true needs {what}"
+            for name, value, what in (
+                ("GOOGLE_CLOUD_PROJECT", self.google_cloud_project, "the Google Cloud project"),
+                ("GOOGLE_CLOUD_LOCATION", self.google_cloud_location, "the Vertex AI region"),
+            )
+            if not value
+        ]
 
     def _missing_slack(self, *, worker: bool) -> list[str]:
         problems = []
