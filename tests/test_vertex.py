@@ -125,6 +125,24 @@ async def test_investigate_runs_through_vertex_ai_with_a_service_account_and_no_
     assert (grant.email, grant.error) == (account.email, "")
 
 
+async def test_the_credentials_file_setting_alone_signs_the_calls(
+    gemini: GeminiSimulator,
+    account: ServiceAccount,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Given as a setting (from .env, say) and not in the environment, where Google's own
+    search for credentials would look."""
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+    gemini.grant(account.email, account.key_id, account.public_pem, PROJECT)
+    gemini.script(Reply.text("hello from Vertex AI"))
+    model = make_chat_model(_vertex_spec(gemini, account.key_file(tmp_path, f"{gemini.url}/token")))
+    reply = await model.ainvoke([HumanMessage("hi")])
+    assert reply.text == "hello from Vertex AI"
+    assert [r.path for r in gemini.requests] == [VERTEX_PATH]
+    assert [g.email for g in gemini.grants if g.token] == [account.email]
+
+
 async def test_vertex_ai_answers_401_without_a_token_it_issued(gemini: GeminiSimulator) -> None:
     body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
     async with aiohttp.ClientSession() as session:
