@@ -40,7 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--runs", type=int, default=1, help="runs per scenario (default 1)")
     parser.add_argument(
-        "--live", action="store_true", help="a real model investigates (needs GOOGLE_API_KEY)"
+        "--live",
+        action="store_true",
+        help="a real model investigates (needs GOOGLE_API_KEY, or GOOGLE_GENAI_USE_VERTEXAI)",
     )
     parser.add_argument("--model", help="live: the model to evaluate, e.g. google_genai:gemini-…")
     parser.add_argument("--out", default="eval-reports", help="folder for the JSON report")
@@ -139,9 +141,13 @@ def _capture(args: argparse.Namespace) -> int:
 
 
 def _live_settings(model: str | None) -> Settings:
-    if not os.environ.get("GOOGLE_API_KEY"):
-        raise SettingsError("live evals need GOOGLE_API_KEY (a real Gemini model investigates)")
+    """The settings of a real model: an API key, or Vertex AI's project and location."""
     settings = load_settings()
+    if problems := settings.missing_model():
+        raise SettingsError(
+            "live evals need a real Gemini model (GOOGLE_API_KEY, or Vertex AI):\n"
+            + "\n".join(problems)
+        )
     return settings.model_copy(update={"llm_model": model}) if model else settings
 
 

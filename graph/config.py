@@ -22,6 +22,11 @@ class ModelSpec(BaseModel):
     base_url: str | None = None  # GEMINI_BASE_URL
     timeout_s: float = Field(default=60.0, gt=0)  # LLM_TIMEOUT
     max_retries: int = Field(default=2, ge=0, le=10)  # LLM_MAX_RETRIES
+    # Vertex AI instead of the Gemini API: no API key, Application Default Credentials.
+    vertexai: bool = False  # GOOGLE_GENAI_USE_VERTEXAI
+    project: str | None = None  # GOOGLE_CLOUD_PROJECT
+    location: str | None = None  # GOOGLE_CLOUD_LOCATION
+    credentials_file: str | None = None  # GOOGLE_APPLICATION_CREDENTIALS; None: ADC's search
 
 
 class TempoSpec(BaseModel):

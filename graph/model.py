@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import functools
+import json
 import ssl
 from typing import Any
 
+import google.auth
+import google.auth.exceptions
+from google.auth.credentials import Credentials
 from google.genai.types import HttpOptions, HttpRetryOptions
+from google.oauth2 import service_account
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
@@ -19,6 +24,7 @@ from graph.config import ConfigError, ModelSpec
 from graph.metrics import ANSWERED_BY, ROLES, ModelUsage
 
 SUPPORTED_PROVIDERS = ("google_genai",)
+VERTEX_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]  # what the Google SDK asks
 
 
 @functools.cache
@@ -98,6 +104,51 @@ def _model_name(spec_model: str, setting: str) -> str:
     return name
 
 
+def _backend(spec: ModelSpec, setting: str) -> dict[str, Any]:
+    """The Gemini API with its key, or Vertex AI with a project, a location and Application
+    Default Credentials. Passed explicitly, `vertexai` included: the SDKs would otherwise
+    pick a backend from environment variables of their own."""
+    if not spec.vertexai:
+        if not spec.api_key:
+            raise ConfigError(f"GOOGLE_API_KEY is not set; {setting} ({spec.model}) needs it")
+        return {"vertexai": False, "google_api_key": spec.api_key}
+    if not spec.project or not spec.location:
+        raise ConfigError(
+            "GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION: GOOGLE_GENAI_USE_VERTEXAI=true "
+            f"needs both; {setting} ({spec.model}) is called through Vertex AI"
+        )
+    return {
+        "vertexai": True,
+        "google_api_key": None,
+        "project": spec.project,
+        "location": spec.location,
+        "credentials": _vertex_credentials(spec.credentials_file),
+    }
+
+
+def _vertex_credentials(path: str | None) -> Credentials | None:
+    """The file's credentials; None leaves Application Default Credentials to the SDK, at its
+    first call: the environment's GOOGLE_APPLICATION_CREDENTIALS, gcloud's login, or the
+    metadata server (GKE Workload Identity). A service account's key is loaded as one (its
+    own loader checks the type); another kind (a Workload Identity Federation configuration)
+    by google-auth's general loader: the file is the operator's own setting."""
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8") as file:
+            kind = json.load(file).get("type")
+        if kind == "service_account":
+            from_file = service_account.Credentials.from_service_account_file
+            found = from_file(path, scopes=VERTEX_SCOPES)  # type: ignore[no-untyped-call]
+        else:
+            general = google.auth.load_credentials_from_file
+            found, _ = general(path, scopes=VERTEX_SCOPES)  # type: ignore[no-untyped-call]
+    except (OSError, ValueError, AttributeError, google.auth.exceptions.GoogleAuthError) as exc:
+        raise ConfigError(f"GOOGLE_APPLICATION_CREDENTIALS: {path}: {exc}") from None
+    credentials: Credentials = found
+    return credentials
+
+
 def make_chat_model(
     spec: ModelSpec,
     setting: str = "LLM_MODEL",
@@ -109,11 +160,9 @@ def make_chat_model(
     With `guard`, every call goes through it, and LLM_FALLBACK_MODEL (the guard's) stands
     in when the model stays exhausted."""
     name = _model_name(spec.model, setting)
-    if not spec.api_key:
-        raise ConfigError(f"GOOGLE_API_KEY is not set; {setting} ({spec.model}) needs it")
     role = ROLES.get(setting, setting.lower())
     common: dict[str, Any] = {
-        "google_api_key": spec.api_key,
+        **_backend(spec, setting),
         "base_url": spec.base_url,
         "timeout": spec.timeout_s,
         # The Google SDK counts attempts: 1 means a single request, no retry.

@@ -3,6 +3,15 @@
 `POST /v1/models/<model>:generateContent` (also `/v1beta/`) and `:streamGenerateContent`
 (`?alt=sse`). Every request is recorded so tests can assert what the model was shown.
 
+Vertex AI too, as strict as Google: `POST /v1beta1/projects/<p>/locations/<l>/publishers/google/
+models/<model>:generateContent` (and `/v1/`, and the streaming variant) answers only with
+`Authorization: Bearer <token>` (401 `UNAUTHENTICATED` otherwise), a token this simulator issued
+to a service account that was granted that project (403 `PERMISSION_DENIED` otherwise). Tokens
+come from `POST /token`, OAuth 2's JWT-bearer grant as Google's token endpoint takes it from a
+service account's key file (`token_uri`): an RS256 assertion, verified with the public key given
+to `grant()`, whose `iss` is the account, `aud` Google's token endpoint, with a scope, and not
+expired; anything else is `400 invalid_grant`.
+
 Replies are consumed in order, from the model's own script when one was given for that
 model name, else from the shared script. A reply may be a callable that builds the reply
 from the request (for scripted replays that react to what they were asked).
@@ -45,6 +54,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from sandbox.server import SimulatorServer
 
@@ -128,6 +140,7 @@ class GeminiRequest:
     at: float = field(default_factory=time.monotonic)  # when it arrived
     status: int = 200  # what the simulator answered (429/503: refused for capacity)
     bypassed_signatures: int = 0  # function calls sent back with the bypass, not their own
+    path: str = ""  # the URL path it came to (the Gemini API's, or Vertex AI's)
 
     @property
     def contents(self) -> list[dict[str, Any]]:
@@ -299,6 +312,47 @@ def overload_error() -> dict[str, Any]:
     }
 
 
+JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+TOKEN_AUDIENCE = "https://oauth2.googleapis.com/token"  # the `aud` Google's endpoint requires
+TOKEN_LIFETIME_S = 3600
+VERTEX_VERSIONS = ("v1", "v1beta1")
+
+
+@dataclass(frozen=True)
+class ServiceAccount:
+    """An account the token endpoint knows: its key's public half, the projects it may use."""
+
+    email: str
+    key_id: str
+    public_key: rsa.RSAPublicKey
+    projects: frozenset[str]
+
+
+@dataclass(frozen=True)
+class TokenGrant:
+    """One request to the token endpoint, and what it got (None: refused)."""
+
+    email: str | None
+    token: str | None
+    error: str = ""
+
+
+def _b64url(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def oauth_error(error: str, description: str) -> web.Response:
+    return web.json_response({"error": error, "error_description": description}, status=400)
+
+
+def _unauthenticated() -> web.Response:
+    return api_error(
+        401,
+        "Request had invalid authentication credentials. Expected OAuth 2 access token, login "
+        "cookie or other valid authentication credential.",
+    )
+
+
 @dataclass
 class GeminiSimulator(SimulatorServer):
     requests: list[GeminiRequest] = field(default_factory=list)
@@ -311,6 +365,15 @@ class GeminiSimulator(SimulatorServer):
         self._quotas: dict[str, Quota] = {}
         self._outages: list[Outage] = []
         self._signatures: set[bytes] = set()  # every thoughtSignature this API issued
+        self._accounts: dict[str, ServiceAccount] = {}
+        self._tokens: dict[str, tuple[str, float]] = {}  # access token -> (account, expiry)
+        self.grants: list[TokenGrant] = []
+
+    def grant(self, email: str, key_id: str, public_key_pem: bytes, *projects: str) -> None:
+        """Let the service account `email` (its key `key_id`) use Vertex AI in `projects`."""
+        public_key = serialization.load_pem_public_key(public_key_pem)
+        assert isinstance(public_key, rsa.RSAPublicKey), "service-account keys are RSA"
+        self._accounts[email] = ServiceAccount(email, key_id, public_key, frozenset(projects))
 
     def limit(self, model: str, *, rpm: int = 0, tpm: int = 0, window_s: float = 60.0) -> None:
         """Give `model` a quota of `rpm` requests and `tpm` input tokens per window."""
@@ -362,6 +425,90 @@ class GeminiSimulator(SimulatorServer):
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/{version}/models/{model_action}", self._generate)
+        app.router.add_post(
+            "/{version}/projects/{project}/locations/{location}/publishers/google/models/"
+            "{model_action}",
+            self._vertex_generate,
+        )
+        app.router.add_post("/token", self._token)
+
+    async def _token(self, request: web.Request) -> web.Response:
+        """Google's token endpoint for a service account's JWT-bearer grant."""
+        form = await request.post()
+        if form.get("grant_type") != JWT_BEARER:
+            self.grants.append(TokenGrant(None, None, "unsupported_grant_type"))
+            return oauth_error("unsupported_grant_type", "Invalid grant_type.")
+        email, problem = self._verified_assertion(str(form.get("assertion", "")))
+        if problem:
+            self.grants.append(TokenGrant(email, None, problem))
+            return oauth_error("invalid_grant", problem)
+        assert email is not None
+        token = f"ya29.sandbox-{uuid.uuid4().hex}"
+        self._tokens[token] = (email, time.time() + TOKEN_LIFETIME_S)
+        self.grants.append(TokenGrant(email, token))
+        return web.json_response(
+            {"access_token": token, "expires_in": TOKEN_LIFETIME_S - 1, "token_type": "Bearer"}
+        )
+
+    def _verified_assertion(self, assertion: str) -> tuple[str | None, str]:
+        """The account an RS256 assertion is from, or what is wrong with it."""
+        try:
+            header_b64, payload_b64, signature_b64 = assertion.split(".")
+            header = json.loads(_b64url(header_b64))
+            claims = json.loads(_b64url(payload_b64))
+            signature = _b64url(signature_b64)
+        except ValueError:
+            return None, "Invalid JWT: not a signed JWT."
+        if not isinstance(header, dict) or not isinstance(claims, dict):
+            return None, "Invalid JWT: not a signed JWT."
+        if header.get("alg") != "RS256":
+            return None, f"Invalid JWT: algorithm {header.get('alg')!r} is not RS256."
+        email = str(claims.get("iss", ""))
+        account = self._accounts.get(email)
+        if account is None:
+            return email, "Invalid grant: account not found"
+        if header.get("kid") not in (None, account.key_id):
+            return email, "Invalid JWT Signature."
+        try:
+            account.public_key.verify(
+                signature,
+                f"{header_b64}.{payload_b64}".encode(),
+                padding.PKCS1v15(),
+                hashes.SHA256(),
+            )
+        except InvalidSignature:
+            return email, "Invalid JWT Signature."
+        now = time.time()
+        if claims.get("aud") != TOKEN_AUDIENCE:
+            return email, f"Invalid JWT: audience must be {TOKEN_AUDIENCE}."
+        issued, expires = claims.get("iat"), claims.get("exp")
+        if not isinstance(issued, int) or not isinstance(expires, int):
+            return email, "Invalid JWT: iat and exp must be whole seconds."
+        if not issued <= now + 60 or not now < expires <= issued + TOKEN_LIFETIME_S:
+            return email, "Invalid JWT: Token must be a short-lived token (60 minutes)."
+        if not claims.get("scope"):
+            return email, "Invalid JWT: no scope."
+        return email, ""
+
+    async def _vertex_generate(self, request: web.Request) -> web.StreamResponse:
+        """Vertex AI's generateContent: a bearer token of an account granted the project."""
+        if request.match_info["version"] not in VERTEX_VERSIONS:
+            return api_error(404, f"API version {request.match_info['version']!r} is not found.")
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        holder = self._tokens.get(token) if scheme == "Bearer" else None
+        if holder is None or holder[1] <= time.time():
+            return _unauthenticated()
+        project = request.match_info["project"]
+        if project not in self._accounts[holder[0]].projects:
+            model = request.match_info["model_action"].partition(":")[0]
+            return api_error(
+                403,
+                f"Permission 'aiplatform.endpoints.predict' denied on resource "
+                f"'//aiplatform.googleapis.com/projects/{project}/locations/"
+                f"{request.match_info['location']}/publishers/google/models/{model}' "
+                "(or it may not exist).",
+            )
+        return await self._generate(request)
 
     def _capacity_refusal(self, request: GeminiRequest) -> web.Response | None:
         """A 429 or 503 when the model has no capacity for this request now."""
@@ -439,7 +586,9 @@ class GeminiSimulator(SimulatorServer):
         model, _, action = request.match_info["model_action"].partition(":")
         if action not in ("generateContent", "streamGenerateContent"):
             return api_error(404, f"Method {action!r} is not found for models/{model}.")
-        recorded = GeminiRequest(model, await request.json(), action == "streamGenerateContent")
+        recorded = GeminiRequest(
+            model, await request.json(), action == "streamGenerateContent", path=request.path
+        )
         self.requests.append(recorded)
         async with self._arrived:
             self._arrived.notify_all()

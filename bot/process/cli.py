@@ -126,6 +126,27 @@ def _config_docs(out: Path | None) -> int:
     return 0
 
 
+def _evaluate(argv: list[str]) -> int:
+    """`tracegate eval`, from a checkout: the image carries no `evals` (docs/operating.md)."""
+    try:
+        from evals.cli import add_arguments
+        from evals.cli import main as evaluate_main
+    except ModuleNotFoundError as exc:
+        if exc.name != "evals":
+            raise
+        print(
+            "tracegate eval: the evals package is not installed (the image leaves it out); "
+            "run `tracegate eval` from a checkout of the repository (make install)",
+            file=sys.stderr,
+        )
+        return 2
+    parser = argparse.ArgumentParser(
+        prog="tracegate eval", description="Measure how often answers find the real cause."
+    )
+    add_arguments(parser)
+    return evaluate_main(parser.parse_args(argv))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="tracegate",
@@ -153,31 +174,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo.add_argument("--interactive", action="store_true", help="type your own questions")
     demo.add_argument("--out", default="demo-blocks", help="folder for the Block Kit JSON")
     demo.add_argument("--scene", action="append", help="play only this scenario (repeatable)")
-    evaluate = commands.add_parser(
-        "eval", help="measure how often answers find the real cause (evals/scenarios)"
+    # Its own arguments are parsed by `_evaluate`: `evals` is imported for `tracegate eval`
+    # only, and the image leaves it out (docs/operating.md), so no other command may need it.
+    commands.add_parser(
+        "eval",
+        help="measure how often answers find the real cause (evals/scenarios)",
+        add_help=False,
     )
-    # Imported here, not at load: only evals need the scenarios and the simulators.
-    from evals.cli import add_arguments
-
-    add_arguments(evaluate)
     config = commands.add_parser("config", help="about the settings themselves")
     config_commands = config.add_subparsers(dest="config_command", required=True)
     docs = config_commands.add_parser(
         "docs", help="write docs/configuration.md from the settings model (make docs)"
     )
     docs.add_argument("--out", type=Path, help="write the page here (default: print it)")
-    args = parser.parse_args(argv)
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "eval":
+        return _evaluate(rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
 
     if args.command == "config":
         return _config_docs(args.out)
 
     if args.command == "demo":
         return _demo(args)
-    if args.command == "eval":
-        from evals.cli import main as evaluate_main
-
-        return evaluate_main(args)
-
     try:
         if args.command == "migrate-checkpoints":
             return _run_migration(load_settings(), args.keep)

@@ -13,6 +13,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from bot.process.preflight import check_redis
 from bot.process.redis_client import connect_redis
+from bot.process.redis_policy import check_eviction_policy
 from bot.process.settings import Settings
 from gates.cluster import KubernetesCluster
 from gates.pipeline import ActionPipeline, build_pipeline
@@ -49,6 +50,9 @@ async def open_runtime(
     try:
         if redis is None:
             await check_redis(client, settings.redis_url)
+            await check_eviction_policy(
+                client, settings.redis_url, allow=settings.redis_allow_eviction
+            )
         # One guard for every model call of the process; its limit is shared through Redis.
         guard = ModelGuard(
             client,

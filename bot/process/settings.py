@@ -90,6 +90,10 @@ FILLS: dict[type[BaseModel], dict[str, str]] = {
         "base_url": "gemini_base_url",
         "timeout_s": "llm_timeout",
         "max_retries": "llm_max_retries",
+        "vertexai": "google_genai_use_vertexai",
+        "project": "google_cloud_project",
+        "location": "google_cloud_location",
+        "credentials_file": "google_application_credentials",
     },
     CapacityLimits: {
         "rpm": "model_rpm",
@@ -216,7 +220,32 @@ class Settings(BaseSettings):
     # The model (ModelSpec)
     google_api_key: SecretStr | None = Field(
         default=_owned(ModelSpec, "api_key"),
-        description="Gemini API key. Never logged.",
+        description="Gemini API key. Never logged. Not used with `GOOGLE_GENAI_USE_VERTEXAI`.",
+    )
+    google_genai_use_vertexai: bool = Field(
+        default=_owned(ModelSpec, "vertexai"),
+        description=(
+            "`true`: every model (agent, grader, judge, fallback) is called through Vertex AI "
+            "in `GOOGLE_CLOUD_PROJECT` and `GOOGLE_CLOUD_LOCATION`, with Application Default "
+            "Credentials instead of an API key: `GOOGLE_APPLICATION_CREDENTIALS`, else gcloud's "
+            "login or the metadata server (GKE Workload Identity)."
+        ),
+    )
+    google_cloud_project: str | None = Field(
+        default=_owned(ModelSpec, "project"),
+        description="Vertex AI: the Google Cloud project (its id) the models are called in.",
+    )
+    google_cloud_location: str | None = Field(
+        default=_owned(ModelSpec, "location"),
+        description="Vertex AI: the region (e.g. `europe-west4`), or `global`.",
+    )
+    google_application_credentials: str | None = Field(
+        default=_owned(ModelSpec, "credentials_file"),
+        description=(
+            "Vertex AI: a credentials file (a service account's key, or a Workload Identity "
+            "Federation configuration). Unset: Application Default Credentials are looked for "
+            "as Google's libraries do (gcloud's login, the metadata server)."
+        ),
     )
     llm_model: str = Field(
         default=_owned(ModelSpec, "model"),
@@ -433,6 +462,15 @@ class Settings(BaseSettings):
         default=7 * 24 * 60,
         gt=0,
         description="Thread checkpoints expire this long after last use (the default: 7 days).",
+    )
+    redis_allow_eviction: bool = Field(
+        default=False,
+        description=(
+            "`serve`, `worker` and `investigate` refuse to start on a Redis whose "
+            "`maxmemory-policy` is not `noeviction` (read from `INFO memory`): evicted leases, "
+            "turns and action requests would be lost without a trace. `true`: start anyway, "
+            "with a warning, for those who accept that risk."
+        ),
     )
     # Limits of one investigation turn (GraphLimits)
     tool_budget: int = Field(
@@ -818,6 +856,13 @@ class Settings(BaseSettings):
                 raise ValueError(f"{value!r} is not an http:// or https:// URL with a host")
         return value
 
+    @field_validator("google_application_credentials")
+    @classmethod
+    def _credentials_file_exists(cls, value: str | None) -> str | None:
+        if value and not Path(value).is_file():
+            raise ValueError(f"{value} is not a file; point it at a credentials file or unset it")
+        return value or None
+
     @field_validator("kubeconfig")
     @classmethod
     def _kubeconfig_exists(cls, value: str | None) -> str | None:
@@ -860,11 +905,28 @@ class Settings(BaseSettings):
         problems = []
         if command != "investigate":
             problems += self._missing_slack(worker=command == "worker")
-        if not self.google_api_key:
-            problems.append("GOOGLE_API_KEY: not set; the agent needs a Gemini API key")
+        problems += self.missing_model()
         if not self.tempo_url:
             problems.append("TEMPO_URL: not set; set it to your Tempo's HTTP API")
         return problems
+
+    def missing_model(self) -> list[str]:
+        """What calling the model needs: an API key, or Vertex AI's project and location."""
+        if not self.google_genai_use_vertexai:
+            if self.google_api_key:
+                return []
+            return [
+                "GOOGLE_API_KEY: not set; the agent needs a Gemini API key "
+                "(or GOOGLE_GENAI_USE_VERTEXAI=true for Vertex AI)"
+            ]
+        return [
+            f"{name}: not set; GOOGLE_GENAI_USE_VERTEXAI=true needs {what}"
+            for name, value, what in (
+                ("GOOGLE_CLOUD_PROJECT", self.google_cloud_project, "the Google Cloud project"),
+                ("GOOGLE_CLOUD_LOCATION", self.google_cloud_location, "the Vertex AI region"),
+            )
+            if not value
+        ]
 
     def _missing_slack(self, *, worker: bool) -> list[str]:
         problems = []
