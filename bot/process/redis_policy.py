@@ -13,7 +13,8 @@ import logging
 
 import redis.asyncio as aioredis
 
-from bot.process.preflight import RedisUnusable, redacted
+from bot.process.preflight import RedisUnusable
+from bot.process.redis_client import redacted
 
 log = logging.getLogger(__name__)
 
