@@ -200,7 +200,10 @@ if #gone > 0 then
     redis.call('ZREM', KEYS[3], unpack(gone))
 end
 local rank = redis.call('ZSCORE', KEYS[2], waiter)
-rank = rank and tonumber(rank) or (tonumber(ARGV[7]) * 1e13 + now)
+-- in microseconds since 2020 (a class is 1e15 of them, ~31 years), so that two calls
+-- refused in the same millisecond still keep the order they came in
+local arrived = (tonumber(t[1]) - 1577836800) * 1000000 + tonumber(t[2])
+rank = rank and tonumber(rank) or (tonumber(ARGV[7]) * 1e15 + arrived)
 local ahead = redis.call('ZCOUNT', KEYS[2], '-inf', '(' .. string.format('%d', rank))
 local log = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
 local n = #log / 2

@@ -104,7 +104,7 @@ def test_the_image_carries_the_product_and_the_demo_but_not_the_evals(image: Ima
 def test_help_runs_in_the_image(image: Image) -> None:
     done = image.run("--help")
     assert done.returncode == 0, done.stderr
-    assert "{investigate,serve,worker,demo,eval,config}" in done.stdout
+    assert "{investigate,serve,worker,migrate-checkpoints,demo,eval,config}" in done.stdout
 
 
 @pytest.mark.parametrize(
