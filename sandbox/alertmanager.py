@@ -112,14 +112,17 @@ def _workdir(binary: Path) -> Path | None:
 
 
 def duration(value: float | str) -> str:
-    """Seconds (or a duration string as it is) as Alertmanager writes durations:
-    2 -> "2s", 0.5 -> "500ms"."""
+    """Seconds (or a duration string, as it is) as Alertmanager writes durations:
+    0.5 -> "500ms", 2 -> "2s", 300 -> "5m", 3600 -> "1h"."""
     if isinstance(value, str):
         return value
     if value <= 0:
         raise ValueError(f"a duration must be positive, not {value}")
     ms = round(value * 1000)
-    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+    for unit, size in (("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
 
 
 def _q(text: str) -> str:

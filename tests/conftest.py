@@ -27,17 +27,20 @@ pytest_plugins = [
     "tests.slack_fixtures",
     "tests.fleet_fixtures",
     "tests.redis_fixtures",
+    "tests.alertmanager_fixtures",
 ]
 
 
 # What a test that starts processes of its own says (tracegate, fresh or forked; Redis;
-# make), in its own body or in a helper of its module it calls; or the fixtures that start
-# them.
+# make; Alertmanager), in its own body or in a helper of its module it calls; or the
+# fixtures that start them.
 _STARTS_PROCESSES = re.compile(
     r"create_subprocess_exec|subprocess\.(run|Popen)"
-    r"|\b(fleet_for|kill_mid_approval|forked|run_forked)\b"
+    r"|\b(fleet_for|kill_mid_approval|forked|run_forked)\b|\bAlertmanager\("
 )
-_PROCESS_FIXTURES = frozenset({"fleet_for", "redis_server", "plain_redis", "empty_redis_stack"})
+_PROCESS_FIXTURES = frozenset(
+    {"fleet_for", "redis_server", "plain_redis", "empty_redis_stack", "alertmanager_for"}
+)
 
 
 @functools.cache
