@@ -9,9 +9,12 @@ group_interval 2s unless it says otherwise) and stops it at teardown; every wait
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+import os
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -300,6 +303,41 @@ async def test_no_token_sends_no_authorization_header(
     [notification] = await receiver.received(1)
     assert notification.authorization is None
     assert notification.body["version"] == "4"
+
+
+def listening_addresses(pid: int) -> list[str]:
+    """The local addresses of the sockets process `pid` listens on (TCP) or is bound to
+    (UDP), from /proc: its socket inodes, looked up in the network namespace's tables."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        target = os.readlink(fd) if fd.is_symlink() else ""
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:[") : -1])
+    found = []
+    for table in ("tcp", "tcp6", "udp", "udp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            # TCP: LISTEN only (0A); UDP: every bound socket (07, "closed" to /proc).
+            if inode in inodes and (state == "0A" or table.startswith("udp")):
+                address, port = local.rsplit(":", 1)
+                found.append(f"{table}:{_ip(address)}:{int(port, 16)}")
+    return sorted(found)
+
+
+def _ip(hex_address: str) -> str:
+    raw = bytes.fromhex(hex_address)
+    # /proc writes each 32-bit word of the address in host (little-endian) order.
+    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    return str(ipaddress.ip_address(words))
+
+
+async def test_it_listens_on_its_loopback_port_only_with_no_gossip(
+    alertmanager_for: StartAlertmanager, receiver: Receiver
+) -> None:
+    am = await alertmanager_for(receiver.url, TOKEN)
+    assert am.process is not None
+    assert listening_addresses(am.process.pid) == [f"tcp:127.0.0.1:{am.port}"]
 
 
 async def test_it_is_stopped_and_its_directory_removed_when_the_block_ends(
