@@ -36,10 +36,17 @@ pytest_plugins = [
 # fixtures that start them.
 _STARTS_PROCESSES = re.compile(
     r"create_subprocess_exec|subprocess\.(run|Popen)"
-    r"|\b(fleet_for|kill_mid_approval|forked|run_forked)\b|\bAlertmanager\("
+    r"|\b(fleet_for|kill_mid_approval|forked|run_forked)\b|\b(Alertmanager|PrometheusServer)\("
 )
 _PROCESS_FIXTURES = frozenset(
-    {"fleet_for", "redis_server", "plain_redis", "empty_redis_stack", "alertmanager_for"}
+    {
+        "fleet_for",
+        "redis_server",
+        "plain_redis",
+        "empty_redis_stack",
+        "alertmanager_for",
+        "prometheus_for",
+    }
 )
 
 

@@ -1,6 +1,7 @@
 """The Alertmanager harness (sandbox/alertmanager.py) against a real Alertmanager 0.25 and a
-tiny webhook receiver of the test's own (not tracegate): what the product's webhook route can
-count on — grouping, payload version 4, the bearer token, retries, resolution.
+tiny webhook receiver (tests/alertmanager_fixtures.py, not tracegate): what the product's
+webhook route can count on — grouping, payload version 4, the bearer token, retries,
+resolution.
 
 Each test starts its own Alertmanager on its own loopback port (group_wait 1s,
 group_interval 2s unless it says otherwise) and stops it at teardown; every wait is bounded.
@@ -12,96 +13,21 @@ import asyncio
 import ipaddress
 import os
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import pytest
 import yaml
-from aiohttp import web
 
 import sandbox.alertmanager
 from sandbox.alertmanager import Alertmanager, alert, config_yaml, duration
-from tests.alertmanager_fixtures import StartAlertmanager
+from tests.alertmanager_fixtures import (
+    Notification,
+    StartAlertmanager,
+    WebhookReceiver,
+    started_receiver,
+)
 
 TOKEN = "alert-webhook-token"
 ZERO_TIME = "0001-01-01T00:00:00Z"  # endsAt of a firing alert in a notification
-
-
-@dataclass
-class Notification:
-    at: float  # monotonic
-    authorization: str | None
-    body: dict[str, Any]
-    answered: int
-
-
-class Receiver:
-    """A webhook on 127.0.0.1 that records each POST and answers the next status of
-    `statuses` (200 once they are used up), or 401 to a wrong bearer token when `token` is
-    set."""
-
-    def __init__(self, statuses: list[int] | None = None, token: str | None = None) -> None:
-        self.statuses = list(statuses or [])
-        self.token = token
-        self.notifications: list[Notification] = []
-        self._runner: web.AppRunner | None = None
-        self.url = ""
-
-    async def _hook(self, request: web.Request) -> web.Response:
-        authorization = request.headers.get("Authorization")
-        if self.token is not None and authorization != f"Bearer {self.token}":
-            status = 401
-        else:
-            status = self.statuses.pop(0) if self.statuses else 200
-        body = await request.json()
-        self.notifications.append(Notification(time.monotonic(), authorization, body, status))
-        return web.json_response({"status": status}, status=status)
-
-    async def start(self) -> None:
-        app = web.Application()
-        app.router.add_post("/alerts/alertmanager", self._hook)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}/alerts/alertmanager"
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-
-    async def received(self, count: int, timeout_s: float = 15.0) -> list[Notification]:
-        """The first `count` notifications, once they are in (fails after `timeout_s`)."""
-        deadline = time.monotonic() + timeout_s
-        while len(self.notifications) < count:
-            assert time.monotonic() < deadline, (
-                f"{len(self.notifications)} of {count} notifications in {timeout_s}s: "
-                f"{[n.body.get('groupKey') for n in self.notifications]}"
-            )
-            await asyncio.sleep(0.02)
-        return self.notifications[:count]
-
-    async def nothing_more(self, count: int, for_s: float) -> None:
-        """Still only `count` notifications after `for_s` seconds."""
-        await asyncio.sleep(for_s)
-        extra = [(n.body["groupKey"], n.body["status"]) for n in self.notifications[count:]]
-        assert not extra, f"unexpected notifications: {extra}"
-
-
-async def _receiver(statuses: list[int] | None = None, token: str | None = None) -> Receiver:
-    receiver = Receiver(statuses, token)
-    await receiver.start()
-    return receiver
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    hook = await _receiver()
-    try:
-        yield hook
-    finally:
-        await hook.stop()
 
 
 def fingerprints(notification: Notification) -> list[str]:
@@ -149,9 +75,9 @@ def test_the_config_quotes_what_it_is_given() -> None:
 
 
 async def test_two_groups_are_two_notifications_of_version_4_with_the_token(
-    alertmanager_for: StartAlertmanager, receiver: Receiver
+    alertmanager_for: StartAlertmanager, webhook_receiver: WebhookReceiver
 ) -> None:
-    am = await alertmanager_for(receiver.url, TOKEN)
+    am = await alertmanager_for(webhook_receiver.url, TOKEN)
     checkout = alert(
         "CheckoutErrors",
         labels={"service": "checkout", "severity": "critical"},
@@ -161,7 +87,7 @@ async def test_two_groups_are_two_notifications_of_version_4_with_the_token(
     posted = time.monotonic()
     await am.post_alerts([checkout, payment])
 
-    notifications = await receiver.received(2)
+    notifications = await webhook_receiver.received(2)
     # Both groups wait group_wait (1s) from their first alert, not less.
     assert all(n.at - posted >= 0.9 for n in notifications)
     by_name = {n.body["groupLabels"]["alertname"]: n for n in notifications}
@@ -188,13 +114,13 @@ async def test_two_groups_are_two_notifications_of_version_4_with_the_token(
     assert sent["fingerprint"]
     # An unchanged group is not sent again before repeat_interval (1h), whatever
     # group_interval (2s) ticks by.
-    await receiver.nothing_more(2, for_s=2.5)
+    await webhook_receiver.nothing_more(2, for_s=2.5)
 
 
 async def test_a_500_gets_the_same_notification_again(
     alertmanager_for: StartAlertmanager,
 ) -> None:
-    receiver = await _receiver(statuses=[500])
+    receiver = await started_receiver(statuses=[500])
     try:
         am = await alertmanager_for(receiver.url, TOKEN)
         await am.post_alerts([alert("CheckoutErrors"), alert("CheckoutErrors", labels={"x": "1"})])
@@ -213,14 +139,14 @@ async def test_a_500_gets_the_same_notification_again(
 
 
 async def test_a_resolved_alert_is_a_resolved_notification_of_the_same_group(
-    alertmanager_for: StartAlertmanager, receiver: Receiver
+    alertmanager_for: StartAlertmanager, webhook_receiver: WebhookReceiver
 ) -> None:
-    am = await alertmanager_for(receiver.url, TOKEN)
+    am = await alertmanager_for(webhook_receiver.url, TOKEN)
     firing = alert("CheckoutErrors", labels={"service": "checkout"})
     await am.post_alerts([firing])
-    [fired] = await receiver.received(1)
+    [fired] = await webhook_receiver.received(1)
     await am.resolve([firing])
-    _, resolution = await receiver.received(2)
+    _, resolution = await webhook_receiver.received(2)
     assert resolution.body["status"] == "resolved"
     assert resolution.body["groupKey"] == fired.body["groupKey"]
     assert resolution.authorization == f"Bearer {TOKEN}"
@@ -235,14 +161,14 @@ async def test_a_resolved_alert_is_a_resolved_notification_of_the_same_group(
 
 
 async def test_forty_alerts_in_four_groups_are_four_notifications_of_ten(
-    alertmanager_for: StartAlertmanager, receiver: Receiver
+    alertmanager_for: StartAlertmanager, webhook_receiver: WebhookReceiver
 ) -> None:
-    am = await alertmanager_for(receiver.url, TOKEN)
+    am = await alertmanager_for(webhook_receiver.url, TOKEN)
     alerts = [
         alert(f"Group{g}", labels={"instance": f"pod-{g}-{i}"}) for g in range(4) for i in range(10)
     ]
     await am.post_alerts(alerts)
-    notifications = await receiver.received(4)
+    notifications = await webhook_receiver.received(4)
     assert sorted(n.body["groupLabels"]["alertname"] for n in notifications) == [
         "Group0",
         "Group1",
@@ -254,22 +180,22 @@ async def test_forty_alerts_in_four_groups_are_four_notifications_of_ten(
         assert n.body["truncatedAlerts"] == 0
         name = n.body["groupLabels"]["alertname"]
         assert {a["labels"]["alertname"] for a in n.body["alerts"]} == {name}
-    await receiver.nothing_more(4, for_s=1.0)
+    await webhook_receiver.nothing_more(4, for_s=1.0)
 
 
 async def test_an_alert_joining_a_group_resends_the_group_at_group_interval(
-    alertmanager_for: StartAlertmanager, receiver: Receiver
+    alertmanager_for: StartAlertmanager, webhook_receiver: WebhookReceiver
 ) -> None:
     """Alerts posted apart within group_wait are one notification; one that joins later makes
     the next notification of the same groupKey carry the whole group."""
-    am = await alertmanager_for(receiver.url, TOKEN)
+    am = await alertmanager_for(webhook_receiver.url, TOKEN)
     await am.post_alerts([alert("CheckoutErrors", labels={"pod": "a"})])
     await asyncio.sleep(0.3)
     await am.post_alerts([alert("CheckoutErrors", labels={"pod": "b"})])
-    [first] = await receiver.received(1)
+    [first] = await webhook_receiver.received(1)
     assert sorted(a["labels"]["pod"] for a in first.body["alerts"]) == ["a", "b"]
     await am.post_alerts([alert("CheckoutErrors", labels={"pod": "c"})])
-    _, second = await receiver.received(2)
+    _, second = await webhook_receiver.received(2)
     assert second.body["groupKey"] == first.body["groupKey"]
     assert sorted(a["labels"]["pod"] for a in second.body["alerts"]) == ["a", "b", "c"]
     assert 1.5 < second.at - first.at < 3.5, second.at - first.at
@@ -280,7 +206,7 @@ async def test_a_wrong_token_answered_401_is_sent_again_only_at_group_interval(
 ) -> None:
     """A 4xx is "unrecoverable" to Alertmanager: no retry within the flush, but the
     notification was not delivered, so each group_interval tick sends it again."""
-    receiver = await _receiver(token=TOKEN)
+    receiver = await started_receiver(token=TOKEN)
     try:
         am = await alertmanager_for(receiver.url, "a-wrong-token")
         await am.post_alerts([alert("CheckoutErrors")])
@@ -296,11 +222,11 @@ async def test_a_wrong_token_answered_401_is_sent_again_only_at_group_interval(
 
 
 async def test_no_token_sends_no_authorization_header(
-    alertmanager_for: StartAlertmanager, receiver: Receiver
+    alertmanager_for: StartAlertmanager, webhook_receiver: WebhookReceiver
 ) -> None:
-    am = await alertmanager_for(receiver.url, None, group_wait=0.2)
+    am = await alertmanager_for(webhook_receiver.url, None, group_wait=0.2)
     await am.post_alerts([alert("CheckoutErrors")])
-    [notification] = await receiver.received(1)
+    [notification] = await webhook_receiver.received(1)
     assert notification.authorization is None
     assert notification.body["version"] == "4"
 
@@ -333,17 +259,17 @@ def _ip(hex_address: str) -> str:
 
 
 async def test_it_listens_on_its_loopback_port_only_with_no_gossip(
-    alertmanager_for: StartAlertmanager, receiver: Receiver
+    alertmanager_for: StartAlertmanager, webhook_receiver: WebhookReceiver
 ) -> None:
-    am = await alertmanager_for(receiver.url, TOKEN)
+    am = await alertmanager_for(webhook_receiver.url, TOKEN)
     assert am.process is not None
     assert listening_addresses(am.process.pid) == [f"tcp:127.0.0.1:{am.port}"]
 
 
 async def test_it_is_stopped_and_its_directory_removed_when_the_block_ends(
-    receiver: Receiver,
+    webhook_receiver: WebhookReceiver,
 ) -> None:
-    async with Alertmanager(receiver.url, TOKEN) as am:
+    async with Alertmanager(webhook_receiver.url, TOKEN) as am:
         process, folder = am.process, am.dir
         assert process is not None and folder is not None and folder.exists()
         assert await am.alerts() == []
