@@ -32,6 +32,7 @@ demo: $(VENV)/.installed
 # pytest worker rewrites every test module's asserts again.
 TEST_WORKERS ?= 5
 test: $(VENV)/.installed
+	scripts/fetch-alertmanager
 	PYTHONDONTWRITEBYTECODE= scripts/with-redis $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 # The image from the Dockerfile, with whichever container engine is installed (docker first;

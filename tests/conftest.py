@@ -30,15 +30,16 @@ pytest_plugins = [
     "tests.fleet_fixtures",
     "tests.redis_fixtures",
     "tests.sentinel_fixtures",
+    "tests.alertmanager_fixtures",
 ]
 
 
 # What a test that starts processes of its own says (tracegate, fresh or forked; Redis;
-# make), in its own body or in a helper of its module it calls; or the fixtures that start
-# them.
+# make; Alertmanager), in its own body or in a helper of its module it calls; or the
+# fixtures that start them.
 _STARTS_PROCESSES = re.compile(
     r"create_subprocess_exec|subprocess\.(run|Popen)"
-    r"|\b(fleet_for|kill_mid_approval|forked|run_forked)\b"
+    r"|\b(fleet_for|kill_mid_approval|forked|run_forked)\b|\b(Alertmanager|PrometheusServer)\("
 )
 _PROCESS_FIXTURES = frozenset(
     {
@@ -49,6 +50,8 @@ _PROCESS_FIXTURES = frozenset(
         "redis_ha",
         "redis_pair",
         "evicting_redis_stack",
+        "alertmanager_for",
+        "prometheus_for",
     }
 )
 
