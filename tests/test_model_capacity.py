@@ -363,3 +363,34 @@ async def test_every_capacity_key_expires(
     assert {k.split(":")[1] for k in seen} == {"model-rate", "tokens", "model-exhausted"}
     assert {k for k in seen if k.endswith(":waiting")}
     assert not [key for key, ttl in seen.items() if ttl <= 0], seen
+
+
+async def test_an_alerts_investigation_waits_behind_a_persons_question(
+    gemini: GeminiSimulator, model_spec: ModelSpec, redis_client: aioredis.Redis, prefix: str
+) -> None:
+    gemini.script(*[Reply.text("ok")] * 3)
+    _, agent = _guarded(model_spec, redis_client, prefix, rpm=1, window_s=1, inline_wait_s=0)
+    await _answered(agent, CallScope(thread="earlier"))  # the window is full
+    alerted = await _refused(agent, CallScope(thread="alert", under_way=True, automatic=True))
+    person = await _refused(agent, CallScope(thread="person"))  # asked later …
+    await _until(max(alerted.retry_at, person.retry_at))
+    # … but the person's question takes the room first, even over an alert's turn under way
+    await _refused(agent, CallScope(thread="alert", under_way=True, automatic=True))
+    await _answered(agent, CallScope(thread="person"))
+
+
+async def test_automatic_investigations_stop_at_their_own_daily_budget(
+    gemini: GeminiSimulator, model_spec: ModelSpec, redis_client: aioredis.Redis, prefix: str
+) -> None:
+    gemini.script(*[Reply.text("ok")] * 3)
+    _, model = _guarded(model_spec, redis_client, prefix, automatic_daily_token_budget=60)
+    with call_scope(CallScope(thread="alert-1", automatic=True)):
+        await model.ainvoke([HumanMessage("hi")])  # type: ignore[attr-defined]
+    with (
+        call_scope(CallScope(thread="alert-2", automatic=True)),
+        pytest.raises(BudgetExceeded) as stopped,
+    ):
+        await model.ainvoke([HumanMessage("x" * 200)])  # type: ignore[attr-defined]
+    assert stopped.value.budget == "automatic"
+    with call_scope(CallScope(thread="a-person")):  # people's questions are not counted
+        await model.ainvoke([HumanMessage("x" * 200)])  # type: ignore[attr-defined]
