@@ -479,6 +479,12 @@ def _budget_message(spent: BudgetExceeded) -> str:
             "THREAD_TOKEN_BUDGET); I stopped here. Start a new thread for a new question, "
             "or ask an admin to raise the budget."
         )
+    if spent.budget == "automatic":
+        return (
+            f"Investigations alerts start have used today's token budget ({spent.limit:,} "
+            "tokens, AUTO_INVESTIGATION_DAILY_TOKEN_BUDGET); I stopped here. It resets at "
+            "00:00 UTC; mention me in this thread to ask anyway."
+        )
     return (
         f"This channel has used today's token budget ({spent.limit:,} tokens, "
         "CHANNEL_DAILY_TOKEN_BUDGET); I stopped here. It resets at 00:00 UTC, "
