@@ -141,6 +141,24 @@ def bad_deploy_play(scenario: Scenario) -> Play:
     )
 
 
+def alert_fires_play(scenario: Scenario) -> Play:
+    """The bad deploy again, found because its alert fired: no one asked."""
+    failing = scenario.error_trace_ids[2]
+    return Play(
+        agent=[
+            *look_into("payment-api", failing),
+            Reply.text(
+                "*Likely cause (high confidence):* `payment-api` revision 42 (image 1.42.0) "
+                "throws `NullPointerException in ChargeHandler.applyDiscount`; `checkout` "
+                f"turns its 503s into 502s. Example trace: {failing}.\n"
+                "• Revision 42 rolled out about an hour ago; revision 41 (1.41.3) ran cleanly "
+                "before.\n*Not checked:* the card gateway's own status page."
+            ),
+        ],
+        grader=[satisfied("Cause, evidence and what was not checked are all there.")],
+    )
+
+
 def db_overload_play(scenario: Scenario) -> Play:
     failing = scenario.error_trace_ids[0]
     return Play(

@@ -15,7 +15,7 @@ import pytest
 from bot.process.demo import play
 from sandbox import GeminiRequest, GeminiSimulator, Reply
 from sandbox.plays import INVENTED_TRACE, INVENTED_VERSION, replay_agent, replay_grader
-from sandbox.slack import block_problems
+from sandbox.slack import BOT_USER, block_problems
 
 HEX32 = re.compile(r"\b[0-9a-f]{32}\b")
 
@@ -237,3 +237,15 @@ async def test_a_run_leaves_only_its_own_block_kit_files(redis_url: str, tmp_pat
     assert not (tmp_path / "hallucination").exists()
     assert list((tmp_path / "not-a-deploy").glob("*.json"))
     assert (tmp_path / "notes.txt").read_text() == "not the demo's"
+
+
+async def test_the_alert_scene_answers_in_the_alert_s_thread_before_anyone_asks(
+    redis_url: str, tmp_path: Path
+) -> None:
+    out = io.StringIO()
+    world, _ = await play(redis_url, out, tmp_path, scenes=["alert-fires"])
+    (alert,) = [m for m in world.slack.messages.values() if m.thread_ts is None]
+    replies = [m for m in world.slack.thread(alert.channel, alert.ts) if m.ts != alert.ts]
+    assert "CheckoutErrorRate" in str(alert.blocks)
+    assert len(replies) == 1 and "revision 42" in replies[0].text
+    assert {m.user for m in world.slack.messages.values()} == {BOT_USER}  # nobody asked

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+import aiohttp
 import fakeredis
 import redis.asyncio as aioredis
 from langgraph.checkpoint.memory import InMemorySaver
@@ -35,6 +36,7 @@ from sandbox.plays import (
     GRADER,
     JUDGE,
     Play,
+    alert_fires_play,
     bad_deploy_play,
     db_overload_play,
     hallucination_play,
@@ -106,6 +108,10 @@ async def open_world(folder: Path, replay: bool) -> AsyncIterator[World]:
             )
 
 
+ALERT_TOKEN = "demo-alert-token"  # the demo's Alertmanager and bot share it
+ALERT_CHANNEL = "C0ALERTS"
+
+
 def demo_settings(world: World, redis_url: str, api_key: str | None) -> Settings:
     values: dict[str, Any] = {
         "slack_bot_token": "xoxb-demo",
@@ -122,6 +128,8 @@ def demo_settings(world: World, redis_url: str, api_key: str | None) -> Settings
         "actions_enabled": True,
         "action_approvers": LEAD,
         "grafana_url": "https://grafana.example.com",
+        "alert_webhook_token": ALERT_TOKEN,
+        "alert_channel": ALERT_CHANNEL,
     }
     if world.gemini is not None:
         values |= {
@@ -295,6 +303,65 @@ async def bad_deploy_scene(stage: Stage) -> None:
     await stage.slash(f"status {permalink}")
 
 
+def _firing(scenario: Scenario) -> dict[str, Any]:
+    """The notification Alertmanager sends when checkout's error rate alert fires."""
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 240))
+    labels = {
+        "alertname": "CheckoutErrorRate",
+        "severity": "critical",
+        "service": "checkout",
+        "namespace": "shop",
+    }
+    return {
+        "version": "4",
+        "groupKey": '{}:{alertname="CheckoutErrorRate"}',
+        "truncatedAlerts": 0,
+        "status": "firing",
+        "receiver": "tracegate",
+        "groupLabels": {"alertname": "CheckoutErrorRate"},
+        "commonLabels": labels,
+        "commonAnnotations": {"summary": "checkout: 5xx above 5% for 2 minutes"},
+        "externalURL": "https://alertmanager.example.com",
+        "alerts": [
+            {
+                "status": "firing",
+                "labels": labels,
+                "annotations": {"summary": "checkout: 5xx above 5% for 2 minutes"},
+                "startsAt": started,
+                "endsAt": "0001-01-01T00:00:00Z",
+                "generatorURL": "https://prometheus.example.com/graph?g0.expr=checkout_5xx",
+                "fingerprint": "c0ffee0123456789",
+            }
+        ],
+    }
+
+
+async def alert_scene(stage: Stage) -> None:
+    """Alertmanager calls the webhook; the answer is in the alert's thread before anyone
+    asks."""
+    if stage.world.replay:
+        _script(stage.world, alert_fires_play(stage.world.checkout))
+    stage.world.slack.channels.add(stage.channel)
+    stage.narrator.say("🔔 Alertmanager → POST /alerts/alertmanager (CheckoutErrorRate, critical)")
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            f"{stage.bot.url}/alerts/alertmanager",
+            json=_firing(stage.world.checkout),
+            headers={"Authorization": f"Bearer {ALERT_TOKEN}"},
+        ) as response,
+    ):
+        stage.narrator.say(f"   tracegate answers {response.status}; nobody has asked anything")
+    await stage.bot.services.jobs.join(30)  # the alert's message is posted
+    posted = [
+        m
+        for m in stage.world.slack.messages.values()
+        if m.channel == stage.channel and m.thread_ts is None
+    ]
+    stage.root = posted[0].ts if posted else ""
+    await stage.settle()
+
+
 async def db_overload_scene(stage: Stage) -> None:
     if stage.world.replay:
         _script(stage.world, db_overload_play(stage.world.orders))
@@ -316,6 +383,12 @@ async def hallucination_scene(stage: Stage) -> None:
 
 Scene = Callable[[Stage], Awaitable[None]]
 SCENES: list[tuple[str, str, str, Scene]] = [
+    (
+        "alert-fires",
+        ALERT_CHANNEL,
+        "an alert fires and the answer is in its thread before anyone asks",
+        alert_scene,
+    ),
     (
         "bad-deploy",
         "C0CHECKOUT",

@@ -273,7 +273,10 @@ class AlertDesk(AlertSource):
         if resolved:
             await self.groups.update(gid, resolved_at=f"{time.time():.3f}", handled=version)
             return
-        await self._investigate(gid, state, n, channel, root, set(investigated))
+        started = await self._investigate(gid, state, n, channel, root, set(investigated))
+        if started and not state.get("turns"):  # the message says it is being looked into
+            blocks = alert_blocks(n, investigated=True)
+            await self.client.chat_update(channel=channel, ts=root, text=text, blocks=blocks)
         await self.groups.update(gid, handled=version)
 
     async def _investigate(
@@ -284,26 +287,27 @@ class AlertDesk(AlertSource):
         channel: str,
         root: str,
         covered: set[str],
-    ) -> None:
+    ) -> bool:
+        """Start the investigation the notification needs, if any; whether one started."""
         wanted = [a for a in n.firing if self.policy.wants(a.labels)]
         if not wanted:
             if n.firing and not state.get("skipped"):
                 ALERTS_SKIPPED.labels("severity").inc()
                 await self.groups.update(gid, skipped="severity")
-            return
+            return False
         services = services_of(a.labels for a in wanted)
         turns = [t for t in (state.get("turns") or "").split(",") if t]
         if turns and not services - covered:
-            return  # a repeat, a redelivery, or alerts of services already investigated
+            return False  # a repeat, a redelivery, or alerts of services already investigated
         ts = state.get("next_ts") or (root if not turns else f"{time.time():.6f}")
         if ts in turns:
-            return
+            return False
         await self.groups.update(gid, next_ts=ts)  # a retry after a crash reuses it
         if not await self.groups.count_investigation(channel, self.policy.per_hour):
             ALERTS_SKIPPED.labels("hourly_limit").inc()
             await self._over_limit(channel, root)
             await self.groups.update(gid, turns=",".join([*turns, ts]), next_ts="")
-            return
+            return False
         await self.start_turn(
             await self.team(), channel, root, ts, question_for(n, []), gid, hints_of(n)
         )
@@ -314,6 +318,7 @@ class AlertDesk(AlertSource):
             next_ts="",
             services=json.dumps(sorted(covered | services)),
         )
+        return True
 
     async def on_posted(self, team: str, message: dict[str, Any]) -> None:
         """A message another app posted in an AUTO_INVESTIGATE_CHANNELS channel: a firing
