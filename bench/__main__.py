@@ -34,7 +34,7 @@ from langgraph.graph.state import CompiledStateGraph
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bench import grounding
+from bench import alerts, grounding
 from bench.harness import bench_settings
 from bot.process.redis_client import RedisSpec, connect_redis
 from bot.process.server import running_bot
@@ -807,6 +807,8 @@ async def main() -> None:
         "- CPU profile of an answer: `scripts/with-redis .venv/bin/python -m bench.profile`.",
         "",
     ]
+    if wanted("alerts"):
+        lines += [await alerts.measure(redis_url), ""]
     if wanted("grounding"):
         lines += [await grounding.measure(), ""]
     text = "\n".join(lines)

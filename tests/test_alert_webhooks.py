@@ -270,3 +270,20 @@ async def test_a_receiver_may_name_its_own_channel(
     assert (await send(alerting, notification(key="x"), query="?channel=<!here>"))[0] == 400
     await settled(alerting)
     assert posted(slack, channel) == [] and len(posted(slack, other)) == 1
+
+
+async def test_a_burst_past_the_redis_pool_waits_for_a_connection_instead_of_failing(
+    bot_for: BotFactory, channel: str
+) -> None:
+    # 150 notifications at once: more commands in flight than redis-py's default pool (100)
+    async with bot_for(
+        alert_webhook_token=TOKEN,
+        alert_channel=channel,
+        worker_mode="queue",
+        auto_investigate_severities="none",  # recorded and posted; nothing investigated
+    ) as bot:
+        sent = await asyncio.gather(
+            *(send(bot, notification(alert(name=f"Burst{i}"), key=f"k{i}")) for i in range(150))
+        )
+        assert [status for status, _ in sent] == [200] * 150
+        assert await bot.services.jobs.join_listeners(60)

@@ -208,6 +208,10 @@ class SentinelFailoverSSLConnection(
     pass
 
 
+MAX_CONNECTIONS = 200  # per process; commands beyond wait for one to be free
+SENTINEL_MAX_CONNECTIONS = 1000
+
+
 def client_options(spec: RedisSpec) -> dict[str, Any]:
     """The options of every connection to a data node (the sentinels' are their own)."""
     options: dict[str, Any] = {
@@ -247,7 +251,12 @@ def connect_redis(spec: RedisSpec) -> aioredis.Redis:
         options["connection_class"] = FailoverSSLConnection
     if issubclass(options["connection_class"], SSLConnection):
         options |= _tls_options(spec.tls_ca_file)
-    pool = aioredis.ConnectionPool(**options)
+    # A burst past the pool waits its turn for a connection (up to the socket timeout)
+    # instead of failing: redis-py's default pool raises "Too many connections" at 100, and
+    # 200 alert notifications at once are 200 commands in flight.
+    pool = aioredis.BlockingConnectionPool(
+        max_connections=MAX_CONNECTIONS, timeout=spec.socket_timeout_s, **options
+    )
     return aioredis.Redis.from_pool(pool)
 
 
@@ -288,6 +297,7 @@ def _sentinel_client(spec: RedisSpec, options: dict[str, Any]) -> aioredis.Redis
         redis_class=_SentinelPrimary,
         connection_class=SentinelFailoverSSLConnection if spec.tls else SentinelFailoverConnection,
         db=address.db,
+        max_connections=SENTINEL_MAX_CONNECTIONS,  # its pool cannot wait: room for bursts
         **options,
     )
     client.sentinels = sentinel
