@@ -287,3 +287,25 @@ async def test_a_burst_past_the_redis_pool_waits_for_a_connection_instead_of_fai
         )
         assert [status for status, _ in sent] == [200] * 150
         assert await bot.services.jobs.join_listeners(60)
+
+
+async def test_a_group_a_dead_process_recorded_but_never_posted_is_finished_by_another(
+    bot_for: BotFactory, slack: SlackSimulator, gemini: GeminiSimulator, channel: str
+) -> None:
+    from bot.turn.notifications import Notification
+
+    gemini.script(Reply.text(ANSWER))
+    async with bot_for(
+        alert_webhook_token=TOKEN, alert_channel=channel, reconcile_interval="1s"
+    ) as bot:
+        groups = bot.services.alerts.groups
+        # what the 200 promised, and nothing after it: the receiving process died there
+        gid = await groups.record(Notification.model_validate(notification()), channel)
+        await groups.redis.zadd(groups.pending_key, {gid: time.time() - 60})  # long pending
+        deadline = time.monotonic() + 15
+        while not posted(slack, channel) and time.monotonic() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+        await settled(bot)
+    (message,) = posted(slack, channel)
+    assert [m.text for m in answers(slack, message)] == [ANSWER]
+    assert await groups.stale(0) == []

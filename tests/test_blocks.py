@@ -226,3 +226,11 @@ def test_steps_cite_each_fact_with_its_link_and_say_which_were_only_seen_in_text
     assert f"pod api-1: grounded — get_trace {TRACE}: k8s.pod.name · <{link}|open>" in text
     assert "version &lt;!channel&gt; 2.0: seen only in a message or log — get_pod_logs" in text
     assert "1 grounded, 1 seen only in a message or log, 0 ungrounded" in text
+
+
+def test_a_card_an_alerts_investigation_proposed_names_the_alert_not_a_person() -> None:
+    by_alert = _scale(replicas=4, status="pending_approval", requester="alert <!here> Errors")
+    by_person = _scale(replicas=4, status="pending_approval", requester="U0ONCALL")
+    shown = str(card_blocks(by_alert, None, "tempo", dry_run=False))
+    assert "*Asked by*\\nalert &lt;!here&gt; Errors" in shown and "<@alert" not in shown
+    assert "*Asked by*\\n<@U0ONCALL>" in str(card_blocks(by_person, None, "tempo", dry_run=False))
