@@ -19,6 +19,7 @@ from bot.process.server import RunningBot
 from bot.turn.conversation import RESOLVED_FIRST
 from bot.turn.worker import running_worker
 from sandbox import GeminiSimulator, Reply
+from sandbox.fleet import RedisStackServer
 from sandbox.slack import SlackMessage, SlackSimulator
 from tests.slack_fixtures import BotFactory, settled
 
@@ -309,3 +310,43 @@ async def test_a_group_a_dead_process_recorded_but_never_posted_is_finished_by_a
     (message,) = posted(slack, channel)
     assert [m.text for m in answers(slack, message)] == [ANSWER]
     assert await groups.stale(0) == []
+
+
+async def test_two_replicas_receiving_the_same_group_post_and_investigate_it_once(
+    bot_for: BotFactory, slack: SlackSimulator, gemini: GeminiSimulator, channel: str
+) -> None:
+    gemini.script(Reply.text(ANSWER), Reply.text(ANSWER))
+    shared = {
+        "alert_webhook_token": TOKEN,
+        "alert_channel": channel,
+        "redis_prefix": f"test-{uuid.uuid4().hex[:8]}",  # one deployment, two serve pods
+    }
+    async with bot_for(**shared) as first, bot_for(**shared) as second:
+        for _ in range(3):  # Alertmanager's cluster peers each send it, and again
+            await asyncio.gather(send(first, notification()), send(second, notification()))
+        await settled(first)
+        await settled(second)
+    (message,) = posted(slack, channel)
+    assert [m.text for m in answers(slack, message)] == [ANSWER]
+    assert len(gemini.requests) == 1
+
+
+async def test_a_notification_redis_cannot_record_is_a_503_the_sender_retries(
+    bot_for: BotFactory, redis_server: RedisStackServer, slack: SlackSimulator, channel: str
+) -> None:
+    async with bot_for(
+        alert_webhook_token=TOKEN,
+        alert_channel=channel,
+        redis_url=redis_server.url,
+        redis_failover_timeout=1,
+        redis_socket_timeout=2,
+    ) as bot:
+        await redis_server.stop()
+        try:
+            status, answer = await send(bot, notification())
+        finally:
+            await redis_server.start()
+        assert status == 503 and "send it again" in answer["error"]
+        assert (await send(bot, notification()))[0] == 200  # the retry, Redis back
+        assert await bot.services.jobs.join_listeners(20)
+    assert len(posted(slack, channel)) == 1

@@ -12,6 +12,7 @@ the answer, by this process — or, if it dies first, by any process's reconcile
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 import re
@@ -25,6 +26,7 @@ from bot.turn.notifications import MAX_BODY_BYTES, PayloadError, Source, parse
 
 log = logging.getLogger(__name__)
 
+RECORD_TIMEOUT_S = 5.0
 PATHS: dict[str, Source] = {"/alerts/alertmanager": "alertmanager", "/alerts/grafana": "grafana"}
 _CHANNEL = re.compile(r"[A-Z0-9]{2,30}")  # a Slack channel id, as `?channel=` names it
 
@@ -51,7 +53,10 @@ def alert_routes(desk: AlertDesk, token: str, submit: Submit) -> list[web.RouteD
         except PayloadError as exc:
             return web.json_response({"error": str(exc)}, status=400)
         try:
-            gid = await desk.receive(notification, channel)
+            # within the senders' patience (Alertmanager's is max(group_interval, 10 s)):
+            # a Redis that is failing over answers 503 and the sender tries again
+            async with asyncio.timeout(RECORD_TIMEOUT_S):
+                gid = await desk.receive(notification, channel)
         except ValueError as exc:  # no channel to post in
             return web.json_response({"error": str(exc)}, status=400)
         except Exception:
