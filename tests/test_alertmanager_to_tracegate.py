@@ -16,8 +16,9 @@ import pytest
 from bot.process.server import RunningBot
 from sandbox import GeminiSimulator, Reply
 from sandbox.alertmanager import alert
+from sandbox.prometheus_server import AlertRule, MetricsTarget
 from sandbox.slack import SlackMessage, SlackSimulator
-from tests.alertmanager_fixtures import StartAlertmanager
+from tests.alertmanager_fixtures import StartAlertmanager, StartPrometheus
 from tests.slack_fixtures import BotFactory, settled
 
 TOKEN = "alertmanager-shares-this-token"
@@ -179,3 +180,36 @@ async def test_a_wrong_token_is_refused_and_nothing_is_posted(
         assert "401" in am.log() or "unexpected status code" in am.log(), am.log()[-2000:]
         assert await _groups(bot) == []
     assert posted(slack, channel) == [] and gemini.requests == []
+
+
+async def test_a_prometheus_rule_that_fires_is_investigated_before_anyone_asks(
+    bot_for: BotFactory,
+    alertmanager_for: StartAlertmanager,
+    prometheus_for: StartPrometheus,
+    slack: SlackSimulator,
+    gemini: GeminiSimulator,
+    channel: str,
+) -> None:
+    """The whole path, real parts: a real Prometheus evaluates a rule on a series the test
+    serves, a real Alertmanager groups it and calls the webhook, the bot investigates."""
+    gemini.script(Reply.text(ANSWER))
+    async with (
+        bot_for(alert_webhook_token=TOKEN, alert_channel=channel) as bot,
+        MetricsTarget() as target,
+    ):
+        target.set("checkout_error_ratio", 0.5, {"service": "checkout"})
+        rule = AlertRule(
+            "CheckoutErrors",
+            "checkout_error_ratio > 0.1",
+            labels={"severity": "critical"},
+            annotations={"summary": "{{ $labels.service }} fails {{ $value }} of requests"},
+        )
+        am = await alertmanager_for(webhook(bot), TOKEN, group_wait=0.5)
+        await prometheus_for(am.url, [target.address], [rule])
+        # Prometheus hands new targets to its scrapers at most every 5 s
+        await until(lambda: len(posted(slack, channel)) == 1, 30, "the alert message")
+        await settled(bot, 30)
+    (message,) = posted(slack, channel)
+    assert "checkout fails 0.5 of requests" in json.dumps(message.blocks)
+    assert [m.text for m in replies(slack, message)] == [ANSWER]
+    assert "CheckoutErrors" in json.dumps(gemini.requests[0].body)
