@@ -31,11 +31,9 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.redis.aio import AsyncRedisSaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from slack_bolt.async_app import AsyncApp
-from slack_sdk.web.async_client import AsyncWebClient
 
 from bench import alerts, grounding
-from bench.harness import bench_settings
+from bench.harness import bare_bolt, bench_settings, mention_acks
 from bot.process.redis_client import RedisSpec, connect_redis
 from bot.process.server import running_bot
 from gates.cluster import KubernetesCluster
@@ -52,7 +50,6 @@ from graph.trace_guard import TraceVerifier
 from graph.trace_ids import find_trace_ids
 from sandbox import GeminiRequest, GeminiSimulator, Reply, TempoSimulator
 from sandbox.fleet import (
-    SIGNING_SECRET,
     Fleet,
     LoadResult,
     answer_by_question,
@@ -62,7 +59,7 @@ from sandbox.fleet import (
 from sandbox.kubernetes import KubernetesSimulator, write_kubeconfig
 from sandbox.plays import follow_up_turn
 from sandbox.scenarios import Scenario, bad_deploy
-from sandbox.slack import SlackDriver, SlackSimulator
+from sandbox.slack import SlackSimulator
 
 OUT = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
 REPEATS = max(1, int(os.environ.get("BENCH_REPEATS", "3")))
@@ -108,39 +105,9 @@ def _model(gemini: GeminiSimulator) -> BaseChatModel:
 
 
 async def _ack_run(url: str, slack: SlackSimulator, mentions: int) -> tuple[float, float]:
-    """`mentions` new mentions at once; the p50 and p99 of their acks (ms). The messages
-    are stored in the Slack simulator, so the bot's follow-up calls find them."""
-    driver = SlackDriver(url, SIGNING_SECRET, team=f"TB{uuid.uuid4().hex[:6]}", slack=slack)
-    base = 1_700_000_000 + int(uuid.uuid4().int % 10**6)
-
-    async def ack(i: int) -> float:
-        started = time.perf_counter()
-        status, _ = await driver.mention("why?", ts=f"{base}.{i:06d}", event_id=f"Ev{base}x{i}")
-        assert status == 200, status
-        return (time.perf_counter() - started) * 1000
-
-    samples = await asyncio.gather(*(ack(i) for i in range(mentions)))
+    """`mentions` new mentions at once; the p50 and p99 of their acks (ms)."""
+    samples = await mention_acks(url, slack, mentions)
     return statistics.median(samples), percentile(samples, 0.99)
-
-
-async def _bare_bolt(slack: SlackSimulator) -> Any:
-    """A Bolt AsyncApp doing nothing but ack, served the way `serve` serves (aiohttp)."""
-    from aiohttp import web
-
-    app = AsyncApp(
-        client=AsyncWebClient(token="xoxb-bench", base_url=f"{slack.url}/api/"),
-        signing_secret=SIGNING_SECRET,
-    )
-
-    @app.event("app_mention")
-    async def mentioned() -> None:
-        return None
-
-    runner = web.AppRunner(app.web_app(path="/slack/events"), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    return runner
 
 
 async def bench_ack(redis_url: str, mentions: int = 50) -> list[Row]:
@@ -157,7 +124,7 @@ async def bench_ack(redis_url: str, mentions: int = 50) -> list[Row]:
         # keeps its own start-up heap (bot.process.server.startup_heap_frozen).
         gc.collect()
         gc.freeze()
-        runner = await _bare_bolt(slack)
+        runner = await bare_bolt(slack)
         bare_url = f"http://127.0.0.1:{runner.addresses[0][1]}"
         queue_mode = bench_settings(slack, gemini, tempo, redis_url, worker_mode="queue")
         async with running_bot(queue_mode, host="127.0.0.1") as bot:

@@ -17,16 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import statistics
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
-from bench.harness import bench_settings
+from bench.harness import bare_bolt, bench_settings, mention_acks, write_section
 from bot.process.server import running_bot
 from sandbox import GeminiSimulator, Reply, TempoSimulator
 from sandbox.scenarios import bad_deploy
@@ -86,23 +84,9 @@ async def _burst(url: str, bodies: list[bytes], headers: dict[str, str]) -> list
 
 async def _bare_bolt_burst(slack: SlackSimulator) -> list[float]:
     """200 mentions at once to a Bolt app that only acks (B1's baseline)."""
-    from bench.__main__ import _bare_bolt
-    from sandbox.fleet import SIGNING_SECRET
-    from sandbox.slack import SlackDriver
-
-    runner = await _bare_bolt(slack)
-    url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-    driver = SlackDriver(url, SIGNING_SECRET, team=f"TB{uuid.uuid4().hex[:6]}", slack=slack)
-    base = 1_700_000_000 + int(uuid.uuid4().int % 10**6)
-
-    async def ack(i: int) -> float:
-        started = time.perf_counter()
-        status, _ = await driver.mention("why?", ts=f"{base}.{i:06d}", event_id=f"Ev{base}x{i}")
-        assert status == 200, status
-        return (time.perf_counter() - started) * 1000
-
+    runner = await bare_bolt(slack)
     try:
-        return list(await asyncio.gather(*(ack(i) for i in range(BURST))))
+        return await mention_acks(f"http://127.0.0.1:{runner.addresses[0][1]}", slack, BURST)
     finally:
         await runner.cleanup()
 
@@ -213,14 +197,7 @@ async def measure(redis_url: str) -> str:
 
 
 def write(section: str) -> None:
-    text = OUT.read_text() if OUT.exists() else ""
-    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
-    text = (
-        pattern.sub(lambda _: section, text)
-        if pattern.search(text)
-        else text.rstrip() + "\n\n" + section + "\n"
-    )
-    OUT.write_text(text)
+    write_section(OUT, BEGIN, END, section)
 
 
 def main() -> None:

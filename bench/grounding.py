@@ -15,7 +15,6 @@ included (the same simulators answer them).
 from __future__ import annotations
 
 import asyncio
-import re
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
@@ -27,6 +26,7 @@ from pathlib import Path
 from bench import grounding_answers, grounding_second, grounding_worlds
 from bench.grounding_answers import WRITERS, RandomPick, truth_of
 from bench.grounding_corpus import CORRECT, INVENTED, Answer
+from bench.harness import write_section
 from gates.cluster import KubernetesCluster
 from graph.config import TempoSpec
 from graph.grounding.check import ClaimCheck
@@ -243,14 +243,7 @@ def report(table: list[str]) -> str:
 
 
 def write(section: str) -> None:
-    text = OUT.read_text() if OUT.exists() else ""
-    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
-    text = (
-        pattern.sub(lambda _: section, text)
-        if pattern.search(text)
-        else (text.rstrip() + "\n\n" + section + "\n")
-    )
-    OUT.write_text(text)
+    write_section(OUT, BEGIN, END, section)
 
 
 async def measure() -> str:

@@ -65,23 +65,17 @@ What 0.25 does with it (tests/test_alertmanager_harness.py shows each but the la
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import shutil
-import signal
 import subprocess
-import tempfile
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import aiohttp
 
-from sandbox.fleet import free_port
+from sandbox.daemon import LoopbackDaemon
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".cache" / "alertmanager"
@@ -91,12 +85,6 @@ RELOCATED = CACHE / "tracegate-alertmanager"
 DEBIAN_ASSETS = CACHE / "usr" / "share" / "prometheus" / "alertmanager"
 ENV_VAR = "TRACEGATE_ALERTMANAGER"
 RECEIVER = "tracegate"
-
-_START_ATTEMPTS = 3
-
-
-class _PortTaken(RuntimeError):
-    """It exited at start: another process bound its port first."""
 
 
 class AlertmanagerMissing(RuntimeError):
@@ -214,9 +202,12 @@ def resolved(alerts: Iterable[Mapping[str, Any]], ago_s: float = 1.0) -> list[di
     return [{**a, "endsAt": ends} for a in alerts]
 
 
-class Alertmanager:
+class Alertmanager(LoopbackDaemon):
     """`async with Alertmanager(webhook_url, token) as am:` a real Alertmanager whose one
     route sends every alert to `webhook_url` with `Authorization: Bearer <token>`."""
+
+    name = "Alertmanager"
+    log_name = "alertmanager.log"  # logfmt; a failed delivery: "unexpected status code 500"
 
     def __init__(
         self,
@@ -232,6 +223,7 @@ class Alertmanager:
         external_url: str | None = None,
         binary: Path | None = None,
     ) -> None:
+        super().__init__(ready_timeout_s, stop_timeout_s)
         self.webhook_url = webhook_url
         self.token = token
         self.config = config_yaml(
@@ -242,58 +234,18 @@ class Alertmanager:
             group_interval=group_interval,
             repeat_interval=repeat_interval,
         )
-        self.ready_timeout_s = ready_timeout_s
-        self.stop_timeout_s = stop_timeout_s
         self.external_url = external_url
         self.binary = binary
-        self.dir: Path | None = None
-        self.port: int | None = None
-        self.process: subprocess.Popen[bytes] | None = None
 
-    @property
-    def url(self) -> str:
-        """Its HTTP address (API, /-/ready, /metrics), e.g. http://127.0.0.1:41234."""
-        if self.port is None:
-            raise RuntimeError("Alertmanager is not started")
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def log_path(self) -> Path:
-        if self.dir is None:
-            raise RuntimeError("Alertmanager is not started")
-        return self.dir / "alertmanager.log"
-
-    def log(self) -> str:
-        """What it logged so far (logfmt; a failed delivery says "Notify for alerts failed"
-        with the receiver's status, e.g. "unexpected status code 500")."""
-        if self.dir is None or not self.log_path.exists():
-            return ""
-        return self.log_path.read_text(errors="replace")
-
-    async def start(self) -> Self:
-        binary = self.binary or alertmanager_binary()
-        self.dir = Path(tempfile.mkdtemp(prefix="tracegate-alertmanager-"))
-        try:
-            config = self.dir / "alertmanager.yml"
-            config.write_text(self.config)
-            # A port picked here may be taken by another test's process before this one binds
-            # it: then it exits at once ("address already in use") and is started again.
-            for attempt in range(1, _START_ATTEMPTS + 1):
-                self.port = free_port()
-                self._spawn(binary, config)
-                try:
-                    await self._ready()
-                    break
-                except _PortTaken:
-                    if attempt == _START_ATTEMPTS:
-                        raise
-        except BaseException:
-            await self.close()
-            raise
-        return self
-
-    def _spawn(self, binary: Path, config: Path) -> None:
+    def prepare(self) -> Path:
         assert self.dir is not None
+        config = self.dir / "alertmanager.yml"
+        config.write_text(self.config)
+        return config
+
+    def spawn(self, config: Path) -> subprocess.Popen[bytes]:
+        assert self.dir is not None
+        binary = self.binary or alertmanager_binary()
         command = [
             str(binary),
             f"--config.file={config}",
@@ -306,61 +258,7 @@ class Alertmanager:
         if workdir is not None:
             # Debian's build has no UI; its placeholder page.
             command.append(f"--web.ui-path={workdir / 'no-ui'}/")
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                command,
-                cwd=workdir or self.dir,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-
-    async def _ready(self) -> None:
-        process = self.process
-        assert process is not None
-        deadline = time.monotonic() + self.ready_timeout_s
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
-            while time.monotonic() < deadline:
-                if process.poll() is not None:
-                    log = self.log()
-                    if "address already in use" in log:
-                        raise _PortTaken(log)
-                    raise RuntimeError(
-                        f"Alertmanager exited ({process.returncode}) at start:\n{log}"
-                    )
-                try:
-                    async with session.get(f"{self.url}/-/ready") as response:
-                        if response.status == 200:
-                            return
-                except (aiohttp.ClientError, TimeoutError):
-                    pass
-                await asyncio.sleep(0.05)
-        raise TimeoutError(f"Alertmanager not ready in {self.ready_timeout_s}s:\n{self.log()}")
-
-    async def close(self) -> None:
-        """SIGTERM, SIGKILL after `stop_timeout_s`; then its directory is removed."""
-        process, self.process = self.process, None
-        if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.to_thread(process.wait, self.stop_timeout_s)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                await asyncio.to_thread(process.wait, self.stop_timeout_s)
-        if self.dir is not None:
-            shutil.rmtree(self.dir, ignore_errors=True)
-            self.dir = None
-
-    async def __aenter__(self) -> Self:
-        return await self.start()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
+        return self.run(command, workdir or self.dir)
 
     async def post_alerts(self, alerts: Sequence[Mapping[str, Any]]) -> None:
         """`POST /api/v2/alerts`; raises on any answer but 200 (400 names a bad alert)."""

@@ -36,33 +36,26 @@ no longer holds it is sent with `endsAt` now (resolved).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import shutil
-import signal
 import subprocess
-import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
 from aiohttp import web
 
 from sandbox.alertmanager import duration
-from sandbox.fleet import free_port
+from sandbox.daemon import LoopbackDaemon
 from sandbox.server import SimulatorServer
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".cache" / "prometheus"
 DEBIAN_BINARY = CACHE / "usr" / "bin" / "prometheus"
 ENV_VAR = "TRACEGATE_PROMETHEUS"
-_START_ATTEMPTS = 3
 
 
 class PrometheusMissing(RuntimeError):
@@ -186,8 +179,11 @@ class MetricsTarget(SimulatorServer):
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 
 
-class PrometheusServer:
+class PrometheusServer(LoopbackDaemon):
     """`async with PrometheusServer(alertmanager.url, [target.address], rules) as prom:`."""
+
+    name = "Prometheus"
+    log_name = "prometheus.log"
 
     def __init__(
         self,
@@ -203,6 +199,7 @@ class PrometheusServer:
         stop_timeout_s: float = 10.0,
         binary: Path | None = None,
     ) -> None:
+        super().__init__(ready_timeout_s, stop_timeout_s)
         self.alertmanager = alertmanager
         self.targets = list(targets)
         self.rules = list(rules)
@@ -210,53 +207,28 @@ class PrometheusServer:
         self.scrape_interval = scrape_interval
         self.evaluation_interval = evaluation_interval
         self.resend_delay = resend_delay
-        self.ready_timeout_s = ready_timeout_s
-        self.stop_timeout_s = stop_timeout_s
         self.binary = binary
-        self.dir: Path | None = None
-        self.port: int | None = None
-        self.process: subprocess.Popen[bytes] | None = None
 
-    @property
-    def url(self) -> str:
-        if self.port is None:
-            raise RuntimeError("Prometheus is not started")
-        return f"http://127.0.0.1:{self.port}"
-
-    def log(self) -> str:
-        if self.dir is None or not (self.dir / "prometheus.log").exists():
-            return ""
-        return (self.dir / "prometheus.log").read_text(errors="replace")
-
-    async def start(self) -> Self:
-        binary = self.binary or prometheus_binary()
-        self.dir = Path(tempfile.mkdtemp(prefix="tracegate-prometheus-"))
-        try:
-            rule_file = self.dir / "rules.yml"
-            rule_file.write_text(rules_yaml(self.rules))
-            config = self.dir / "prometheus.yml"
-            config.write_text(
-                config_yaml(
-                    self.alertmanager,
-                    self.targets,
-                    rule_file,
-                    job=self.job,
-                    scrape_interval=self.scrape_interval,
-                    evaluation_interval=self.evaluation_interval,
-                )
-            )
-            for attempt in range(1, _START_ATTEMPTS + 1):
-                self.port = free_port()
-                self._spawn(binary, config)
-                if await self._ready() or attempt == _START_ATTEMPTS:
-                    break
-        except BaseException:
-            await self.close()
-            raise
-        return self
-
-    def _spawn(self, binary: Path, config: Path) -> None:
+    def prepare(self) -> Path:
         assert self.dir is not None
+        rule_file = self.dir / "rules.yml"
+        rule_file.write_text(rules_yaml(self.rules))
+        config = self.dir / "prometheus.yml"
+        config.write_text(
+            config_yaml(
+                self.alertmanager,
+                self.targets,
+                rule_file,
+                job=self.job,
+                scrape_interval=self.scrape_interval,
+                evaluation_interval=self.evaluation_interval,
+            )
+        )
+        return config
+
+    def spawn(self, config: Path) -> subprocess.Popen[bytes]:
+        assert self.dir is not None
+        binary = self.binary or prometheus_binary()
         command = [
             str(binary),
             f"--config.file={config}",
@@ -267,59 +239,7 @@ class PrometheusServer:
         ]
         if binary.resolve() == DEBIAN_BINARY.resolve():
             command.append(f"--web.local-assets={CACHE / 'usr/share/prometheus/web'}/")
-        with (self.dir / "prometheus.log").open("ab") as log:
-            self.process = subprocess.Popen(
-                command,
-                cwd=self.dir,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-
-    async def _ready(self) -> bool:
-        """True once ready; False when its port was taken (start again); raises otherwise."""
-        process = self.process
-        assert process is not None
-        deadline = time.monotonic() + self.ready_timeout_s
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
-            while time.monotonic() < deadline:
-                if process.poll() is not None:
-                    log = self.log()
-                    if "address already in use" in log:
-                        return False
-                    raise RuntimeError(f"Prometheus exited ({process.returncode}):\n{log}")
-                try:
-                    async with session.get(f"{self.url}/-/ready") as response:
-                        if response.status == 200:
-                            return True
-                except (aiohttp.ClientError, TimeoutError):
-                    pass
-                await asyncio.sleep(0.1)
-        raise TimeoutError(f"Prometheus not ready in {self.ready_timeout_s}s:\n{self.log()}")
-
-    async def close(self) -> None:
-        process, self.process = self.process, None
-        if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.to_thread(process.wait, self.stop_timeout_s)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                await asyncio.to_thread(process.wait, self.stop_timeout_s)
-        if self.dir is not None:
-            shutil.rmtree(self.dir, ignore_errors=True)
-            self.dir = None
-
-    async def __aenter__(self) -> Self:
-        return await self.start()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
+        return self.run(command, self.dir)
 
     async def _get(self, path: str, **params: str) -> Any:
         async with (
