@@ -16,6 +16,7 @@ import pytest
 from bot.process.server import RunningBot
 from sandbox import GeminiSimulator, Reply
 from sandbox.alertmanager import alert
+from sandbox.fleet import RedisStackServer
 from sandbox.prometheus_server import AlertRule, MetricsTarget
 from sandbox.slack import SlackMessage, SlackSimulator
 from tests.alertmanager_fixtures import StartAlertmanager, StartPrometheus
@@ -213,3 +214,34 @@ async def test_a_prometheus_rule_that_fires_is_investigated_before_anyone_asks(
     assert "checkout fails 0.5 of requests" in json.dumps(message.blocks)
     assert [m.text for m in replies(slack, message)] == [ANSWER]
     assert "CheckoutErrors" in json.dumps(gemini.requests[0].body)
+
+
+async def test_a_notification_refused_while_redis_was_down_is_redelivered_and_posted_once(
+    bot_for: BotFactory,
+    alertmanager_for: StartAlertmanager,
+    redis_server: RedisStackServer,
+    slack: SlackSimulator,
+    gemini: GeminiSimulator,
+    channel: str,
+) -> None:
+    gemini.script(Reply.text(ANSWER))
+    async with bot_for(
+        alert_webhook_token=TOKEN,
+        alert_channel=channel,
+        redis_url=redis_server.url,
+        redis_failover_timeout=1,
+        redis_socket_timeout=1,
+    ) as bot:
+        am = await alertmanager_for(webhook(bot), TOKEN, group_wait=0.5, group_interval=1)
+        await redis_server.stop()
+        try:
+            await am.post_alerts([alert("CheckoutErrors", labels={"service": "checkout"})])
+            await until(lambda: "503" in am.log(), 20, "a delivery refused with 503")
+        finally:
+            await redis_server.start()
+        await until(lambda: len(posted(slack, channel)) == 1, 30, "the alert message")
+        await settled(bot, 30)
+        await asyncio.sleep(2)  # Alertmanager's retries after the 200 would show by now
+    (message,) = posted(slack, channel)
+    assert [m.text for m in replies(slack, message)] == [ANSWER]
+    assert len(gemini.requests) == 1
