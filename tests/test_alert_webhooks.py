@@ -14,6 +14,7 @@ from typing import Any
 import aiohttp
 import pytest
 import redis.asyncio as aioredis
+from prometheus_client import REGISTRY
 
 from bot.process.server import RunningBot
 from bot.turn.conversation import RESOLVED_FIRST
@@ -149,9 +150,11 @@ async def test_a_group_is_posted_once_and_investigated_in_its_thread(
     alerting: RunningBot, slack: SlackSimulator, gemini: GeminiSimulator, channel: str
 ) -> None:
     gemini.script(Reply.text(ANSWER))
+    investigated = _count("tracegate_alerts_investigated_total", source="alertmanager")
     status, _ = await send(alerting, notification())
     assert status == 200
     await settled(alerting)
+    assert _count("tracegate_alerts_investigated_total", source="alertmanager") == investigated + 1
     (message,) = posted(slack, channel)
     shown = json.dumps(message.blocks)
     for part in ("CheckoutErrors", "critical", "checkout returns 5xx", "shop", "2026-11-30 14:01"):
@@ -193,14 +196,25 @@ async def test_an_alert_of_another_service_joining_the_group_starts_a_follow_up(
     assert len(gemini.requests) == 2
 
 
+def _count(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
 async def test_an_alert_below_the_severities_is_posted_and_not_investigated(
     alerting: RunningBot, slack: SlackSimulator, gemini: GeminiSimulator, channel: str
 ) -> None:
+    received = _count("tracegate_alerts_received_total", source="alertmanager", status="firing")
+    skipped = _count("tracegate_alerts_skipped_total", reason="severity")
     await send(alerting, notification(alert(severity="warning")))
     await settled(alerting)
     (message,) = posted(slack, channel)
     assert "warning" in json.dumps(message.blocks)
     assert answers(slack, message) == [] and gemini.requests == []
+    assert (
+        _count("tracegate_alerts_received_total", source="alertmanager", status="firing")
+        == received + 1
+    )
+    assert _count("tracegate_alerts_skipped_total", reason="severity") == skipped + 1
 
 
 async def test_past_the_hourly_limit_the_thread_says_so_and_no_model_is_called(
