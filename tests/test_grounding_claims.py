@@ -43,6 +43,8 @@ def test_the_issue_draft_yields_each_invented_fact_by_kind() -> None:
         ("rev 42 went out", ("revision", "42")),
         ("since 13:55 UTC", ("time", "13:55 utc")),
         ("at 2026-11-30T13:10:05Z", ("time", "2026-11-30t13:10:05z")),
+        ("rolled out at 13:10:05.120Z", ("time", "13:10:05.120z")),
+        ("payment-api@1.42.0 is the bad build", ("version", "1.42.0")),
     ],
 )
 def test_each_kind_is_recognised(text: str, expected: tuple[str, str]) -> None:

@@ -157,7 +157,7 @@ _ISO_TIME = re.compile(
     re.ASCII,
 )
 _CLOCK = re.compile(
-    r"(?<![\w:.-])([01]?\d|2[0-3]):([0-5]\d)(?::([0-5]\d))?(?:\s?(?i:[ap]\.?m\b\.?))?"
+    r"(?<![\w:.-])([01]?\d|2[0-3]):([0-5]\d)(?::([0-5]\d)(?:\.\d{1,9})?)?(?:\s?(?i:[ap]\.?m\b\.?))?"
     rf"(?:\s?({_ZONE})(?:{_SHIFT})?\b|\s?([+-]\d{{2}}:?\d{{2}}))?"
     r"(?!\w|[:.]\d)",
     re.ASCII,
@@ -181,7 +181,10 @@ _REVISION = re.compile(
     rf"(?![.,]\d){_COUNTED})*+)",
     re.IGNORECASE,
 )
-_VERSION = re.compile(rf"(?<![\w.:/@-])({_VERSION_BODY})(?![.]?\w|-\w)", re.IGNORECASE)
+# (after a name's "@" too: "payment-api@1.42.0"; never a digest's "@sha256:")
+_VERSION = re.compile(
+    rf"(?:(?<![\w.:/@-])|(?<=\w@))({_VERSION_BODY})(?![.]?\w|-\w)", re.IGNORECASE
+)
 _CUE_VERSION = re.compile(
     rf"\b(?:version|release|build)[ \t]++(v?\d++(?:\.\d++)*+{_SUFFIX})(?![.]?\w)", re.IGNORECASE
 )
