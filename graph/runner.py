@@ -26,7 +26,14 @@ from graph.checkpoint import FENCE, Fence, Superseded, open_checkpointer
 from graph.config import GraphLimits, LokiSpec, ModelSpec, PrometheusSpec, TempoSpec
 from graph.context import ThreadContext
 from graph.grader import Grader
-from graph.grounding.evidence import TEXT, Fact, source_call, text_facts, times_from
+from graph.grounding.evidence import (
+    QUESTION_TIME,
+    TEXT,
+    Fact,
+    source_call,
+    text_facts,
+    times_from,
+)
 from graph.grounding.sources import LiveSources
 from graph.log_context import bind_log_context
 from graph.model import make_chat_model
@@ -111,7 +118,7 @@ def _said(question: str, context: ThreadContext | None) -> list[Fact]:
     """What the asker, the thread and its alerts said, and when the question was asked:
     facts a draft may repeat (people wrote them; the answer can quote them)."""
     facts = text_facts(question, "the question")
-    facts += times_from([time.time()], "the time of the question")
+    facts += times_from([time.time()], QUESTION_TIME)
     if context is not None:
         facts += text_facts(context.render(), "the thread's messages and alerts")
         for alert in context.alerts:

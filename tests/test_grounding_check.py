@@ -2,12 +2,22 @@
 (the demo's incidents at a fixed clock, bench/grounding.py), live look-ups included."""
 
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 
 import pytest
 
 from bench.grounding import NOW, World, corpus_world
 from graph.grounding.check import ClaimCheck
-from graph.grounding.evidence import Evidence, Fact, fact, iso, merge_evidence, text_facts
+from graph.grounding.evidence import (
+    QUESTION_TIME,
+    Evidence,
+    Fact,
+    fact,
+    iso,
+    merge_evidence,
+    text_facts,
+    times_from,
+)
 from graph.grounding.guard import finalise, ground_draft
 
 TOLERANCE_S = 300
@@ -472,3 +482,11 @@ async def test_a_weekday_or_slashed_number_on_a_line_above_dates_nothing(world: 
     draft = "Monday looked like 5/30 pods failing.\n- 14:10 UTC: orders-api revision 7 rolled out"
     checks = await checked(world, draft)
     assert [c["status"] for c in checks if c["kind"] == "time"] == ["grounded"]
+
+
+async def test_when_the_question_was_asked_grounds_no_symptom_time(world: World) -> None:
+    asked = NOW + 3 * 3600  # hours after every event of the incident
+    facts = times_from([asked], QUESTION_TIME)
+    at = datetime.fromtimestamp(asked, UTC).strftime("%H:%M")
+    checks = await checked_with(world, f"Errors started at {at} UTC.", facts)
+    assert [c["status"] for c in checks] == ["ungrounded"]

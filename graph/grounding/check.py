@@ -22,7 +22,7 @@ from typing import Literal, TypedDict
 
 from graph.grounding import times
 from graph.grounding.claims import NAME_KINDS, Claim, image_parts
-from graph.grounding.evidence import ROLLOUT, Evidence, Fact, iso
+from graph.grounding.evidence import QUESTION_TIME, ROLLOUT, Evidence, Fact, iso
 
 ClaimStatus = Literal["grounded", "ungrounded", "unchecked"]
 MAX_HELD = 8  # values of a kind named in feedback
@@ -421,7 +421,9 @@ def _time(claim: Claim, draft: str, evidence: Evidence, tolerance_s: float) -> F
         if len(revisions) == 1:  # "revision 42 rolled out at 13:10": that revision's rollout
             own = [(at, f) for at, f in pool if f.get("revision") in revisions]
             pool = own or pool
-    else:  # symptoms are compared with rollouts in one breath: "errors began (13:10 vs 14:01)"
+    elif about == "symptom":  # errors, alerts, events: not when someone asked about them
+        pool = [(at, f) for at, f in seen if f["source"] != QUESTION_TIME]
+    else:  # a time of both or neither: "errors began (13:10 vs 14:01)"
         pool = seen
     for at, item in sorted(pool, key=lambda pair: pair[0]):
         if written.near(at, tolerance_s) or (undated and written.clock_near(at, tolerance_s)):

@@ -36,6 +36,7 @@ RESOURCE_KINDS = {
 }
 ROLLOUT = "rollout"  # the pool of a revision's creation time
 TEXT = "text"  # the basis of a fact read out of free text
+QUESTION_TIME = "the time of the question"  # when it was asked: no event of the incident
 CITE = "cite"  # the kind of a citation: where a tool call's facts can be seen again
 
 
