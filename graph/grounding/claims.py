@@ -182,9 +182,7 @@ _REVISION = re.compile(
     re.IGNORECASE,
 )
 # (after a name's "@" too: "payment-api@1.42.0"; never a digest's "@sha256:")
-_VERSION = re.compile(
-    rf"(?:(?<![\w.:/@-])|(?<=\w@))({_VERSION_BODY})(?![.]?\w|-\w)", re.IGNORECASE
-)
+_VERSION = re.compile(rf"(?:(?<![\w.:/@-])|(?<=\w@))({_VERSION_BODY})(?![.]?\w|-\w)", re.IGNORECASE)
 _CUE_VERSION = re.compile(
     rf"\b(?:version|release|build)[ \t]++(v?\d++(?:\.\d++)*+{_SUFFIX})(?![.]?\w)", re.IGNORECASE
 )
