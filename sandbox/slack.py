@@ -787,6 +787,38 @@ class SlackSimulator(SimulatorServer):
             return {"ok": False, "error": "no_such_subteam"}
         return {"ok": True, "users": self.usergroups[group]}
 
+    def _conversations_history(self, args: dict[str, Any]) -> dict[str, Any]:
+        """A channel's top-level messages (and thread broadcasts), newest first, as Slack
+        returns them; `oldest`/`latest` bound them (exclusive unless `inclusive`); at most
+        `limit` (≤ 999) a page, then a cursor; metadata only with `include_all_metadata`."""
+        channel = args.get("channel", "")
+        if channel not in self.channels:
+            return {"ok": False, "error": "channel_not_found"}
+        inclusive = str(args.get("inclusive", "")).lower() in ("1", "true")
+        oldest, latest = float(args.get("oldest") or 0), float(args.get("latest") or "inf")
+
+        def within(m: SlackMessage) -> bool:
+            at = float(m.ts)
+            return oldest <= at <= latest if inclusive else oldest < at < latest
+
+        every = {**self.messages, **self.others}.values()
+        found = sorted(
+            (m for m in every if m.channel == channel and m.thread_ts is None and within(m)),
+            key=lambda m: float(m.ts),
+            reverse=True,
+        )
+        everything = str(args.get("include_all_metadata", "")).lower() in ("1", "true")
+        limit = max(1, min(int(args.get("limit") or 100), 999))
+        start = int(args.get("cursor") or 0)
+        page = found[start : start + limit]
+        more = start + limit < len(found)
+        return {
+            "ok": True,
+            "messages": [m.as_api(metadata=everything) for m in page],
+            "has_more": more,
+            "response_metadata": {"next_cursor": str(start + limit) if more else ""},
+        }
+
     def _conversations_replies(self, args: dict[str, Any]) -> dict[str, Any]:
         """The parent first, then replies oldest first; `oldest`/`latest` bound the replies
         (exclusive unless `inclusive`); at most `limit` (≤ 1000) a page, then a cursor."""

@@ -364,3 +364,17 @@ async def test_a_notification_redis_cannot_record_is_a_503_the_sender_retries(
         assert (await send(bot, notification()))[0] == 200  # the retry, Redis back
         assert await bot.services.jobs.join_listeners(20)
     assert len(posted(slack, channel)) == 1
+
+
+async def test_a_post_whose_answer_slack_lost_is_found_not_posted_again(
+    alerting: RunningBot, slack: SlackSimulator, gemini: GeminiSimulator, channel: str
+) -> None:
+    gemini.script(Reply.text(ANSWER))
+    slack.drop_after_applying("chat.postMessage")  # posted; the bot never hears so
+    await send(alerting, notification())
+    assert await alerting.services.jobs.join_listeners(20)
+    assert len(posted(slack, channel)) == 1  # it is in the channel, not in the record
+    await send(alerting, notification())  # Alertmanager's next send of the group
+    await settled(alerting)
+    (message,) = posted(slack, channel)
+    assert [m.text for m in answers(slack, message)] == [ANSWER]

@@ -47,6 +47,8 @@ from graph.context import AlertHint
 
 log = logging.getLogger(__name__)
 
+ALERT_EVENT = "tracegate_alert"  # the metadata that tags a group's message
+SEARCH_PAGES = 5  # of the channel, searched for a message a lost answer may have posted
 GROUP_TTL_S = 7 * 86400  # a group's record outlives any incident thread that reads it
 LOCK_TTL_MS = 60_000
 MAX_ROUNDS = 5  # notifications handled in one `process` (more arrive: the next call)
@@ -258,13 +260,18 @@ class AlertDesk(AlertSource):
         blocks = alert_blocks(n, investigated=bool(state.get("turns")))
         text = alert_text(n)
         root = state.get("message_ts")
+        if not root and state.get("posting_since"):  # an earlier try may have posted it
+            root = await self._posted_before(gid, channel)
+            if root:
+                await self.groups.update(gid, message_ts=root)
         if not root:
+            await self.groups.update(gid, posting_since=f"{time.time():.3f}")
             posted = await self.client.chat_postMessage(
                 channel=channel,
                 text=text,
                 blocks=blocks,
                 unfurl_links=False,
-                metadata={"event_type": "tracegate_alert", "event_payload": {"group": gid}},
+                metadata={"event_type": ALERT_EVENT, "event_payload": {"group": gid}},
             )
             root = str(posted["ts"])
             await self.groups.update(gid, message_ts=root)
@@ -278,6 +285,29 @@ class AlertDesk(AlertSource):
             blocks = alert_blocks(n, investigated=True)
             await self.client.chat_update(channel=channel, ts=root, text=text, blocks=blocks)
         await self.groups.update(gid, handled=version)
+
+    async def _posted_before(self, gid: str, channel: str) -> str | None:
+        """The group's message, if a try that lost Slack's answer (or its process) posted
+        it: chat.postMessage is not idempotent, so the channel's newest messages (that try
+        was moments ago) are searched for its tag."""
+        cursor = None
+        for _ in range(SEARCH_PAGES):
+            page = await self.client.conversations_history(
+                channel=channel,
+                include_all_metadata=True,
+                limit=200,
+                cursor=cursor,
+            )
+            for message in page.get("messages") or []:
+                metadata = message.get("metadata") or {}
+                if metadata.get("event_type") == ALERT_EVENT and (
+                    (metadata.get("event_payload") or {}).get("group") == gid
+                ):
+                    return str(message["ts"])
+            cursor = (page.get("response_metadata") or {}).get("next_cursor")
+            if not cursor:
+                return None
+        return None
 
     async def _investigate(
         self,
