@@ -8,8 +8,10 @@ import asyncio
 import uuid
 
 import pytest
+import redis.asyncio as aioredis
 
 from bot.process.server import RunningBot
+from bot.turn.access import AskingLimits
 from sandbox import GeminiSimulator, Reply
 from sandbox.kubernetes import KubernetesSimulator
 from sandbox.slack import SlackDriver, SlackMessage, SlackPerson, SlackSimulator
@@ -204,6 +206,20 @@ async def test_a_full_channel_refuses_everyone_in_it_and_only_there(
     assert "INVESTIGATIONS_PER_CHANNEL_PER_HOUR=2" in refused and ANSWER not in refused
     assert ANSWER in elsewhere
     assert len(gemini.requests) == 3
+
+
+async def test_an_investigation_resumed_after_a_crash_is_not_counted_again(redis_url: str) -> None:
+    """The worker counts a turn each time it runs it; a run after a crash is the same one."""
+    redis = aioredis.from_url(redis_url)
+    limits = AskingLimits(redis, per_user=2, per_channel=100, prefix=f"test-{uuid.uuid4().hex[:8]}")
+    try:
+        assert await limits.refusal("turn-1", "T1", "C1", REQUESTER) is None
+        assert await limits.refusal("turn-1", "T1", "C1", REQUESTER) is None  # resumed
+        assert await limits.refusal("turn-2", "T1", "C1", REQUESTER) is None
+        refused = await limits.refusal("turn-3", "T1", "C1", REQUESTER)
+        assert refused is not None and "INVESTIGATIONS_PER_USER_PER_HOUR=2" in refused
+    finally:
+        await redis.aclose()
 
 
 # --- approvals follow the same rule ---------------------------------------------------------
