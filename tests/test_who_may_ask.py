@@ -70,6 +70,32 @@ async def test_a_slack_connect_user_is_told_why_and_no_model_is_called(
     assert "Slack Connect" in said and "ALLOW_EXTERNAL_USERS=true" in said
     assert ANSWER not in said
     assert gemini.requests == []
+    assert slack.calls_to("users.info") == []  # the event's user_team said so
+
+
+async def test_a_slack_connect_user_whose_event_names_no_user_team_is_found_by_users_info(
+    bot: RunningBot, slack: SlackSimulator, gemini: GeminiSimulator
+) -> None:
+    """users.info's team_id decides when the event carries no user_team."""
+    slack.people[PARTNER] = SlackPerson(team_id="TPARTNER")
+    team = f"T{uuid.uuid4().hex[:8].upper()}"
+    driver = SlackDriver(bot.url, SECRET, team=team, slack=slack)
+    channel, root = _channel(), _ts(0)
+    event = {
+        "type": "app_mention",
+        "user": PARTNER,
+        "text": "<@UBOT> why?",
+        "ts": root,
+        "channel": channel,
+        "event_ts": root,
+    }
+    slack.post_as(channel, event["text"], ts=root, user=PARTNER)  # as Slack stores it
+    gemini.script(Reply.text(ANSWER))
+    assert (await driver.event(event))[0] == 200
+    await settled(bot)
+    assert "ALLOW_EXTERNAL_USERS=true" in _said(slack, channel, root)
+    assert [c.args["user"] for c in slack.calls_to("users.info")] == [PARTNER]
+    assert gemini.requests == []
 
 
 @pytest.mark.parametrize(
@@ -282,6 +308,8 @@ async def test_a_slack_connect_approver_s_click_is_refused_and_a_member_s_execut
     await settled(bot)
     assert kube.writes == []
     assert "ALLOW_EXTERNAL_USERS=true" in slack.ephemeral[-1]["text"]
+    # The click's user.team_id said so: users.info was not asked about them.
+    assert SECOND_APPROVER not in [c.args["user"] for c in slack.calls_to("users.info")]
 
     await driver.click(
         "approve_action", request_id, user=APPROVER, channel=channel, message_ts=card.ts

@@ -142,6 +142,20 @@ class People:
         looked.backoff.succeeded()
 
 
+UNKNOWN = (
+    "Slack could not tell me who you are right now (users.info failed), and I only act for "
+    "members of this workspace; nothing was looked up. Try again in a minute."
+)
+EXTERNAL = (
+    "You are in another organisation's workspace (Slack Connect), and I only act for members "
+    "of this one; nothing was looked up. An admin can allow it with ALLOW_EXTERNAL_USERS=true."
+)
+GUEST = (
+    "Guests of this workspace may not use me; nothing was looked up. An admin can allow it "
+    "with ALLOW_GUEST_USERS=true."
+)
+
+
 @dataclass
 class Access:
     """Who may start an investigation or click Approve/Reject (ALLOW_EXTERNAL_USERS,
@@ -155,25 +169,18 @@ class Access:
         """Why `asker` may not, in a sentence that names the setting; None: they may."""
         if self.allow_external and self.allow_guests:
             return None
+        elsewhere = bool(asker.user_team) and asker.user_team != asker.team
+        if elsewhere and not asker.enterprise and not self.allow_external:
+            return EXTERNAL  # Slack's event says so: users.info need not be asked
         profile = await self.people.profile(asker.user)
         if profile is None:
-            return (
-                "Slack could not tell me who you are right now (users.info failed), and I only "
-                "act for members of this workspace; nothing was looked up. Try again in a minute."
-            )
+            return UNKNOWN
         home = asker.user_team or profile.team
         same_org = bool(asker.enterprise) and profile.enterprise == asker.enterprise
         if home != asker.team and not same_org and not self.allow_external:
-            return (
-                "You are in another organisation's workspace (Slack Connect), and I only act for "
-                "members of this one; nothing was looked up. An admin can allow it with "
-                "ALLOW_EXTERNAL_USERS=true."
-            )
+            return EXTERNAL
         if profile.guest and not self.allow_guests:
-            return (
-                "Guests of this workspace may not use me; nothing was looked up. An admin can "
-                "allow it with ALLOW_GUEST_USERS=true."
-            )
+            return GUEST
         return None
 
 
