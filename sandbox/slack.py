@@ -1,7 +1,7 @@
 """A Slack Web API simulator, and a driver that plays Slack's side towards the bot.
 
 Web API (POST /api/<method>, form or JSON, like slack_sdk sends): auth.test,
-chat.postMessage, chat.update, chat.postEphemeral, chat.getPermalink,
+chat.postMessage, chat.update, chat.postEphemeral, chat.getPermalink, users.info,
 usergroups.users.list, conversations.replies (cursor pagination, oldest/latest, the parent
 first, people's and other apps' messages with attachments and blocks), reactions.add and
 reactions.remove. Every call is recorded. Blocks are checked as Slack checks them
@@ -11,6 +11,12 @@ does. A token other than the workspace's (`bot_token`, `app_token`) is `invalid_
 channel the workspace does not have (`channels`, plus any a person wrote in) is
 `channel_not_found`.
 `rate_limit(method, times, retry_after)` answers the next calls 429 with Retry-After.
+
+People (users.info): anyone with a user id (U… or W…) is a full member of `home_team` (the
+driver's workspace) unless `people` says otherwise — a guest (`is_restricted`,
+`is_ultra_restricted`) or someone of another workspace (`team_id`, as for a Slack Connect
+user; `enterprise_id` for an Enterprise org). Any other id is `user_not_found`; while
+`users_info_error` is set, every call answers that error (`fatal_error`, say).
 
 Streams (chat.startStream, appendStream, stopStream): a reply in a thread, for a named
 person in channels (`missing_recipient_team_id` / `_user_id`); chunks read with slack_sdk's
@@ -54,6 +60,16 @@ from sandbox.server import SimulatorServer
 
 BOT_USER = "UBOT"
 TEAM = "T1"
+
+
+@dataclass(frozen=True)
+class SlackPerson:
+    """How users.info describes someone who is not a plain member of `home_team`."""
+
+    team_id: str | None = None  # their own workspace (None: `home_team`)
+    is_restricted: bool = False  # a multi-channel guest
+    is_ultra_restricted: bool = False  # a single-channel guest
+    enterprise_id: str | None = None  # their Enterprise org
 
 
 @dataclass
@@ -305,6 +321,9 @@ class ResponseHook:
 class SlackSimulator(SimulatorServer):
     calls: list[SlackCall] = field(default_factory=list)
     usergroups: dict[str, list[str]] = field(default_factory=dict)
+    people: dict[str, SlackPerson] = field(default_factory=dict)  # users.info: see above
+    home_team: str = TEAM  # the workspace plain members belong to (a driver sets its own)
+    users_info_error: str | None = None  # users.info answers this error while set
     outside: set[str] = field(default_factory=set)  # channels the bot is not a member of
     # The workspace's channels (more join when a person writes in one, `post_as`).
     channels: set[str] = field(default_factory=lambda: {"C1"})
@@ -781,6 +800,44 @@ class SlackSimulator(SimulatorServer):
             "response_metadata": {"next_cursor": str(start + limit) if more else ""},
         }
 
+    def team_of(self, user: str) -> str:
+        """The workspace `user` belongs to (theirs, for a Slack Connect user)."""
+        person = self.people.get(user)
+        return (person.team_id if person else None) or self.home_team
+
+    def _users_info(self, args: dict[str, Any]) -> dict[str, Any]:
+        """A user object as Slack returns it (the fields tracegate and access checks read)."""
+        if self.users_info_error:
+            return {"ok": False, "error": self.users_info_error}
+        user = str(args.get("user", ""))
+        if user[:1] not in ("U", "W") or not user[1:].replace("_", "").isalnum():
+            return {"ok": False, "error": "user_not_found"}
+        person = self.people.get(user, SlackPerson())
+        found: dict[str, Any] = {
+            "id": user,
+            "team_id": self.team_of(user),
+            "name": user.lower(),
+            "deleted": False,
+            "real_name": user,
+            "is_admin": False,
+            "is_owner": False,
+            "is_bot": user == BOT_USER,
+            "is_app_user": False,
+            "is_restricted": person.is_restricted or person.is_ultra_restricted,
+            "is_ultra_restricted": person.is_ultra_restricted,
+            "updated": 1_700_000_000,
+        }
+        if person.enterprise_id:
+            found["enterprise_user"] = {
+                "id": user,
+                "enterprise_id": person.enterprise_id,
+                "enterprise_name": person.enterprise_id,
+                "is_admin": False,
+                "is_owner": False,
+                "teams": [found["team_id"]],
+            }
+        return {"ok": True, "user": found}
+
     def _usergroups_users_list(self, args: dict[str, Any]) -> dict[str, Any]:
         group = args.get("usergroup", "")
         if group not in self.usergroups:
@@ -893,6 +950,16 @@ class SlackDriver:
     # Slack stores them (conversations.replies and reactions see them), response URLs reach
     # it, and clicks carry the message as posted.
     slack: SlackSimulator | None = None
+    enterprise: str | None = None  # the workspace's Enterprise org (Enterprise Grid)
+
+    def __post_init__(self) -> None:
+        if self.slack is not None:  # plain members of the simulated workspace are this one's
+            self.slack.home_team = self.team
+
+    def _team_of(self, user: str) -> str:
+        """The person's own workspace: this one, unless the simulator says otherwise."""
+        person = self.slack.people.get(user) if self.slack is not None else None
+        return (person.team_id if person else None) or self.team
 
     def _response_url(self, kind: str, channel: str, user: str) -> str:
         if self.slack is None:
@@ -932,7 +999,15 @@ class SlackDriver:
             "type": "event_callback",
             "event_id": event_id or f"Ev{uuid.uuid4().hex[:10]}",
             "event_time": int(time.time()),
-            "authorizations": [{"team_id": self.team, "user_id": BOT_USER, "is_bot": True}],
+            "authorizations": [
+                {
+                    "enterprise_id": self.enterprise,
+                    "team_id": self.team,
+                    "user_id": BOT_USER,
+                    "is_bot": True,
+                }
+            ],
+            **({"enterprise_id": self.enterprise} if self.enterprise else {}),
         }
 
     async def event(
@@ -962,6 +1037,8 @@ class SlackDriver:
             "ts": ts,
             "channel": channel,
             "event_ts": ts,
+            "team": self.team,
+            "user_team": self._team_of(user),
             **({"thread_ts": thread_ts} if thread_ts else {}),
         }
         self._store(event)
@@ -989,6 +1066,8 @@ class SlackDriver:
             "channel_type": "channel",
             "event_ts": ts,
             "thread_ts": thread_ts,
+            "team": self.team,
+            "user_team": self._team_of(user),
         }
         self._store(event)
         return await self.event(event)
@@ -1013,7 +1092,8 @@ class SlackDriver:
         payload = {
             "type": "block_actions",
             "team": {"id": self.team},
-            "user": {"id": user, "username": user, "team_id": self.team},
+            "enterprise": {"id": self.enterprise} if self.enterprise else None,
+            "user": {"id": user, "username": user, "team_id": self._team_of(user)},
             "api_app_id": "A1",
             "token": "legacy",
             "container": container,
@@ -1051,7 +1131,7 @@ class SlackDriver:
         payload = {
             "type": "view_submission",
             "team": {"id": self.team, "domain": "sim"},
-            "user": {"id": user, "username": user, "team_id": self.team},
+            "user": {"id": user, "username": user, "team_id": self._team_of(user)},
             "api_app_id": "A1",
             "token": "legacy",
             "trigger_id": self.slack.trigger(user) if self.slack else uuid.uuid4().hex,
@@ -1081,7 +1161,7 @@ class SlackDriver:
             "trigger_id": uuid.uuid4().hex,
             "action_ts": str(time.time()),
             "team": {"id": self.team, "domain": "sim"},
-            "user": {"id": user, "username": user, "team_id": self.team},
+            "user": {"id": user, "username": user, "team_id": self._team_of(user)},
             "channel": {"id": message.channel, "name": "incidents"},
             "message_ts": message.ts,
             "message": message.as_api(),

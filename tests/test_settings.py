@@ -101,6 +101,8 @@ OUT_OF_RANGE = [
     ("THREAD_TOKEN_BUDGET", "-1", "-1 is below the minimum 0"),
     ("CHANNEL_DAILY_TOKEN_BUDGET", "-5", "-5 is below the minimum 0"),
     ("AUTO_INVESTIGATIONS_PER_HOUR", "-1", "-1 is below the minimum 0"),
+    ("INVESTIGATIONS_PER_USER_PER_HOUR", "0", "0 is below the minimum 1"),
+    ("INVESTIGATIONS_PER_CHANNEL_PER_HOUR", "0", "0 is below the minimum 1"),
     ("AUTO_INVESTIGATION_DAILY_TOKEN_BUDGET", "-1", "-1 is below the minimum 0"),
 ]
 

@@ -205,7 +205,9 @@ async def test_with_an_app_token_events_arrive_over_socket_mode(
 ) -> None:
     gemini.script(Reply.text("answered over Socket Mode"))
     async with bot_for(slack_app_token="xapp-sandbox", slack_signing_secret=None) as running:
-        driver = SlackDriver(running.url, "no-signatures-in-socket-mode", team="TSOCKET")
+        driver = SlackDriver(
+            running.url, "no-signatures-in-socket-mode", team="TSOCKET", slack=slack
+        )
         mention = {
             "type": "app_mention",
             "user": "U_ONCALL",

@@ -15,6 +15,7 @@ from bot.outbound.blocks import card_blocks, section, steps_blocks
 from bot.outbound.mrkdwn import escape
 from bot.outbound.posts import post_once
 from bot.process.jobs import Jobs
+from bot.turn.access import FIRST_BACKOFF_S, STALE_GRACE_S, Access, Asker, Backoff
 from bot.turn.threads import ThreadMemory, in_channel, thread_key
 from gates.breaker import GLOBAL
 from gates.model import ActionRequest, CardLocation
@@ -23,11 +24,6 @@ from gates.reconciler import Reconciler, ThreadBusy
 from gates.store import RequestNotFound, TransitionConflict
 
 log = logging.getLogger(__name__)
-
-
-STALE_GRACE_S = 60.0  # how long past its TTL a member list still decides while Slack fails
-FIRST_BACKOFF_S = 5.0  # a failed listing is tried again after this, doubling up to
-MAX_BACKOFF_S = 300.0
 
 
 @dataclass
@@ -47,14 +43,16 @@ class ApproverGroup:
     first_backoff_s: float = FIRST_BACKOFF_S
     _members: frozenset[str] = field(default=frozenset())
     _fetched_at: float = field(default=float("-inf"))
-    _retry_at: float = field(default=float("-inf"))
-    _failures: int = 0
+    _backoff: Backoff = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._backoff = Backoff(self.first_backoff_s)
 
     async def contains(self, user: str) -> bool:
         if not self.group:
             return False
         now = time.monotonic()
-        if now - self._fetched_at > self.ttl_s and now >= self._retry_at:
+        if now - self._fetched_at > self.ttl_s and self._backoff.ready():
             await self._refresh(self.group)
         if time.monotonic() - self._fetched_at > self.ttl_s + self.grace_s:
             return False  # no list fresh enough to trust: fail closed
@@ -64,33 +62,19 @@ class ApproverGroup:
         try:
             response = await self.client.usergroups_users_list(usergroup=group)
         except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
-            self._failures += 1
-            backoff = min(MAX_BACKOFF_S, self.first_backoff_s * 2 ** (self._failures - 1))
-            retry_after = _retry_after(exc)
-            self._retry_at = time.monotonic() + max(backoff, retry_after)
+            delay = self._backoff.failed(exc)
             log.warning(
                 "cannot list ACTION_APPROVER_GROUP %s (%s); next try in %.0fs; until a list "
                 "succeeds, the last one decides for %.0fs past its TTL, then nobody is a member",
                 group,
                 exc,
-                self._retry_at - time.monotonic(),
+                delay,
                 self.grace_s,
             )
             return
         self._members = frozenset(response.get("users") or [])
         self._fetched_at = time.monotonic()
-        self._failures = 0
-
-
-def _retry_after(exc: BaseException) -> float:
-    """Slack's Retry-After of a rate-limited answer, in seconds (0 when it gave none)."""
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None) or {}
-    value = headers.get("Retry-After") or headers.get("retry-after")
-    try:
-        return float(value) if value else 0.0
-    except ValueError:
-        return 0.0
+        self._backoff.succeeded()
 
 
 @dataclass(frozen=True)
@@ -110,13 +94,16 @@ class Cards:
         memory: ThreadMemory,
         jobs: Jobs,
         approvers: ApproverGroup,
+        access: Access,
         grafana_url: str | None,
         datasource: str,
         thread_busy: ThreadBusy | None = None,
     ) -> None:
-        """`thread_busy`: whether a turn's run holds a thread (its lease), for the reconciler
-        to tell a proposal still being decided from one whose run died."""
+        """`access`: who may click at all (a guest or a Slack Connect user may not, by
+        default). `thread_busy`: whether a turn's run holds a thread (its lease), for the
+        reconciler to tell a proposal still being decided from one whose run died."""
         self.client = client
+        self.access = access
         self.actions = actions
         self.reconciler = Reconciler(actions, thread_busy) if actions is not None else None
         self.memory = memory
@@ -238,11 +225,25 @@ class Cards:
         )
         return None
 
-    async def approve(self, request_id: str, user: str, channel: str, message_ts: str) -> None:
+    async def _refused(
+        self, actions: ActionPipeline, request: ActionRequest, asker: Asker, channel: str
+    ) -> bool:
+        """A guest's or an outsider's click is refused like an unauthorised approver's
+        (audited as a denial, told ephemerally), before any approver list is consulted."""
+        refusal = await self.access.refusal(asker)
+        if refusal is None:
+            return False
+        await actions.store.audit(request, "approval_denied", asker.user, refusal)
+        await self._tell(channel, asker.user, refusal)
+        return True
+
+    async def approve(self, request_id: str, asker: Asker, channel: str, message_ts: str) -> None:
+        user = asker.user
         if self.actions is None:
             await self._tell(channel, user, "Actions are not configured on this bot (KUBECONFIG).")
             return
-        if await self._clicked(self.actions, request_id, user, channel, message_ts) is None:
+        request = await self._clicked(self.actions, request_id, user, channel, message_ts)
+        if request is None or await self._refused(self.actions, request, asker, channel):
             return
         in_group = await self.approvers.contains(user)
         result = await self.actions.approve(
@@ -268,10 +269,12 @@ class Cards:
         if followed is not None:
             await self._show(followed)
 
-    async def reject(self, request_id: str, user: str, channel: str, message_ts: str) -> None:
+    async def reject(self, request_id: str, asker: Asker, channel: str, message_ts: str) -> None:
+        user = asker.user
         if self.actions is None:
             return
-        if await self._clicked(self.actions, request_id, user, channel, message_ts) is None:
+        request = await self._clicked(self.actions, request_id, user, channel, message_ts)
+        if request is None or await self._refused(self.actions, request, asker, channel):
             return
         in_group = await self.approvers.contains(user)
         result = await self.actions.reject(
@@ -283,13 +286,14 @@ class Cards:
         await self._show(result.request)
 
     async def reset_breaker(
-        self, request_id: str, user: str, channel: str, message_ts: str
+        self, request_id: str, asker: Asker, channel: str, message_ts: str
     ) -> None:
         """The Reset button on a card refused by an open circuit breaker (approvers only)."""
+        user = asker.user
         if self.actions is None:
             return
         request = await self._clicked(self.actions, request_id, user, channel, message_ts)
-        if request is None:
+        if request is None or await self._refused(self.actions, request, asker, channel):
             return
         refusal = request.refusal
         if refusal is None or refusal.open_breaker is None:

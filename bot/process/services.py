@@ -22,6 +22,7 @@ from bot.outbound.stream import Streaming
 from bot.process.jobs import Jobs
 from bot.process.runtime import Runtime
 from bot.process.settings import Settings
+from bot.turn.access import Access, AskingLimits, People
 from bot.turn.alert_desk import AlertDesk, AlertGroups
 from bot.turn.context import ContextLimits, ThreadReader
 from bot.turn.conversation import Conversations, Presentation
@@ -81,12 +82,14 @@ def build_services(
     approvers = ApproverGroup(
         client, settings.action_approver_group, float(settings.approver_group_cache)
     )
+    access = Access(People(client), settings.allow_external_users, settings.allow_guest_users)
     cards = Cards(
         client,
         runtime.actions,
         memory,
         jobs,
         approvers,
+        access,
         settings.grafana_url,
         settings.grafana_tempo_datasource,
         thread_busy=turns.leased,
@@ -114,6 +117,13 @@ def build_services(
             turns,
             ContextLimits(settings.thread_context_messages, settings.thread_context_chars),
             ttl_s,
+            settings.redis_prefix,
+        ),
+        access,
+        AskingLimits(
+            redis,
+            settings.investigations_per_user_per_hour,
+            settings.investigations_per_channel_per_hour,
             settings.redis_prefix,
         ),
         float(settings.model_wait_max),

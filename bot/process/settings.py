@@ -193,6 +193,40 @@ class Settings(BaseSettings):
             "doubling to 5 min, or Slack's `Retry-After`), not on every click."
         ),
     )
+    # Who may ask, and how often
+    allow_external_users: bool = Field(
+        default=False,
+        description=(
+            "Let Slack Connect users (people of another organisation's workspace, in a shared "
+            "channel) start investigations and approve actions. Off: they are told so in the "
+            "thread, and no model or tool call is made."
+        ),
+    )
+    allow_guest_users: bool = Field(
+        default=False,
+        description=(
+            "Let guests of the workspace (`users.info`: multi- or single-channel guests) start "
+            "investigations and approve actions. Off: they are told so in the thread. When "
+            "Slack cannot say who someone is, they are refused (fail closed); its answer is "
+            "cached 5 minutes, and a failed lookup is retried after a backoff."
+        ),
+    )
+    investigations_per_user_per_hour: int = Field(
+        default=30,
+        ge=1,
+        description=(
+            "Investigations one person may start per clock hour (UTC), all processes together; "
+            "past it the thread says when the next question is taken and no model call is made."
+        ),
+    )
+    investigations_per_channel_per_hour: int = Field(
+        default=120,
+        ge=1,
+        description=(
+            "Investigations people may start in one channel per clock hour (UTC), all processes "
+            "together (automatic ones count against `AUTO_INVESTIGATIONS_PER_HOUR` instead)."
+        ),
+    )
     # Grafana (links only)
     grafana_url: str | None = Field(
         default=None,

@@ -35,6 +35,7 @@ from bot.outbound.stream import Streaming, StreamProgress, start_stream
 from bot.outbound.timeline import Timeline
 from bot.process.jobs import Jobs
 from bot.process.metrics import ALERTS_SKIPPED, EVENTS_DEDUPLICATED, TURNS_STARTED, observe_turn
+from bot.turn.access import Access, Asker, AskingLimits
 from bot.turn.context import ThreadReader
 from bot.turn.store import POSTED_ALERT, Turn, TurnStore, turn_id_of
 from bot.turn.threads import ThreadMemory, thread_key
@@ -152,6 +153,8 @@ def _turn(
     event_id: str = "",
     about: str | None = None,
     alert: str = "",
+    user_team: str = "",
+    enterprise: str = "",
 ) -> Turn:
     """The turn asked at `ts` in the Slack thread `root` (its LangGraph thread: the key)."""
     key = thread_key(team, channel, root)
@@ -167,6 +170,8 @@ def _turn(
         event_id=event_id,
         about=about,
         alert=alert,
+        user_team=user_team,
+        enterprise=enterprise,
     )
 
 
@@ -183,6 +188,8 @@ class Conversations:
     presentation: Presentation
     max_attempts: int
     reader: ThreadReader
+    access: Access  # who may ask (ALLOW_EXTERNAL_USERS, ALLOW_GUEST_USERS)
+    limits: AskingLimits  # how often (INVESTIGATIONS_PER_USER/CHANNEL_PER_HOUR)
     model_wait_max_s: float = 600.0  # MODEL_WAIT_MAX: a turn waits this long for capacity
     streaming: Streaming = field(default_factory=lambda: Streaming("off"))  # SLACK_STREAMING
     alerts: AlertSource = field(default_factory=AlertSource)  # the alert desk, once wired
@@ -199,15 +206,28 @@ class Conversations:
         thread_ts: str | None,
         event_id: str | None,
         mentioned: bool,
+        user_team: str = "",
+        enterprise: str = "",
     ) -> None:
-        """Record and queue one delivery of a message; strangers' threads are ignored."""
+        """Record and queue one delivery of a message; strangers' threads are ignored.
+        Who asked is checked when the turn runs (users.info has no place in the ack)."""
         root = thread_ts or ts
         if not mentioned and not (thread_ts and await self.memory.joined(team, channel, root)):
             return
         # JSON may carry a lone surrogate ("\udcff"), which no UTF-8 store can hold: the
         # question keeps the rest ("?" in its place) instead of failing to be recorded.
         question = _MENTION.sub("", text).strip().encode("utf-8", "replace").decode()
-        turn = _turn(team, channel, root, ts, user, question, event_id=event_id or "")
+        turn = _turn(
+            team,
+            channel,
+            root,
+            ts,
+            user,
+            question,
+            event_id=event_id or "",
+            user_team=user_team,
+            enterprise=enterprise,
+        )
         if _RUBRIC_STATUS.match(question):
             if not event_id or await self.memory.first_delivery(event_id):
                 status = self._rubric_status(turn.thread, channel, root)
@@ -239,13 +259,30 @@ class Conversations:
         )
 
     async def on_shortcut(
-        self, *, team: str, channel: str, user: str, message: dict[str, Any]
+        self,
+        *,
+        team: str,
+        channel: str,
+        user: str,
+        message: dict[str, Any],
+        user_team: str = "",
+        enterprise: str = "",
     ) -> None:
         """ "Investigate with tracegate" on a message (typically an alert): a turn in that
         message's thread, with the message as its first evidence."""
         root = message.get("thread_ts") or message["ts"]
         asked_at = f"{time.time():.6f}"  # after the message: the thread context includes it
-        turn = _turn(team, channel, root, asked_at, user, SHORTCUT_QUESTION, about=message["ts"])
+        turn = _turn(
+            team,
+            channel,
+            root,
+            asked_at,
+            user,
+            SHORTCUT_QUESTION,
+            about=message["ts"],
+            user_team=user_team,
+            enterprise=enterprise,
+        )
         job = job_for_record(self.queue, turn.id, self.timing)
         if await self.turns.record(turn, job) != "queued":  # and joins the thread
             await enqueue_turn(self.queue, turn.id, self.timing)
@@ -345,7 +382,12 @@ class Conversations:
             grouped = turn.alert not in ("", POSTED_ALERT)
             if grouped and turn.attempts <= 1 and await self.alerts.resolved(turn.alert):
                 ALERTS_SKIPPED.labels("resolved").inc()
-                await self._skip(turn, fence, stream)
+                await self._skip(turn, fence, stream, RESOLVED_FIRST)
+                return
+            refusal = await self._refusal(turn)
+            if refusal is not None:
+                log.info("turn %s not started: %s", turn.id, refusal)
+                await self._skip(turn, fence, stream, refusal)
                 return
             rubric = await self.memory.channel_rubric(turn.team, turn.channel)
             context = await self.reader.unseen(turn, include=turn.about)
@@ -382,12 +424,25 @@ class Conversations:
         await self.turns.finish(turn)
         await self._react(turn, _outcome(result), replacing=TAKEN)
 
-    async def _skip(self, turn: Turn, fence: Fence, stream: StreamProgress | None) -> None:
-        """An alert's investigation that its alert's resolution made moot."""
+    async def _refusal(self, turn: Turn) -> str | None:
+        """Why the person who asked may not start this investigation (who they are, or how
+        many they and the channel started this hour); None: they may. An alert's turn is
+        no one's: its own limits were applied when it was recorded."""
+        if not turn.user:
+            return None
+        asker = Asker(turn.user, turn.team, turn.user_team, turn.enterprise)
+        return await self.access.refusal(asker) or await self.limits.refusal(
+            turn.id, turn.team, turn.channel, turn.user
+        )
+
+    async def _skip(
+        self, turn: Turn, fence: Fence, stream: StreamProgress | None, answer: str
+    ) -> None:
+        """An investigation not started (no model call): its reason is the turn's answer."""
         result = InvestigationResult(
             thread_id=turn.thread,
             status="incomplete",
-            answer=RESOLVED_FIRST,
+            answer=answer,
             correlation_id=uuid.uuid4().hex[:12],
         )
         await fence()

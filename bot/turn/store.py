@@ -264,6 +264,8 @@ class Turn:
     text: str
     event_id: str
     state: TurnState = "queued"
+    user_team: str = ""  # the asker's own workspace, when Slack said (Slack Connect)
+    enterprise: str = ""  # the installation's Enterprise org, when it is in one
     attempts: int = 0  # runs started (a crash leaves one counted; a hand-back does not)
     about: str | None = None  # a message shortcut's target message (its ts)
     # an automatic investigation: its alert group's id (a webhook's), or POSTED_ALERT (an
@@ -292,6 +294,8 @@ class Turn:
             text=f.get("text", ""),
             event_id=f.get("event_id", ""),
             state=f.get("state", "queued"),  # type: ignore[arg-type]
+            user_team=f.get("user_team", ""),
+            enterprise=f.get("enterprise", ""),
             attempts=int(f.get("attempts", 0)),
             about=f.get("about") or None,
             alert=f.get("alert", ""),
@@ -349,6 +353,8 @@ class TurnStore:
             "user": turn.user,
             "text": turn.text,
             "event_id": turn.event_id,
+            "user_team": turn.user_team,
+            "enterprise": turn.enterprise,
             "about": turn.about or "",
             "alert": turn.alert,
             "state": "queued",

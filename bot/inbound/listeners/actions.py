@@ -12,6 +12,7 @@ from bot.outbound.blocks import FEEDBACK_ACTION, REASON_ACTION, REASON_BLOCK, RE
 from bot.outbound.cards import Click
 from bot.outbound.feedback import FeedbackClick
 from bot.process.services import Services
+from bot.turn.access import Asker
 
 
 def _click(body: dict[str, Any]) -> tuple[str, str, str, str]:
@@ -31,14 +32,24 @@ def _thread(body: dict[str, Any], message_ts: str) -> tuple[str, str]:
     return str(team), root or message_ts
 
 
-Handler = Callable[[str, str, str, str], Awaitable[None]]  # value, user, channel, message ts
+def _asker(body: dict[str, Any]) -> Asker:
+    """Who clicked: their own workspace (`user.team_id`, another company's for a Slack
+    Connect user), the installation's (`team.id`) and its Enterprise org."""
+    user = body["user"]
+    team = str((body.get("team") or {}).get("id") or "")
+    enterprise = str((body.get("enterprise") or {}).get("id") or "")
+    return Asker(user["id"], team, str(user.get("team_id") or ""), enterprise)
+
+
+Handler = Callable[[str, Asker, str, str], Awaitable[None]]  # value, clicker, channel, ts
 
 
 def _on_click(services: Services, handle: Handler) -> Callable[..., Awaitable[None]]:
     async def clicked(ack: AsyncAck, body: dict[str, Any]) -> None:
         services.jobs.adopt_current()
         await ack()
-        await handle(*_click(body))
+        value, _, channel, message_ts = _click(body)
+        await handle(value, _asker(body), channel, message_ts)
 
     return clicked
 

@@ -35,6 +35,8 @@ def well_formed(body: dict[str, Any], event: dict[str, Any]) -> bool:
     optional = (
         (_ID, body.get("team_id")),
         (_ID, event.get("user")),
+        (_ID, event.get("user_team")),
+        (_ID, body.get("enterprise_id")),
         (_TS, event.get("thread_ts")),
         (_ID, body.get("event_id")),
     )
@@ -83,6 +85,8 @@ def register(app: AsyncApp, services: Services) -> None:
             thread_ts=event.get("thread_ts"),
             event_id=body.get("event_id"),
             mentioned=mentioned,
+            user_team=str(event.get("user_team") or ""),
+            enterprise=str(body.get("enterprise_id") or ""),
         )
 
     async def record_mention(

@@ -18,6 +18,8 @@ def register(app: AsyncApp, services: Services) -> None:
             channel=body["channel"]["id"],
             user=body["user"]["id"],
             message=body["message"],
+            user_team=str(body["user"].get("team_id") or ""),
+            enterprise=str((body.get("enterprise") or {}).get("id") or ""),
         )
         await ack()
 
