@@ -31,7 +31,53 @@ log = logging.getLogger(__name__)
 
 # sha256(s) and audit_append(stream, head, checkpoint, maxlen, fields). Each item of the
 # encoding is a netstring: "<bytes>:<item>,". Returns {id, seq, prev, hash}.
-APPEND_LUA = """
+APPEND_LUA = (
+    """
+-- Redis's Lua has the `bit` library; the demo's embedded store (fakeredis) does not: there,
+-- the same operations on unsigned numbers, four bits at a time.
+local bit = bit or (function()
+  local W = 4294967296
+  local function u(x) return x % W end
+  local AND, OR, XOR = {}, {}, {}
+  for a = 0, 15 do
+    for b = 0, 15 do
+      local rand, rorr, rxor, p, x, y = 0, 0, 0, 1, a, b
+      for _ = 1, 4 do
+        local i, j = x % 2, y % 2
+        if i == 1 and j == 1 then rand = rand + p end
+        if i == 1 or j == 1 then rorr = rorr + p end
+        if i ~= j then rxor = rxor + p end
+        x, y, p = (x - i) / 2, (y - j) / 2, p * 2
+      end
+      AND[a * 16 + b], OR[a * 16 + b], XOR[a * 16 + b] = rand, rorr, rxor
+    end
+  end
+  local function op(t, a, b)
+    a, b = u(a), u(b)
+    local r, p = 0, 1
+    for _ = 1, 8 do
+      local i, j = a % 16, b % 16
+      r = r + t[i * 16 + j] * p
+      a, b, p = (a - i) / 16, (b - j) / 16, p * 16
+    end
+    return r
+  end
+  local function fold(t)
+    return function(a, ...)
+      a = u(a)
+      for k = 1, select('#', ...) do a = op(t, a, (select(k, ...))) end
+      return a
+    end
+  end
+  local function rshift(x, n) return math.floor(u(x) / 2 ^ n) end
+  local function lshift(x, n) return (u(x) % 2 ^ (32 - n)) * 2 ^ n end
+  return {
+    band = fold(AND), bor = fold(OR), bxor = fold(XOR), tobit = u,
+    bnot = function(x) return W - 1 - u(x) end, rshift = rshift, lshift = lshift,
+    ror = function(x, n) return rshift(x, n) + lshift(x, 32 - n) end,
+    tohex = function(x) return string.format('%08x', u(x)) end,
+  }
+end)()
 local band, bor, bxor, bnot = bit.band, bit.bor, bit.bxor, bit.bnot
 local rshift, lshift, ror, tobit = bit.rshift, bit.lshift, bit.ror, bit.tobit
 local K = {
@@ -93,7 +139,9 @@ local function field_of(flat, name)
 end
 
 local function audit_append(stream, head, checkpoint, maxlen, fields)
-  local seq, prev = 0, '""" + GENESIS + """'
+  local seq, prev = 0, '"""
+    + GENESIS
+    + """'
   local top = redis.call('HMGET', head, 'seq', 'hash')
   if top[1] then
     seq, prev = tonumber(top[1]), top[2]
@@ -108,7 +156,9 @@ local function audit_append(stream, head, checkpoint, maxlen, fields)
   fields[#fields + 1] = tostring(seq)
   fields[#fields + 1] = 'prev'
   fields[#fields + 1] = prev
-  local encoded = {'""" + f"{len(VERSION)}:{VERSION.decode()}," + """'}
+  local encoded = {'"""
+    + f"{len(VERSION)}:{VERSION.decode()},"
+    + """'}
   for i = 1, #fields do encoded[#encoded + 1] = #fields[i] .. ':' .. fields[i] .. ',' end
   local hash = sha256(table.concat(encoded))
   fields[#fields + 1] = 'hash'
@@ -126,6 +176,7 @@ local function audit_append(stream, head, checkpoint, maxlen, fields)
   return {id, tostring(seq), prev, hash}
 end
 """
+)
 
 
 @dataclass(frozen=True)
@@ -270,7 +321,9 @@ def _seq(entry: Entry) -> int | None:
     return int(raw) if raw.isdigit() else None
 
 
-def verify_chain(entries: Sequence[Entry], head: Link | None, checkpoint: Link | None) -> AuditReport:
+def verify_chain(
+    entries: Sequence[Entry], head: Link | None, checkpoint: Link | None
+) -> AuditReport:
     """What is wrong with the chain, entry by entry (oldest first)."""
     report = AuditReport(entries=len(entries), checkpoint=checkpoint)
     problems = report.problems
@@ -293,7 +346,9 @@ def verify_chain(entries: Sequence[Entry], head: Link | None, checkpoint: Link |
         if stored is None:
             if started:
                 problems.append(
-                    Problem(entry.id, "inserted", "it has no hash, yet it comes after the chain began")
+                    Problem(
+                        entry.id, "inserted", "it has no hash, yet it comes after the chain began"
+                    )
                 )
             else:
                 report.unchained += 1
@@ -358,10 +413,12 @@ def verify_chain(entries: Sequence[Entry], head: Link | None, checkpoint: Link |
                     )
                 )
             else:
-                where = f"trimmed entry {checkpoint.id}" if checkpoint and checkpoint.seq else "the chain's start"
-                problems.append(
-                    Problem(entry.id, "changed", f"it is not chained to {where}")
+                where = (
+                    f"trimmed entry {checkpoint.id}"
+                    if checkpoint and checkpoint.seq
+                    else "the chain's start"
                 )
+                problems.append(Problem(entry.id, "changed", f"it is not chained to {where}"))
         prev, seq, last = stored, number + 1, entry
 
     if head is None:

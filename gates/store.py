@@ -47,7 +47,9 @@ DEFAULT_LEASE_S = 120.0
 # step: no request is ever stored that the thread's cards and claim guard cannot find.
 # The audit entry is chained onto the head (KEYS[5]), trimming keeps the checkpoint
 # (KEYS[6]); the script returns the entry's {id, seq, prev, hash}.
-_CREATE = APPEND_LUA + """
+_CREATE = (
+    APPEND_LUA
+    + """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'doc', ARGV[1], 'status', ARGV[2], 'version', ARGV[3])
 redis.call('EXPIRE', KEYS[1], ARGV[4])
@@ -58,6 +60,7 @@ redis.call('ZADD', KEYS[4], ARGV[9], ARGV[8])
 redis.call('EXPIRE', KEYS[4], ARGV[4])  -- kept as long as the thread's newest request
 return chained
 """
+)
 
 # ARGV[8]: when a reconciler should look at the request; empty: it is closed (or not yet open).
 # ARGV[10]: 'now' to mark the execution, ended now, to count (KEYS[4]); empty: no mark.
@@ -65,7 +68,9 @@ return chained
 # "Now" is Redis's clock: the breaker orders executions by these marks and a reset by the
 # same clock, whichever host ended them (hosts' clocks drift apart).
 # KEYS[6], KEYS[7]: the audit chain's head and checkpoint, as in _CREATE.
-_TRANSITION = APPEND_LUA + """
+_TRANSITION = (
+    APPEND_LUA
+    + """
 if redis.call('HGET', KEYS[1], 'version') ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'doc', ARGV[2], 'status', ARGV[3], 'version', ARGV[4])
 redis.call('EXPIRE', KEYS[1], ARGV[5])
@@ -90,6 +95,7 @@ elseif ARGV[11] ~= '' then
 end
 return chained
 """
+)
 
 UNFOLLOW = "-"
 

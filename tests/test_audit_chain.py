@@ -85,7 +85,11 @@ async def test_an_intact_chain_verifies_each_entry_chained_to_the_one_before(
     await store.audit_event("rubric_set", "U2", "cause stated ✅ 🚀 " + "ü" * 480, "C1")
     entries = await _entries(raw, prefix)
     assert [f["seq"] for _, f in entries] == ["1", "2", "3"]
-    assert [f["prev"] for _, f in entries] == [GENESIS, entries[0][1]["hash"], entries[1][1]["hash"]]
+    assert [f["prev"] for _, f in entries] == [
+        GENESIS,
+        entries[0][1]["hash"],
+        entries[1][1]["hash"],
+    ]
     # The hash Redis's Lua computed is hashlib's SHA-256 of the same encoding (multi-byte
     # characters, several 64-byte blocks).
     assert all(entry_hash(list(f.items())) == f["hash"] for _, f in entries)
@@ -101,7 +105,10 @@ async def test_a_removed_middle_entry_is_missing_before_the_entry_that_follows(
     await raw.xdel(AuditKeys.of(prefix).stream, entries[2][0])
     report = await _verify(store)
     assert _found(report) == [("missing", entries[3][0])]
-    assert f"1 entry (seq 3) removed before it, after entry {entries[1][0]}" in report.problems[0].detail
+    assert (
+        f"1 entry (seq 3) removed before it, after entry {entries[1][0]}"
+        in report.problems[0].detail
+    )
 
 
 async def test_removed_newest_and_oldest_entries_are_missing(
@@ -135,7 +142,7 @@ async def test_a_forged_entry_chained_onto_the_head_is_inserted_before_and_after
     """The tamperer knows the encoding: seq, prev and hash are right, only the head record
     (written in the same step as every real append) does not know the entry."""
     await _write(store, 2)
-    (_, newest), = (await _entries(raw, prefix))[-1:]
+    ((_, newest),) = (await _entries(raw, prefix))[-1:]
     fields = {"event": "approved", "actor": "U_LEAD", "note": "", "at": "1.0"}
     fields |= {"seq": "3", "prev": newest["hash"]}
     forged = await raw.xadd(AuditKeys.of(prefix).stream, _rehashed(fields))  # type: ignore[arg-type]
@@ -175,7 +182,11 @@ async def test_an_entry_changed_by_rewriting_the_stream_is_changed(
             altered[n] = (altered[n][0], _rehashed(fields))
     await _rewrite(raw, prefix, altered)
     report = await _verify(store)
-    changed = {"none": entries[1][0], "the entry": entries[1][0], "the rest of the chain": entries[3][0]}
+    changed = {
+        "none": entries[1][0],
+        "the entry": entries[1][0],
+        "the rest of the chain": entries[3][0],
+    }
     assert _found(report) == [("changed", changed[rehash])]
 
 
@@ -281,3 +292,16 @@ async def test_audit_verify_as_a_process_exits_0_intact_1_tampered_2_unreadable(
     code, out, err = await run_forked(["audit", "verify"], env, cwd)
     assert (code, out) == (2, "")
     assert "cannot read" in err and "REDIS_URL" in err
+
+
+async def test_the_demos_embedded_store_chains_the_same_hashes_without_luas_bit_library() -> None:
+    """fakeredis's Lua lacks `bit`: the script's own bit operations give hashlib's SHA-256."""
+    from fakeredis.aioredis import FakeRedis
+
+    embedded = FakeRedis(decode_responses=True)
+    store = ActionStore(embedded, "demo")
+    await store.audit_event("rubric_set", "U2", "cause stated ✅ 🚀 " + "ü" * 480, "C1")
+    await _write(store, 2)
+    entries = await _entries(embedded, "demo")
+    assert all(entry_hash(list(f.items())) == f["hash"] for _, f in entries)
+    assert (await read_and_verify(embedded, "demo")).intact

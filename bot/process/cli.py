@@ -170,7 +170,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     migrate.add_argument("--keep", action="store_true", help="leave the old keys in place")
     audit = commands.add_parser("audit", help="the audit stream (docs/actions.md)")
     audit_commands = audit.add_subparsers(dest="audit_command", required=True)
-    audit_commands.add_parser("verify", help="check its hash chain: exit 0 intact, 1 not, 2 no Redis")
+    audit_commands.add_parser(
+        "verify", help="check its hash chain: exit 0 intact, 1 not, 2 no Redis"
+    )
     demo = commands.add_parser(
         "demo", help="play whole incidents against simulated Slack, Tempo, Kubernetes (and Gemini)"
     )
