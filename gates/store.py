@@ -24,12 +24,12 @@ Both are scored by when the execution ended.
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
 import redis.asyncio as aioredis
 
+from gates.audit import APPEND_LUA, AUDIT_MAXLEN, AuditChain, flat_fields, log_entry
 from gates.metrics import ACTION_REQUESTS
 from gates.model import (
     ActionRequest,
@@ -39,35 +39,42 @@ from gates.model import (
     check_transition,
 )
 
-AUDIT_MAXLEN = 100_000
 RETENTION_S = 30 * 24 * 3600  # requests are kept 30 days; the audit stream keeps the rest
 DEFAULT_LEASE_S = 120.0
 
 # A new request is open at once: if the process deciding it dies, the reconciler refuses it.
 # It joins its thread's index (KEYS[4], scored by ARGV[9], when it was created) in the same
 # step: no request is ever stored that the thread's cards and claim guard cannot find.
-_CREATE = """
+# The audit entry is chained onto the head (KEYS[5]), trimming keeps the checkpoint
+# (KEYS[6]); the script returns the entry's {id, seq, prev, hash}.
+_CREATE = (
+    APPEND_LUA
+    + """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'doc', ARGV[1], 'status', ARGV[2], 'version', ARGV[3])
 redis.call('EXPIRE', KEYS[1], ARGV[4])
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', unpack(cjson.decode(ARGV[6])))
+local chained = audit_append(KEYS[2], KEYS[5], KEYS[6], ARGV[5], cjson.decode(ARGV[6]))
 redis.call('ZADD', KEYS[3], ARGV[7], ARGV[8])
 redis.call('EXPIRE', KEYS[3], ARGV[4])
 redis.call('ZADD', KEYS[4], ARGV[9], ARGV[8])
 redis.call('EXPIRE', KEYS[4], ARGV[4])  -- kept as long as the thread's newest request
-return 1
+return chained
 """
+)
 
 # ARGV[8]: when a reconciler should look at the request; empty: it is closed (or not yet open).
 # ARGV[10]: 'now' to mark the execution, ended now, to count (KEYS[4]); empty: no mark.
 # ARGV[11]: 'now' to mark it to follow (KEYS[5]); '-': unmark it; empty: leave it.
 # "Now" is Redis's clock: the breaker orders executions by these marks and a reset by the
 # same clock, whichever host ended them (hosts' clocks drift apart).
-_TRANSITION = """
+# KEYS[6], KEYS[7]: the audit chain's head and checkpoint, as in _CREATE.
+_TRANSITION = (
+    APPEND_LUA
+    + """
 if redis.call('HGET', KEYS[1], 'version') ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'doc', ARGV[2], 'status', ARGV[3], 'version', ARGV[4])
 redis.call('EXPIRE', KEYS[1], ARGV[5])
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', unpack(cjson.decode(ARGV[7])))
+local chained = audit_append(KEYS[2], KEYS[6], KEYS[7], ARGV[6], cjson.decode(ARGV[7]))
 if ARGV[8] == '' then
   redis.call('ZREM', KEYS[3], ARGV[9])
 else
@@ -86,8 +93,9 @@ elseif ARGV[11] ~= '' then
   redis.call('ZADD', KEYS[5], now, ARGV[9])
   redis.call('EXPIRE', KEYS[5], ARGV[5])
 end
-return 1
+return chained
 """
+)
 
 UNFOLLOW = "-"
 
@@ -136,18 +144,19 @@ def ended_execution(before: ActionRequest, after: ActionRequest) -> bool:
     )
 
 
-def _flat(fields: dict[str, str]) -> str:
-    return json.dumps([item for pair in fields.items() for item in pair])
-
-
 class ActionStore:
     def __init__(
-        self, redis: aioredis.Redis, prefix: str = "tracegate", lease_s: float = DEFAULT_LEASE_S
+        self,
+        redis: aioredis.Redis,
+        prefix: str = "tracegate",
+        lease_s: float = DEFAULT_LEASE_S,
+        audit_maxlen: int = AUDIT_MAXLEN,
     ) -> None:
         self.redis = redis
         self.prefix = prefix
         self.lease_s = lease_s  # ACTION_LEASE: how long proposed/approved/executing may last
-        self.audit_stream = f"{prefix}:audit"
+        self.chain = AuditChain(redis, prefix, audit_maxlen)
+        self.audit_stream = self.chain.keys.stream
         self.open_index = f"{prefix}:actions:open"
         self.uncounted_index = uncounted_key(prefix)
         self.unfollowed_index = f"{prefix}:actions:unfollowed"
@@ -195,14 +204,16 @@ class ActionStore:
                 self.audit_stream,
                 self.open_index,
                 self.thread_index(request.thread_key),
+                self.chain.keys.head,
+                self.chain.keys.checkpoint,
             ],
             args=[
                 request.model_dump_json(),
                 request.status,
                 request.version,
                 RETENTION_S,
-                AUDIT_MAXLEN,
-                _flat(fields),
+                self.chain.maxlen,
+                flat_fields(fields),
                 self._due(request),
                 request.id,
                 repr(request.created_at),
@@ -210,6 +221,7 @@ class ActionStore:
         )
         if not created:
             raise ValueError(f"request {request.id} already exists")
+        log_entry(as_text(created[0]), fields, created)
         ACTION_REQUESTS.labels(request.status).inc()
 
     async def get(self, request_id: str) -> ActionRequest:
@@ -316,30 +328,34 @@ class ActionStore:
             count = "now"
             if stored.status == "succeeded":
                 follow = "now"
-        return bool(
-            await self._transition(
-                keys=[
-                    self.key(current.id),
-                    self.audit_stream,
-                    self.open_index,
-                    self.uncounted_index,
-                    self.unfollowed_index,
-                ],
-                args=[
-                    current.version,
-                    stored.model_dump_json(),
-                    stored.status,
-                    stored.version,
-                    RETENTION_S,
-                    AUDIT_MAXLEN,
-                    _flat(fields),
-                    self._due(stored),
-                    stored.id,
-                    count,
-                    follow,
-                ],
-            )
+        chained = await self._transition(
+            keys=[
+                self.key(current.id),
+                self.audit_stream,
+                self.open_index,
+                self.uncounted_index,
+                self.unfollowed_index,
+                self.chain.keys.head,
+                self.chain.keys.checkpoint,
+            ],
+            args=[
+                current.version,
+                stored.model_dump_json(),
+                stored.status,
+                stored.version,
+                RETENTION_S,
+                self.chain.maxlen,
+                flat_fields(fields),
+                self._due(stored),
+                stored.id,
+                count,
+                follow,
+            ],
         )
+        if not chained:
+            return False
+        log_entry(as_text(chained[0]), fields, chained)
+        return True
 
     def _due(self, request: ActionRequest) -> str:
         """When a reconciler should look at the request ("" = never)."""
@@ -384,7 +400,7 @@ class ActionStore:
         await self._append(self._entry(event, actor, note, target=target))
 
     async def _append(self, fields: dict[str, str]) -> None:
-        await self.redis.xadd(self.audit_stream, fields, maxlen=AUDIT_MAXLEN, approximate=True)  # type: ignore[arg-type]
+        await self.chain.append(fields)
 
     async def audit_entries(self, request_id: str | None = None) -> list[dict[str, str]]:
         entries = await self.redis.xrange(self.audit_stream) or []

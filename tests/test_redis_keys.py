@@ -24,6 +24,8 @@ SATISFIED = Reply.call(
 # Keys without a TTL on purpose, each bounded by a cap (docs/operating.md § Redis keys).
 CAPPED = [
     "{prefix}:audit",  # a stream trimmed to AUDIT_MAXLEN entries
+    "{prefix}:audit:head",  # one key: the chain's newest entry
+    "{prefix}:audit:checkpoint",  # one key: the last entry trimmed
     # saq's queue while jobs are unfinished: its lists hold only waiting and running jobs,
     # and a job's key gets saq's TTL when the job finishes.
     "saq:{prefix}:turns:queued",

@@ -168,6 +168,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "migrate-checkpoints", help="copy checkpoints written before REDIS_PREFIX covered them"
     )
     migrate.add_argument("--keep", action="store_true", help="leave the old keys in place")
+    audit = commands.add_parser("audit", help="the audit stream (docs/actions.md)")
+    audit_commands = audit.add_subparsers(dest="audit_command", required=True)
+    audit_commands.add_parser(
+        "verify", help="check its hash chain: exit 0 intact, 1 not, 2 no Redis"
+    )
     demo = commands.add_parser(
         "demo", help="play whole incidents against simulated Slack, Tempo, Kubernetes (and Gemini)"
     )
@@ -201,6 +206,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "migrate-checkpoints":
             return _run_migration(load_settings(), args.keep)
+        if args.command == "audit":
+            from bot.process.audit_verify import verify_audit
+
+            return verify_audit(load_settings())
         settings = load_settings(args.command)
         configure_logging(settings.log_level, settings.log_format)
         return _run(settings, args)
