@@ -383,9 +383,18 @@ class ModelGuard:
         return f"{self.prefix}:model-exhausted:{model}"
 
     async def _take_capacity(
-        self, model: str, role: str, call_id: str, tokens: int, scope: CallScope, *, inline: bool
+        self,
+        model: str,
+        role: str,
+        call_id: str,
+        tokens: int,
+        scope: CallScope,
+        *,
+        inline: bool,
+        started: float,
     ) -> None:
-        """Wait for the shared limit: in place when short (or `inline`), else `ModelBusy`."""
+        """Wait for the shared limit: in place when short (or `inline`, up to MODEL_WAIT_MAX
+        from the call's start), else `ModelBusy`."""
         if not self.limiter.active:
             return
         # One waiter per turn and call: a turn handed back keeps its place when it returns.
@@ -400,7 +409,14 @@ class ModelGuard:
                 if waited:
                     LIMITER_DELAY.labels(model, role).observe(waited)
                 return
-            if not inline and waited + wait > self.limits.inline_wait_s:
+            # Inline (the judge) waits in place, but not past MODEL_WAIT_MAX: then its
+            # caller decides (JUDGE_FAIL_MODE), instead of the window holding the turn.
+            too_long = (
+                self.clock() + wait - started > self.limits.wait_max_s
+                if inline
+                else waited + wait > self.limits.inline_wait_s
+            )
+            if too_long:
                 LIMITER_DELAY.labels(model, role).observe(waited + wait)
                 raise ModelBusy(model, self.clock() + wait, "limit")
             await asyncio.sleep(wait)
@@ -430,7 +446,9 @@ class ModelGuard:
         while True:
             call_id = uuid.uuid4().hex[:16]
             try:
-                await self._take_capacity(current, role, call_id, estimated, scope, inline=inline)
+                await self._take_capacity(
+                    current, role, call_id, estimated, scope, inline=inline, started=started
+                )
                 result = await generate(current)
             except ModelBusy as busy:
                 if inline and busy.retry_at - started <= self.limits.wait_max_s:

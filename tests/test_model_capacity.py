@@ -12,6 +12,9 @@ import redis.asyncio as aioredis
 from langchain_core.messages import HumanMessage
 from langchain_google_genai import ChatGoogleGenerativeAI
 
+from gates.cluster import KubernetesCluster
+from gates.config import ActionPolicy
+from gates.pipeline import build_pipeline
 from graph.capacity import (
     BudgetExceeded,
     CallScope,
@@ -26,6 +29,8 @@ from graph.config import ModelSpec
 from graph.model import make_chat_model
 from sandbox import GeminiSimulator, Reply
 from tests.conftest import MODEL
+from tests.gates_fixtures import APPROVER, SAFE
+from tests.proposals import propose_rollback
 
 FALLBACK = "gemini-3.8-flash-lite"
 
@@ -157,6 +162,37 @@ async def test_the_judge_waits_in_place_for_the_retry_delay(
     assert time.monotonic() - started >= 0.9
     await ending
     assert [r.status for r in gemini.requests] == [429, 200]
+
+
+async def test_the_judges_wait_for_a_full_window_ends_at_model_wait_max_and_fail_mode_decides(
+    gemini: GeminiSimulator,
+    model_spec: ModelSpec,
+    redis_client: aioredis.Redis,
+    prefix: str,
+    cluster: KubernetesCluster,
+) -> None:
+    """A window full for 30 s and MODEL_WAIT_MAX=1s: the judge stops waiting within about
+    a second and JUDGE_FAIL_MODE=closed refuses, instead of holding the proposal (and the
+    turn, its worker slot and the thread's lease) until the window has room."""
+    gemini.script(Reply.text("the window's one call"), SAFE)
+    limits = {"rpm": 1, "window_s": 30, "wait_max_s": 1}
+    guard, agent = _guarded(model_spec, redis_client, prefix, **limits)
+    judge = make_chat_model(model_spec, "JUDGE_MODEL", guard, inline=True)
+    await _answered(agent, CallScope(thread="earlier"))  # the window is full for 30 s
+    pipeline = build_pipeline(
+        redis_client,
+        cluster,
+        ActionPolicy(actions_enabled=True, approvers=frozenset({APPROVER})),
+        judge,
+        prefix=prefix,
+    )
+    started = time.monotonic()
+    refused = await asyncio.wait_for(propose_rollback(pipeline), timeout=15)
+    assert time.monotonic() - started < 5
+    assert refused.status == "refused"
+    assert refused.judge is not None and not refused.judge.available
+    assert "JUDGE_FAIL_MODE=closed" in refused.judge.reason
+    assert len(gemini.requests) == 1  # the judge's call never went
 
 
 # --- the shared limit -----------------------------------------------------------------------
