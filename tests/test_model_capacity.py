@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import AsyncIterator
 
 import pytest
 import redis.asyncio as aioredis
@@ -23,6 +24,7 @@ from graph.capacity import (
     ModelGuard,
     call_scope,
     capacity_reason,
+    estimate_tokens,
     retry_delay_s,
 )
 from graph.config import ModelSpec
@@ -303,6 +305,55 @@ async def test_a_spent_channel_budget_stops_every_thread_of_the_channel(
         await model.ainvoke([HumanMessage("hi")])  # type: ignore[attr-defined]
     with call_scope(CallScope(thread="b", channel=f"T:{prefix}")), pytest.raises(BudgetExceeded):
         await model.ainvoke([HumanMessage("x" * 200)])  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("budget", ["thread", "channel", "automatic"])
+async def test_concurrent_calls_share_a_budget_only_as_far_as_it_fits(
+    gemini: GeminiSimulator,
+    model_spec: ModelSpec,
+    redis_client: aioredis.Redis,
+    prefix: str,
+    budget: str,
+) -> None:
+    """Eight calls at once against a budget that fits three estimates: three are made, five
+    stop before theirs — each reserves its estimate as it checks, so none sees the room the
+    others are about to spend."""
+    estimate = estimate_tokens([HumanMessage("hi")])
+    slow = Reply(parts=({"text": "ok"},), delay_s=0.5)  # all eight check before one answers
+    gemini.script(*[slow] * 8)
+    setting = {
+        "thread": "thread_token_budget",
+        "channel": "channel_daily_token_budget",
+        "automatic": "automatic_daily_token_budget",
+    }[budget]
+    _, model = _guarded(model_spec, redis_client, prefix, **{setting: 3 * estimate + 1})
+    scope = {"thread": f"T:C:{prefix}", "channel": f"T:{prefix}", "automatic": True}
+    outcomes = await asyncio.gather(
+        *[_answered(model, CallScope(**{budget: scope[budget]})) for _ in range(8)],
+        return_exceptions=True,
+    )
+    stopped = [o for o in outcomes if isinstance(o, BudgetExceeded)]
+    assert len(stopped) == 5 and {s.budget for s in stopped} == {budget}
+    assert outcomes.count(None) == 3
+    assert len(gemini.requests) == 3
+    spent = [int(v) async for v in _counters(redis_client, prefix)]
+    # what the three reported (input and output), not their estimates nor the refused ones'
+    assert spent == [sum(r.prompt_tokens + 1 for r in gemini.requests)]
+
+
+async def test_a_failed_call_gives_its_reserved_tokens_back(
+    gemini: GeminiSimulator, model_spec: ModelSpec, redis_client: aioredis.Redis, prefix: str
+) -> None:
+    gemini.script(Reply.error(400, "bad request"))
+    _, model = _guarded(model_spec, redis_client, prefix, channel_daily_token_budget=10_000)
+    with pytest.raises(Exception, match="bad request"):
+        await _answered(model, CallScope(thread="t", channel=f"T:{prefix}"))
+    assert sum([int(v) async for v in _counters(redis_client, prefix)]) == 0
+
+
+async def _counters(redis: aioredis.Redis, prefix: str) -> AsyncIterator[bytes]:
+    async for key in redis.scan_iter(f"{prefix}:tokens:*"):
+        yield await redis.get(key)
 
 
 # --- who goes first ---------------------------------------------------------------------
