@@ -375,3 +375,14 @@ def test_each_step_is_titled_by_what_it_does(tool: str, args: dict[str, Any], ti
     chunk = Timeline().update({"type": "tool_started", "tool": tool, "args": args})[-1]
 
     assert (chunk["title"], chunk["status"]) == (title, "in_progress")
+
+
+@pytest.mark.parametrize(
+    "tool", ["x{0}", "q{traceql.__class__.__mro__}", "a{deployment:50000000}", "<b>{pod}</b>"]
+)
+def test_a_tool_name_the_model_made_up_is_shown_as_text_never_formatted(tool: str) -> None:
+    """Not a template: no IndexError, no Python internals, no 50 MB padding of a field."""
+    args = {"traceql": "{ status = error }", "deployment": "payment-api", "pod": "cart-7d-x"}
+    chunk = Timeline().update({"type": "tool_started", "tool": tool, "args": args})[-1]
+
+    assert chunk["title"] == "Running " + tool.replace("<", "&lt;").replace(">", "&gt;")
