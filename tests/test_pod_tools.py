@@ -12,7 +12,9 @@ from langchain_core.tools import BaseTool
 
 from gates.cluster import KubernetesCluster
 from gates.config import ActionPolicy
+from gates.pipeline import ActionPipeline
 from graph.tools.errors import ToolFailed
+from graph.tools.kubernetes import kubernetes_tools
 from graph.tools.pods import (
     LOG_LIMIT_BYTES,
     MAX_EVENTS_LISTED,
@@ -296,6 +298,47 @@ async def test_events_hand_over_the_pods_and_times_they_name(
     held = {(f["kind"], f["value"]) for f in facts}
     assert ("pod", pod) in held
     assert ("time", "2026-09-21t14:13:20z") in held
+
+
+# --- names ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("tool", "args", "refused"),
+    [
+        # a comma adds a term to the field selector: every pod's events, not this one's
+        (
+            "get_kubernetes_events",
+            {"namespace": "shop", "pod": "x,involvedObject.name!=x"},
+            "pod 'x,involvedObject.name!=x'",
+        ),
+        ("get_pod_logs", {"namespace": "shop", "pod": "../../../api/v1/secrets"}, "pod"),
+        ("get_pod_logs", {"namespace": "shop", "pod": "payment-api-0\n"}, "pod"),
+        ("get_workload_pods", {"namespace": "shop,x", "deployment": "payment-api"}, "namespace"),
+        ("get_kubernetes_events", {"namespace": "shop", "deployment": "Payment_API"}, "deployment"),
+        ("get_rollout_history", {"namespace": "shop", "deployment": "a" * 254}, "deployment"),
+    ],
+    ids=["comma-in-selector", "path", "newline", "namespace", "deployment", "too-long"],
+)
+async def test_a_name_that_is_not_a_kubernetes_name_is_refused_before_any_api_call(
+    cluster: KubernetesCluster,
+    kube: KubernetesSimulator,
+    pipeline: ActionPipeline,
+    tool: str,
+    args: dict[str, Any],
+    refused: str,
+) -> None:
+    tools = _tools(cluster) | {t.name: t for t in kubernetes_tools(pipeline)}
+    result = await tools[tool].ainvoke(args)
+    assert result.startswith(f"Not read: {refused}"), result
+    assert "is not a Kubernetes name (lowercase letters, digits" in result
+    assert kube.requests == []
+
+
+async def test_the_cluster_builds_a_pods_event_selector_only_from_a_kubernetes_name(
+    cluster: KubernetesCluster, kube: KubernetesSimulator
+) -> None:
+    with pytest.raises(ValueError, match="not a Kubernetes name"):
+        await cluster.events("shop", 10, pod="x,involvedObject.name!=x")
+    assert kube.requests == []
 
 
 # --- the simulator is as strict as the API server -----------------------------------
