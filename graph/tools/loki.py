@@ -26,12 +26,11 @@ from graph.tools.http_api import (
     HttpSource,
     SourceRefused,
     SourceUnavailable,
-    clip,
-    quoted,
     utc,
     window,
 )
 from graph.tools.prometheus import LABEL_KINDS, parse_result, series_facts, summarise_series
+from graph.untrusted import clip, quoted
 
 MAX_LINES = 500  # lines one query reads (Loki's `limit`)
 MAX_LINE = 300  # characters of one line shown
