@@ -56,6 +56,9 @@ Budget = Literal["thread", "channel", "automatic"]
 # What the SDK may still retry by itself: not 429 and 503, which wait for their delay here.
 SDK_RETRIED_STATUSES = (408, 500, 502, 504)
 _DELAY = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")  # a google.protobuf.Duration in JSON
+# The longest delay believed: `Retry-After: inf` (or 1e300) would overflow the next try's
+# time; a day is past MODEL_WAIT_MAX's maximum, so such a turn ends saying it waited.
+MAX_RETRY_DELAY_S = 86400.0
 
 
 class CapacityLimits(BaseModel):
@@ -129,15 +132,17 @@ def retry_delay_s(exc: BaseException) -> float | None:
             if isinstance(detail, dict) and str(detail.get("@type", "")).endswith("RetryInfo"):
                 found = _DELAY.match(str(detail.get("retryDelay", "")))
                 if found:
-                    return float(found[1])
+                    return min(float(found[1]), MAX_RETRY_DELAY_S)
         headers = getattr(getattr(error, "response", None), "headers", None)
         if headers is not None:
             value = headers.get("retry-after") or headers.get("Retry-After")
             if value is not None:
                 try:
-                    return max(0.0, float(value))
+                    delay = float(value)
                 except ValueError:
-                    pass  # an HTTP date: rare from this API; the default delay applies
+                    delay = math.nan  # an HTTP date: rare from this API
+                if not math.isnan(delay):  # else not seconds: the default delay applies
+                    return min(max(0.0, delay), MAX_RETRY_DELAY_S)
     return None
 
 

@@ -4,6 +4,7 @@ sees them, the shared limit, quota errors that become waits, the fallback, the b
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -143,6 +144,22 @@ async def test_an_overload_without_retry_after_waits_a_default_delay(
         await model.ainvoke([HumanMessage("hi")])  # type: ignore[attr-defined]
     assert busy.value.reason == "overload"
     assert busy.value.retry_at > time.time() + 5
+
+
+@pytest.mark.parametrize("retry_after", [math.inf, 1e300])
+async def test_a_retry_after_of_infinity_is_a_wait_of_at_most_a_day_not_an_overflow(
+    gemini: GeminiSimulator,
+    model_spec: ModelSpec,
+    redis_client: aioredis.Redis,
+    prefix: str,
+    retry_after: float,
+) -> None:
+    gemini.outage(30, status=503, retry_delay_s=retry_after)  # Retry-After: inf, 1e+300
+    _, model = _guarded(model_spec, redis_client, prefix)
+    with pytest.raises(ModelBusy) as busy:
+        await model.ainvoke([HumanMessage("hi")])  # type: ignore[attr-defined]
+    assert busy.value.reason == "overload"
+    assert 86000 <= busy.value.retry_at - time.time() <= 86400
 
 
 async def test_the_judge_waits_in_place_for_the_retry_delay(

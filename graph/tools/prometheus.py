@@ -106,18 +106,24 @@ def number(value: float) -> str:
 
 
 def parse_result(data: dict[str, Any]) -> tuple[str, list[Series]]:
-    """Prometheus' (and Loki's metric) `data`: its result type and series."""
+    """Prometheus' (and Loki's metric) `data`: its result type and series;
+    `SourceUnavailable` (a failed, retryable call) for an answer of another shape."""
+    if not isinstance(data, dict):
+        raise SourceUnavailable("an answer of an unknown shape (no data object)")
     kind = data.get("resultType")
     result = data.get("result")
-    if kind == "scalar" and isinstance(result, list) and len(result) == 2:
-        return kind, [Series({}, [(float(result[0]), float(result[1]))])]
-    if kind not in ("vector", "matrix") or not isinstance(result, list):
-        raise SourceUnavailable(f"an answer of an unknown shape (resultType {kind!r})")
-    series = []
-    for item in result:
-        labels = {str(k): str(v) for k, v in (item.get("metric") or {}).items()}
-        raw = [item["value"]] if kind == "vector" else item.get("values") or []
-        series.append(Series(labels, [(float(t), float(v)) for t, v in raw]))
+    try:
+        if kind == "scalar" and isinstance(result, list) and len(result) == 2:
+            return kind, [Series({}, [(float(result[0]), float(result[1]))])]
+        if kind not in ("vector", "matrix") or not isinstance(result, list):
+            raise SourceUnavailable(f"an answer of an unknown shape (resultType {kind!r})")
+        series = []
+        for item in result:
+            labels = {str(k): str(v) for k, v in (item.get("metric") or {}).items()}
+            raw = [item["value"]] if kind == "vector" else item.get("values") or []
+            series.append(Series(labels, [(float(t), float(v)) for t, v in raw]))
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise SourceUnavailable(f"an answer of an unknown shape ({type(exc).__name__})") from exc
     return kind, series
 
 
