@@ -15,6 +15,7 @@ import asyncio
 import copy
 import hashlib
 import json
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +42,32 @@ ANNOTATIONS_TO_SKIP = frozenset(
         "deprecated.deployment.rollback.to",
     }
 )
+
+
+# Kubernetes object names (RFC 1123): a namespace is a DNS label, a Deployment or a pod a DNS
+# subdomain. Names from the model are checked before they reach a URL path or a field
+# selector, where a comma would add a term of its own choosing.
+DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+DNS1123_SUBDOMAIN = re.compile(
+    r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+)
+
+
+def name_refusal(namespace: str, **names: str) -> str | None:
+    """Why these are not Kubernetes object names (`namespace` a DNS-1123 label, the others,
+    by kind, DNS-1123 subdomains; an empty one is not given); None when they are."""
+    if not DNS1123_LABEL.fullmatch(namespace):
+        return (
+            f"namespace {namespace!r} is not a Kubernetes name (lowercase letters, digits "
+            "and '-', at most 63)"
+        )
+    for kind, name in names.items():
+        if name and not DNS1123_SUBDOMAIN.fullmatch(name):
+            return (
+                f"{kind} {name!r} is not a Kubernetes name (lowercase letters, digits, '-' "
+                "and '.', at most 253)"
+            )
+    return None
 
 
 class ClusterError(Exception):
@@ -195,14 +222,16 @@ class KubernetesCluster:
         return pod
 
     async def events(
-        self, namespace: str, limit: int, field_selector: str | None = None
+        self, namespace: str, limit: int, pod: str | None = None
     ) -> tuple[list[dict[str, Any]], bool]:
-        """Up to `limit` core/v1 events of the namespace (events.k8s.io/v1 would hand the
-        kubelet's events over with `eventTime: null`, which the generated client refuses),
-        and whether there are more."""
+        """Up to `limit` core/v1 events of the namespace, or of one pod in it (events.k8s.io/v1
+        would hand the kubelet's events over with `eventTime: null`, which the generated
+        client refuses), and whether there are more."""
         options: dict[str, Any] = {"limit": limit}
-        if field_selector:
-            options["field_selector"] = field_selector
+        if pod is not None:
+            if refusal := name_refusal(namespace, pod=pod):
+                raise ValueError(refusal)
+            options["field_selector"] = f"involvedObject.kind=Pod,involvedObject.name={pod}"
         listed = self._plain(
             await self._call(self._core.list_namespaced_event(namespace, **options))
         )

@@ -3,7 +3,8 @@
 Every model call (agent, grader, judge) goes through `ModelGuard.call`:
 
 1. **Budgets.** A turn whose thread or channel has spent its token budget stops
-   (`BudgetExceeded`) before the call is made.
+   (`BudgetExceeded`) before the call is made. The call's estimate is reserved as it is
+   checked (one step: concurrent turns cannot overspend) and corrected to its usage after.
 2. **The shared limit.** Requests and input tokens per window, per model, taken from one
    Redis log that every `serve` and `worker` shares (`_ACQUIRE`, a sliding window on Redis's
    clock). The call's input tokens are estimated before it and corrected from the response's
@@ -55,6 +56,9 @@ Budget = Literal["thread", "channel", "automatic"]
 # What the SDK may still retry by itself: not 429 and 503, which wait for their delay here.
 SDK_RETRIED_STATUSES = (408, 500, 502, 504)
 _DELAY = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")  # a google.protobuf.Duration in JSON
+# The longest delay believed: `Retry-After: inf` (or 1e300) would overflow the next try's
+# time; a day is past MODEL_WAIT_MAX's maximum, so such a turn ends saying it waited.
+MAX_RETRY_DELAY_S = 86400.0
 
 
 class CapacityLimits(BaseModel):
@@ -128,15 +132,17 @@ def retry_delay_s(exc: BaseException) -> float | None:
             if isinstance(detail, dict) and str(detail.get("@type", "")).endswith("RetryInfo"):
                 found = _DELAY.match(str(detail.get("retryDelay", "")))
                 if found:
-                    return float(found[1])
+                    return min(float(found[1]), MAX_RETRY_DELAY_S)
         headers = getattr(getattr(error, "response", None), "headers", None)
         if headers is not None:
             value = headers.get("retry-after") or headers.get("Retry-After")
             if value is not None:
                 try:
-                    return max(0.0, float(value))
+                    delay = float(value)
                 except ValueError:
-                    pass  # an HTTP date: rare from this API; the default delay applies
+                    delay = math.nan  # an HTTP date: rare from this API
+                if not math.isnan(delay):  # else not seconds: the default delay applies
+                    return min(max(0.0, delay), MAX_RETRY_DELAY_S)
     return None
 
 
@@ -315,15 +321,43 @@ class SharedLimiter:
 
 
 # --- budgets -------------------------------------------------------------------------------
+# KEYS: the call's budget counters. ARGV[1]: its estimated tokens; then each key's limit and
+# TTL (s). All or nothing, in one step: the estimate is reserved in every budget when it fits
+# all of them, else in none, and the first it does not fit is named (1-based) with its spend.
+# Checked and spent apart, concurrent turns would each see room and together overspend.
+_RESERVE = """
+local tokens = tonumber(ARGV[1])
+for i, key in ipairs(KEYS) do
+    local used = tonumber(redis.call('GET', key) or '0')
+    if used + tokens > tonumber(ARGV[2 * i]) then return {i, used} end
+end
+for i, key in ipairs(KEYS) do
+    redis.call('INCRBY', key, tokens)
+    redis.call('EXPIRE', key, ARGV[2 * i + 1])
+end
+return {0, 0}
+"""
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """Tokens a call holds in its budgets (under the keys of the day it was made)."""
+
+    keys: tuple[str, ...] = ()
+    tokens: int = 0
+
+
 class TokenBudgets:
     """Tokens spent per thread (kept as long as the thread's checkpoint) and per channel per
-    UTC day (two days); a turn that would go past a budget stops before its next call."""
+    UTC day (two days); a call that would go past a budget stops before it is made. A call
+    reserves its estimate first and is corrected to what it spent after (nothing, failed)."""
 
     def __init__(
         self, redis: aioredis.Redis, prefix: str, limits: CapacityLimits, thread_ttl_s: int
     ) -> None:
         self.redis, self.prefix, self.limits = redis, prefix, limits
         self.thread_ttl_s = thread_ttl_s
+        self._reserve = redis.register_script(_RESERVE)
 
     def _keys(self, scope: CallScope) -> list[tuple[Budget, str, int, int]]:
         keys: list[tuple[Budget, str, int, int]] = []
@@ -340,25 +374,30 @@ class TokenBudgets:
             keys.append(("automatic", key, self.limits.automatic_daily_token_budget, 2 * 86400))
         return keys
 
-    async def check(self, scope: CallScope, estimated: int) -> None:
-        """Raise `BudgetExceeded` when this call would take a budget past its limit."""
+    async def reserve(self, scope: CallScope, estimated: int) -> Reservation:
+        """Hold `estimated` tokens in every budget of the call, or raise `BudgetExceeded`
+        (holding nothing) when it would take one past its limit."""
         keys = self._keys(scope)
         if not keys:
-            return
-        spent = await self.redis.mget([key for _, key, _, _ in keys])
-        for (budget, _, limit, _), used in zip(keys, spent, strict=True):
-            if int(used or 0) + estimated > limit:
-                BUDGET_STOPS.labels(budget).inc()
-                raise BudgetExceeded(budget, limit, int(used or 0))
+            return Reservation()
+        args: list[int] = [estimated]
+        for _, _, limit, ttl in keys:
+            args += [limit, ttl]
+        over, used = await self._reserve(keys=[key for _, key, _, _ in keys], args=args)
+        if int(over):
+            budget, _, limit, _ = keys[int(over) - 1]
+            BUDGET_STOPS.labels(budget).inc()
+            raise BudgetExceeded(budget, limit, int(used))
+        return Reservation(tuple(key for _, key, _, _ in keys), estimated)
 
-    async def spend(self, scope: CallScope, tokens: int) -> None:
-        keys = self._keys(scope)
-        if not keys or tokens <= 0:
+    async def settle(self, reservation: Reservation, spent: int) -> None:
+        """Correct the reservation to what the call spent (0: it failed)."""
+        change = max(0, spent) - reservation.tokens
+        if not reservation.keys or not change:
             return
         async with self.redis.pipeline(transaction=False) as pipe:
-            for _, key, _, ttl in keys:
-                pipe.incrby(key, tokens)
-                pipe.expire(key, ttl)
+            for key in reservation.keys:
+                pipe.incrby(key, change)
             await pipe.execute()
 
 
@@ -383,9 +422,18 @@ class ModelGuard:
         return f"{self.prefix}:model-exhausted:{model}"
 
     async def _take_capacity(
-        self, model: str, role: str, call_id: str, tokens: int, scope: CallScope, *, inline: bool
+        self,
+        model: str,
+        role: str,
+        call_id: str,
+        tokens: int,
+        scope: CallScope,
+        *,
+        inline: bool,
+        started: float,
     ) -> None:
-        """Wait for the shared limit: in place when short (or `inline`), else `ModelBusy`."""
+        """Wait for the shared limit: in place when short (or `inline`, up to MODEL_WAIT_MAX
+        from the call's start), else `ModelBusy`."""
         if not self.limiter.active:
             return
         # One waiter per turn and call: a turn handed back keeps its place when it returns.
@@ -400,7 +448,14 @@ class ModelGuard:
                 if waited:
                     LIMITER_DELAY.labels(model, role).observe(waited)
                 return
-            if not inline and waited + wait > self.limits.inline_wait_s:
+            # Inline (the judge) waits in place, but not past MODEL_WAIT_MAX: then its
+            # caller decides (JUDGE_FAIL_MODE), instead of the window holding the turn.
+            too_long = (
+                self.clock() + wait - started > self.limits.wait_max_s
+                if inline
+                else waited + wait > self.limits.inline_wait_s
+            )
+            if too_long:
                 LIMITER_DELAY.labels(model, role).observe(waited + wait)
                 raise ModelBusy(model, self.clock() + wait, "limit")
             await asyncio.sleep(wait)
@@ -424,13 +479,44 @@ class ModelGuard:
         """
         scope = _SCOPE.get() or CallScope()
         estimated = estimate_tokens(messages, extra)
-        await self.budgets.check(scope, estimated)
+        reservation = await self.budgets.reserve(scope, estimated)
+        try:
+            result, current, call_id = await self._answered(
+                model, role, messages, estimated, scope, generate, fallback, inline
+            )
+        except BaseException:  # a call that failed (or was cancelled) spent nothing
+            await self.budgets.settle(reservation, 0)
+            raise
+        scope.under_way = True
+        scope.calls += 1
+        scope.answered_by[role] = current
+        usage = _usage(result)
+        if usage is not None:
+            await self.limiter.correct(current, call_id, estimated, usage[0])
+            await self.budgets.settle(reservation, usage[0] + usage[1])
+        return result
+
+    async def _answered(
+        self,
+        model: str,
+        role: str,
+        messages: list[BaseMessage],
+        estimated: int,
+        scope: CallScope,
+        generate: Callable[[str], Awaitable[ChatResult]],
+        fallback: str | None,
+        inline: bool,
+    ) -> tuple[ChatResult, str, str]:
+        """The call through the shared limit and the quota handling: the result, the model
+        that answered and the call's id in the limiter's log."""
         started = self.clock()
         current = model
         while True:
             call_id = uuid.uuid4().hex[:16]
             try:
-                await self._take_capacity(current, role, call_id, estimated, scope, inline=inline)
+                await self._take_capacity(
+                    current, role, call_id, estimated, scope, inline=inline, started=started
+                )
                 result = await generate(current)
             except ModelBusy as busy:
                 if inline and busy.retry_at - started <= self.limits.wait_max_s:
@@ -463,16 +549,7 @@ class ModelGuard:
             break
         if fallback and current == model:  # the primary answers: no longer exhausted
             await self.redis.delete(self._exhausted_key(model))
-        scope.under_way = True
-        scope.calls += 1
-        scope.answered_by[role] = current
-        usage = _usage(result)
-        if usage is not None:
-            await self.limiter.correct(current, call_id, estimated, usage[0])
-            await self.budgets.spend(scope, usage[0] + usage[1])
-        else:
-            await self.budgets.spend(scope, estimated)
-        return result
+        return result, current, call_id
 
     async def _exhausted_long(self, model: str) -> bool:
         """Mark the model exhausted (from its first error on) and say whether it has been for

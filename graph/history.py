@@ -28,6 +28,7 @@ from langchain_core.messages.utils import count_tokens_approximately
 
 from graph.state import InvestigationState
 from graph.trace_ids import find_trace_ids
+from graph.untrusted import clip, quoted
 
 # A documented estimate instead of the model's count: counting tokens exactly would cost a
 # network round trip per model call. About 4 characters a token for English and hex IDs.
@@ -39,11 +40,6 @@ MAX_FINDINGS = 3
 MAX_LINE = 160
 SUMMARY_SHARE = 4  # the summary may use at most a quarter of the context budget
 _FINDING_WORDS = ("error", "fail", "exception", "version", "timeout", "http=5")
-
-
-def _clip(text: str, limit: int = MAX_LINE) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def _opens_turn(messages: Sequence[AnyMessage], index: int) -> bool:
@@ -77,12 +73,12 @@ def digest(result: ToolMessage, args: dict[str, Any] | None) -> str:
     ]
     shown_ids = ", ".join(ids[:MAX_DIGEST_IDS]) or "none"
     more = f" (+{len(ids) - MAX_DIGEST_IDS} more)" if len(ids) > MAX_DIGEST_IDS else ""
-    call = _clip(json.dumps(args or {}, sort_keys=True, default=str), 200)
+    call = clip(json.dumps(args or {}, sort_keys=True, default=str), 200)
     return "\n".join(
         [
             f"{DIGEST_MARK} {result.name}({call}) → {result.status}, {len(text):,} chars",
             f"trace IDs: {shown_ids}{more}",
-            *(f"- {_clip(line)}" for line in findings[:MAX_FINDINGS]),
+            *(f"- {clip(line, MAX_LINE)}" for line in findings[:MAX_FINDINGS]),
         ]
     )
 
@@ -112,8 +108,8 @@ def summary_line(turn: list[AnyMessage]) -> str:
     ids = list(dict.fromkeys(t for m in turn for t in find_trace_ids(m.text)))
     shown = ", ".join(ids[:MAX_DIGEST_IDS]) or "none"
     return (
-        f"- asked: {_clip(question, 200)} | answered: {_clip(answers[-1] if answers else '', 300)}"
-        f" | trace IDs: {shown}"
+        f"- asked: {quoted(question, 200)}"
+        f" | answered: {quoted(answers[-1] if answers else '', 300)} | trace IDs: {shown}"
     )
 
 

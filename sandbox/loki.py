@@ -173,6 +173,7 @@ def parse_time_ns(text: str) -> int:
 class LokiFaults:
     status: int | None = None  # answer every request with this HTTP status
     latency_s: float = 0.0
+    body: str | None = None  # answer every request 200 with this as its JSON (garbage, say)
 
 
 @dataclass
@@ -206,6 +207,8 @@ class LokiSimulator(SimulatorServer):
             await asyncio.sleep(self.faults.latency_s)
         if self.faults.status is not None:
             return web.Response(status=self.faults.status, text="injected failure\n")
+        if self.faults.body is not None:
+            return web.Response(text=self.faults.body, content_type="application/json")
         response: web.StreamResponse = await handler(request)
         return response
 

@@ -14,7 +14,8 @@ What it does not go through is the interpreter's start and the imports themselve
 tests of start-up (its log lines, its exit status on a bad setting, the console script)
 start a fresh interpreter with `subprocess`, and so do the benchmarks.
 
-Nothing here imports tracegate either: the fork server imports `PRELOAD` by name.
+Nothing here imports tracegate itself: the fork server imports `PRELOAD` by name, which
+tests/test_layering.py reads as imports (this module's one listed exception).
 """
 
 from __future__ import annotations

@@ -282,6 +282,7 @@ class PrometheusFaults:
     status: int | None = None  # answer every query with this HTTP status ("injected")
     timeout: bool = False  # 503 {"errorType": "timeout"} as Prometheus times out a query
     latency_s: float = 0.0
+    body: str | None = None  # answer every query 200 with this as its JSON (garbage, say)
 
 
 @dataclass
@@ -319,6 +320,8 @@ class PrometheusSimulator(SimulatorServer):
             return web.Response(status=self.faults.status, text="injected failure")
         if self.faults.timeout and request.path.startswith("/api/v1/query"):
             return _error(503, "timeout", "query timed out in expression evaluation")
+        if self.faults.body is not None:
+            return web.Response(text=self.faults.body, content_type="application/json")
         response: web.StreamResponse = await handler(request)
         return response
 

@@ -37,6 +37,8 @@ def test_the_gates_run_in_the_documented_order() -> None:
         ({"deployment": "*"}, "validation", "is not one named object"),
         ({"deployment": "all"}, "validation", "is not one named object"),
         ({"deployment": "Payment_API"}, "validation", "not a valid DNS-1123 name"),
+        ({"deployment": "payment-api\n"}, "validation", "not a valid DNS-1123 name"),
+        ({"namespace": "shop,x"}, "validation", "not a valid DNS-1123 name"),
         ({"action": "delete"}, "validation", "unknown action 'delete'"),
         ({"action": "scale"}, "validation", "scale needs a replica count"),
         ({"namespace": "kube-system", "deployment": "coredns"}, "policy", "is protected"),

@@ -1,7 +1,9 @@
 """The floors import downwards only: `gates` ← `graph` ← `bot`, with `sandbox` apart.
 
 Read from the source with `ast` (every `import` and `from … import`, lazy ones inside
-functions included), so a new import that breaks the layering fails here, not in review.
+functions included, and a module of ours named in a string: `importlib.import_module`,
+`__import__`, a fork server's preload list), so a new import that breaks the layering fails
+here, not in review.
 """
 
 from __future__ import annotations
@@ -21,11 +23,15 @@ ALLOWED: dict[str, set[str]] = {
     "bot": {"gates", "graph"},
     "sandbox": set(),
     "evals": {"gates", "graph", "bot", "sandbox"},
+    "bench": {"gates", "graph", "bot", "sandbox", "evals"},  # measures it all, imported by none
 }
 # The only modules allowed a way out of those rules, and what for.
 EXCEPTIONS: dict[str, set[str]] = {
     "bot.process.demo": {"sandbox"},  # the demo plays whole incidents on the simulators
     "bot.process.cli": {"evals"},  # `tracegate eval`, imported when that command runs
+    # forks tracegate processes from an interpreter that imported them (by name: the fork
+    # server's preload); it speaks no wire protocol, and no product module imports it
+    "sandbox.prefork": {"bot", "evals"},
 }
 # Inside bot: how an event arrives is known to the process that wires it, nobody else.
 BOT_INTERNAL_FORBIDDEN: dict[str, set[str]] = {
@@ -41,11 +47,32 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+def _is_our_module(name: str) -> bool:
+    parts = name.split(".")
+    if parts[0] not in OURS or not all(part.isidentifier() for part in parts):
+        return False
+    where = ROOT.joinpath(*parts)
+    return where.with_suffix(".py").is_file() or (where / "__init__.py").is_file()
+
+
 def imports_of(path: Path) -> set[str]:
-    """Every absolute module named by an import in the file."""
+    """Every absolute module named by an import in the file, or by a string that is the
+    name of one of our modules (imported by name: importlib, `__import__`, a preload)."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-        if isinstance(node, ast.Import):
+    tree = ast.parse(path.read_text(), filename=str(path))
+    # `[python, "-m", "bot.process.cli"]` starts a process of its own: a command, not an import
+    commands = {
+        id(after)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.List, ast.Tuple))
+        for before, after in zip(node.elts, node.elts[1:], strict=False)
+        if isinstance(before, ast.Constant) and before.value == "-m"
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if id(node) not in commands and _is_our_module(node.value):
+                found.add(node.value)
+        elif isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.add(node.module)
@@ -104,3 +131,23 @@ def test_the_checker_sees_a_lazy_import(tmp_path: Path) -> None:
         "def f():\n    from bot.turn.worker import TurnRunner\n    import graph.model\n"
     )
     assert {"bot.turn.worker", "bot.turn.worker.TurnRunner", "graph.model"} <= imports_of(source)
+
+
+def test_the_checker_sees_a_module_imported_by_name(tmp_path: Path) -> None:
+    """A module named in a string counts: how sandbox/prefork.py's fork server imports."""
+    source = tmp_path / "by_name.py"
+    source.write_text(
+        "import importlib\nPRELOAD = ('bot.process.cli', 'json')\n"
+        "def f():\n    return importlib.import_module('graph.model'), __import__('gates')\n"
+    )
+    assert imports_of(source) >= {"bot.process.cli", "graph.model", "gates"}
+    assert "json" not in imports_of(source) and "bot.process.nope" not in imports_of(source)
+    started = tmp_path / "starts.py"
+    started.write_text("ARGV = ['python', '-m', 'bot.process.cli', 'worker']\n")
+    assert imports_of(started) == set()  # a process started, not a module imported
+
+
+def test_every_package_of_ours_has_its_rules() -> None:
+    packages = {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists() or p.name in OURS}
+    assert set(OURS) <= packages
+    assert set(ALLOWED) == set(OURS)

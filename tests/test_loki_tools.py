@@ -156,6 +156,27 @@ async def test_loki_failing_fails_the_tool_as_retryable(
     assert err.value.retryable
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"status": "success", "data": {"resultType": "streams", "result": [{"values": [1]}]}}',
+        '{"status": "success", "data": {"resultType": "streams", "result": ["a stream?"]}}',
+        '{"status": "success", "data": {"resultType": "streams",'
+        ' "result": [{"values": [["soon", "a line"]]}]}}',
+        '{"status": "success", "data": {"resultType": "matrix", "result": [{"values": 7}]}}',
+        '{"status": "success", "data": {"resultType": "tables", "result": []}}',
+        '{"status": "success", "data": ["not an object"]}',
+    ],
+)
+async def test_an_answer_of_another_shape_fails_the_tool_as_retryable(
+    tool: BaseTool, loki: LokiSimulator, body: str
+) -> None:
+    loki.faults.body = body
+    with pytest.raises(ToolFailed, match=r"^Loki is unavailable \(") as err:
+        await tool.ainvoke({"logql": PAYMENT})
+    assert err.value.retryable
+
+
 async def test_loki_gone_fails_the_tool(tool: BaseTool, loki: LokiSimulator) -> None:
     await loki.stop()
     with pytest.raises(ToolFailed, match=r"^Loki is unavailable \(ConnectError"):

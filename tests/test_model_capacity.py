@@ -4,14 +4,19 @@ sees them, the shared limit, quota errors that become waits, the fallback, the b
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 import uuid
+from collections.abc import AsyncIterator
 
 import pytest
 import redis.asyncio as aioredis
 from langchain_core.messages import HumanMessage
 from langchain_google_genai import ChatGoogleGenerativeAI
 
+from gates.cluster import KubernetesCluster
+from gates.config import ActionPolicy
+from gates.pipeline import build_pipeline
 from graph.capacity import (
     BudgetExceeded,
     CallScope,
@@ -20,12 +25,15 @@ from graph.capacity import (
     ModelGuard,
     call_scope,
     capacity_reason,
+    estimate_tokens,
     retry_delay_s,
 )
 from graph.config import ModelSpec
 from graph.model import make_chat_model
 from sandbox import GeminiSimulator, Reply
 from tests.conftest import MODEL
+from tests.gates_fixtures import APPROVER, SAFE
+from tests.proposals import propose_rollback
 
 FALLBACK = "gemini-3.8-flash-lite"
 
@@ -138,6 +146,22 @@ async def test_an_overload_without_retry_after_waits_a_default_delay(
     assert busy.value.retry_at > time.time() + 5
 
 
+@pytest.mark.parametrize("retry_after", [math.inf, 1e300])
+async def test_a_retry_after_of_infinity_is_a_wait_of_at_most_a_day_not_an_overflow(
+    gemini: GeminiSimulator,
+    model_spec: ModelSpec,
+    redis_client: aioredis.Redis,
+    prefix: str,
+    retry_after: float,
+) -> None:
+    gemini.outage(30, status=503, retry_delay_s=retry_after)  # Retry-After: inf, 1e+300
+    _, model = _guarded(model_spec, redis_client, prefix)
+    with pytest.raises(ModelBusy) as busy:
+        await model.ainvoke([HumanMessage("hi")])  # type: ignore[attr-defined]
+    assert busy.value.reason == "overload"
+    assert 86000 <= busy.value.retry_at - time.time() <= 86400
+
+
 async def test_the_judge_waits_in_place_for_the_retry_delay(
     gemini: GeminiSimulator, model_spec: ModelSpec, redis_client: aioredis.Redis, prefix: str
 ) -> None:
@@ -157,6 +181,37 @@ async def test_the_judge_waits_in_place_for_the_retry_delay(
     assert time.monotonic() - started >= 0.9
     await ending
     assert [r.status for r in gemini.requests] == [429, 200]
+
+
+async def test_the_judges_wait_for_a_full_window_ends_at_model_wait_max_and_fail_mode_decides(
+    gemini: GeminiSimulator,
+    model_spec: ModelSpec,
+    redis_client: aioredis.Redis,
+    prefix: str,
+    cluster: KubernetesCluster,
+) -> None:
+    """A window full for 30 s and MODEL_WAIT_MAX=1s: the judge stops waiting within about
+    a second and JUDGE_FAIL_MODE=closed refuses, instead of holding the proposal (and the
+    turn, its worker slot and the thread's lease) until the window has room."""
+    gemini.script(Reply.text("the window's one call"), SAFE)
+    limits = {"rpm": 1, "window_s": 30, "wait_max_s": 1}
+    guard, agent = _guarded(model_spec, redis_client, prefix, **limits)
+    judge = make_chat_model(model_spec, "JUDGE_MODEL", guard, inline=True)
+    await _answered(agent, CallScope(thread="earlier"))  # the window is full for 30 s
+    pipeline = build_pipeline(
+        redis_client,
+        cluster,
+        ActionPolicy(actions_enabled=True, approvers=frozenset({APPROVER})),
+        judge,
+        prefix=prefix,
+    )
+    started = time.monotonic()
+    refused = await asyncio.wait_for(propose_rollback(pipeline), timeout=15)
+    assert time.monotonic() - started < 5
+    assert refused.status == "refused"
+    assert refused.judge is not None and not refused.judge.available
+    assert "JUDGE_FAIL_MODE=closed" in refused.judge.reason
+    assert len(gemini.requests) == 1  # the judge's call never went
 
 
 # --- the shared limit -----------------------------------------------------------------------
@@ -267,6 +322,55 @@ async def test_a_spent_channel_budget_stops_every_thread_of_the_channel(
         await model.ainvoke([HumanMessage("hi")])  # type: ignore[attr-defined]
     with call_scope(CallScope(thread="b", channel=f"T:{prefix}")), pytest.raises(BudgetExceeded):
         await model.ainvoke([HumanMessage("x" * 200)])  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("budget", ["thread", "channel", "automatic"])
+async def test_concurrent_calls_share_a_budget_only_as_far_as_it_fits(
+    gemini: GeminiSimulator,
+    model_spec: ModelSpec,
+    redis_client: aioredis.Redis,
+    prefix: str,
+    budget: str,
+) -> None:
+    """Eight calls at once against a budget that fits three estimates: three are made, five
+    stop before theirs — each reserves its estimate as it checks, so none sees the room the
+    others are about to spend."""
+    estimate = estimate_tokens([HumanMessage("hi")])
+    slow = Reply(parts=({"text": "ok"},), delay_s=0.5)  # all eight check before one answers
+    gemini.script(*[slow] * 8)
+    setting = {
+        "thread": "thread_token_budget",
+        "channel": "channel_daily_token_budget",
+        "automatic": "automatic_daily_token_budget",
+    }[budget]
+    _, model = _guarded(model_spec, redis_client, prefix, **{setting: 3 * estimate + 1})
+    scope = {"thread": f"T:C:{prefix}", "channel": f"T:{prefix}", "automatic": True}
+    outcomes = await asyncio.gather(
+        *[_answered(model, CallScope(**{budget: scope[budget]})) for _ in range(8)],
+        return_exceptions=True,
+    )
+    stopped = [o for o in outcomes if isinstance(o, BudgetExceeded)]
+    assert len(stopped) == 5 and {s.budget for s in stopped} == {budget}
+    assert outcomes.count(None) == 3
+    assert len(gemini.requests) == 3
+    spent = [int(v) async for v in _counters(redis_client, prefix)]
+    # what the three reported (input and output), not their estimates nor the refused ones'
+    assert spent == [sum(r.prompt_tokens + 1 for r in gemini.requests)]
+
+
+async def test_a_failed_call_gives_its_reserved_tokens_back(
+    gemini: GeminiSimulator, model_spec: ModelSpec, redis_client: aioredis.Redis, prefix: str
+) -> None:
+    gemini.script(Reply.error(400, "bad request"))
+    _, model = _guarded(model_spec, redis_client, prefix, channel_daily_token_budget=10_000)
+    with pytest.raises(Exception, match="bad request"):
+        await _answered(model, CallScope(thread="t", channel=f"T:{prefix}"))
+    assert sum([int(v) async for v in _counters(redis_client, prefix)]) == 0
+
+
+async def _counters(redis: aioredis.Redis, prefix: str) -> AsyncIterator[bytes]:
+    async for key in redis.scan_iter(f"{prefix}:tokens:*"):
+        yield await redis.get(key)
 
 
 # --- who goes first ---------------------------------------------------------------------

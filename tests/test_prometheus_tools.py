@@ -144,6 +144,30 @@ async def test_prometheus_failing_fails_the_tool_as_retryable(
     assert err.value.retryable
 
 
+# Valid JSON, a successful status, and data that is not what Prometheus sends.
+GARBAGE = [
+    '{"status": "success", "data": {"resultType": "vector", "result": [{"metric": {}}]}}',
+    '{"status": "success", "data": {"resultType": "matrix", "result": [{"values": [["x", 1]]}]}}',
+    '{"status": "success", "data": {"resultType": "vector", "result": ["not a series"]}}',
+    '{"status": "success", "data": {"resultType": "scalar", "result": [1, "one"]}}',
+    '{"status": "success", "data": ["not", "an", "object"]}',
+    '{"status": "success", "data": {"resultType": "vector", "result": [{"value": 1}]}}',
+]
+
+
+@pytest.mark.parametrize("body", GARBAGE)
+@pytest.mark.parametrize("name", ["query_prometheus", "query_prometheus_range"])
+async def test_an_answer_of_another_shape_fails_the_tool_as_retryable(
+    tools: dict[str, BaseTool], prometheus: PrometheusSimulator, name: str, body: str
+) -> None:
+    prometheus.faults.body = body
+    with pytest.raises(
+        ToolFailed, match=r"^Prometheus is unavailable \(an answer of an unknown shape"
+    ) as err:
+        await tools[name].ainvoke({"promql": MEMORY})
+    assert err.value.retryable
+
+
 async def test_prometheus_gone_fails_the_tool(
     tools: dict[str, BaseTool], prometheus: PrometheusSimulator
 ) -> None:

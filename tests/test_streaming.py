@@ -13,12 +13,17 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from redis.exceptions import RedisError
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.outbound.stream import StreamProgress
 from bot.outbound.timeline import Timeline
+from bot.process.redis_client import RedisSpec, connect_redis
 from bot.process.server import RunningBot
+from bot.turn.store import TurnStore
 from sandbox import GeminiSimulator, Reply
+from sandbox.fleet import RedisStackServer
 from sandbox.scenarios import Scenario
 from sandbox.slack import TEAM, SlackDriver, SlackMessage, SlackSimulator, chunk_problems
 from tests.slack_fixtures import GRAFANA, SECRET, BotFactory, settled
@@ -375,3 +380,52 @@ def test_each_step_is_titled_by_what_it_does(tool: str, args: dict[str, Any], ti
     chunk = Timeline().update({"type": "tool_started", "tool": tool, "args": args})[-1]
 
     assert (chunk["title"], chunk["status"]) == (title, "in_progress")
+
+
+@pytest.mark.parametrize(
+    "tool", ["x{0}", "q{traceql.__class__.__mro__}", "a{deployment:50000000}", "<b>{pod}</b>"]
+)
+def test_a_tool_name_the_model_made_up_is_shown_as_text_never_formatted(tool: str) -> None:
+    """Not a template: no IndexError, no Python internals, no 50 MB padding of a field."""
+    args = {"traceql": "{ status = error }", "deployment": "payment-api", "pod": "cart-7d-x"}
+    chunk = Timeline().update({"type": "tool_started", "tool": tool, "args": args})[-1]
+
+    assert chunk["title"] == "Running " + tool.replace("<", "&lt;").replace(">", "&gt;")
+
+
+async def test_chunks_are_kept_while_redis_cannot_save_their_tasks_and_sent_when_it_is_back(
+    client: AsyncWebClient, slack: SlackSimulator, redis_server: RedisStackServer
+) -> None:
+    """Redis stopped mid-turn: the flush fails saving the running tasks, and its chunks stay
+    pending (not dropped); Redis back, the next flush saves the tasks and sends them."""
+    redis = connect_redis(RedisSpec(redis_server.url))
+    turns = TurnStore(redis, ttl_s=600)
+    started = await client.chat_startStream(
+        channel="C1", thread_ts=ROOT, recipient_team_id=TEAM, recipient_user_id=ASKER
+    )
+
+    async def save_tasks(dumped: str) -> None:  # as the turn's runner keeps them
+        await turns.update("turn-1", stream_tasks=dumped)
+
+    async def fence() -> None:  # the run holds its thread
+        return None
+
+    stream = StreamProgress(
+        client, "C1", started["ts"], Timeline(), interval_s=0, fence=fence, save_tasks=save_tasks
+    )
+    try:
+        await redis_server.stop()
+        with pytest.raises(RedisError):
+            await stream.progress(
+                {"type": "tool_started", "tool": "get_trace", "args": {"trace_id": "abc"}}
+            )
+        assert [c["title"] for c in stream.pending] == ["Reading trace abc"]
+        await redis_server.start()
+        await stream.flush()
+        tasks = slack.messages[("C1", started["ts"])].tasks()
+        assert [t["title"] for t in tasks.values()] == ["Reading trace abc"]
+        assert stream.pending == []
+        saved = [await redis.hget(k, "stream_tasks") async for k in redis.scan_iter("*turn-1*")]
+        assert saved and b"Reading trace abc" in saved[0]
+    finally:
+        await redis.aclose()

@@ -173,15 +173,20 @@ class StreamProgress:
         async with self._lock:
             if not self.pending or not self.open:
                 return
-            chunks, self.pending = self.pending, []
             await self.fence()  # a run that lost its thread must not write to the stream
             # The running tasks are kept before Slack shows them: a process killed between
-            # the two leaves no task the resumed run does not know to close.
+            # the two leaves no task the resumed run does not know to close. Until both
+            # are done the chunks stay pending (Redis down: sent with the next flush).
             await self.save_tasks(self.timeline.dump())
+            chunks, self.pending = self.pending, []
             try:
                 await self.client.chat_appendStream(channel=self.channel, ts=self.ts, chunks=chunks)
-            except SlackApiError as exc:
-                if exc.response.get("error") in (NOT_STREAMING, "message_not_found"):
+            except Exception as exc:
+                closed = isinstance(exc, SlackApiError) and exc.response.get("error") in (
+                    NOT_STREAMING,
+                    "message_not_found",
+                )
+                if closed:
                     self.open = False  # the answer will be written over it (chat.update)
                     log.info("the stream %s was closed: no more progress in it", self.ts)
                     return

@@ -185,10 +185,13 @@ class Timeline:
             given = raw if isinstance(raw, dict) else {}
             args = _Args({k: _safe(v, 80) for k, v in given.items() if v not in ("", None)})
             args.setdefault("target", args.get("deployment") or args.get("pod") or "…")
-            template = _TOOL_TITLES.get(tool, "Running " + _safe(tool, 40))
+            template = _TOOL_TITLES.get(tool)
             if tool == "propose_action":
                 template = _PROPOSALS.get(str(given.get("action")), template)
-            title = _clip(template.format_map(args), TITLE_CHARS)
+            # Only our own templates are formatted, the arguments their values: a tool name
+            # the model made up ("x{0}", "a{deployment:50000000}") is text, never a template.
+            shown = template.format_map(args) if template else "Running " + _safe(tool, 40)
+            title = _clip(shown, TITLE_CHARS)
             return [
                 *self._end("tool", "complete"),
                 self._start("tool", title, self._sources(tool, given)),

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
+from gates.cluster import DNS1123_LABEL, DNS1123_SUBDOMAIN
 from gates.model import ACTIONS, GateDecision
 from gates.rules.base import GateContext, allow, refuse
 
-DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-DNS1123_SUBDOMAIN = re.compile(
-    r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-)
 GENERIC_NAMES = frozenset({"*", "all", "any", "every", "everything"})
 HARD_MAX_REPLICAS = 10_000
 
@@ -28,7 +23,7 @@ class ValidationGate:
         ):
             if value.lower() in GENERIC_NAMES or "*" in value:
                 return refuse(self.name, f"{what} {value!r} is not one named object")
-            if not pattern.match(value):
+            if not pattern.fullmatch(value):
                 return refuse(self.name, f"{what} {value!r} is not a valid DNS-1123 name")
         if r.action == "scale":
             if r.replicas is None:

@@ -9,13 +9,13 @@ API's words back to the model (fix the query); `SourceUnavailable` says to try l
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from typing import Any
 
 import httpx
 
 from graph.tools.tempo import default_window_minutes
+from graph.untrusted import clip
 
 MAX_ERROR = 300  # characters of an API's error text (untrusted, unbounded)
 
@@ -31,16 +31,6 @@ class SourceUnavailable(Exception):
 
 class SourceRefused(Exception):
     """The source refused the request (4xx): a bad query, in the API's own words."""
-
-
-def clip(text: str, limit: int = MAX_ERROR) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def quoted(text: str, limit: int = 100) -> str:
-    """Untrusted text as a clipped, quoted string literal: it cannot close its quotes."""
-    return json.dumps(clip(text, limit), ensure_ascii=False)
 
 
 def utc(seconds: float) -> str:
@@ -98,14 +88,14 @@ class HttpSource:
         if response.status_code >= 500 or response.status_code in (401, 403, 429):
             words = body.get("error") if isinstance(body, dict) else None
             raise SourceUnavailable(
-                f"HTTP {response.status_code}: {clip(words or response.text)}",
+                f"HTTP {response.status_code}: {clip(words or response.text, MAX_ERROR)}",
                 retryable=response.status_code not in (401, 403),
             )
         if response.status_code >= 400:
             if isinstance(body, dict) and body.get("error"):
                 kind = f" ({body['errorType']})" if body.get("errorType") else ""
-                raise SourceRefused(f"{clip(body['error'])}{kind}")
-            raise SourceRefused(clip(response.text) or f"HTTP {response.status_code}")
+                raise SourceRefused(f"{clip(body['error'], MAX_ERROR)}{kind}")
+            raise SourceRefused(clip(response.text, MAX_ERROR) or f"HTTP {response.status_code}")
         if not isinstance(body, dict) or body.get("status") != "success" or "data" not in body:
             raise SourceUnavailable(f"an answer that is not {self.name}'s JSON")
         return body["data"]

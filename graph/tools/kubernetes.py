@@ -10,7 +10,7 @@ from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 from langgraph.prebuilt import ToolRuntime
 
-from gates.cluster import ClusterError, DeploymentNotFound
+from gates.cluster import ClusterError, DeploymentNotFound, name_refusal
 from gates.model import ActionRequest, ClusterSnapshot
 from gates.pipeline import ActionPipeline
 from graph.action_claims import true_state
@@ -120,6 +120,8 @@ def kubernetes_tools(pipeline: ActionPipeline) -> list[BaseTool]:
         with its images, and every earlier revision with images, change-cause and time.
         Use it to see whether a deploy lines up with when errors started.
         """
+        if refusal := name_refusal(namespace, deployment=deployment):
+            return f"Not read: {refusal}.", []
         try:
             snap = await cluster.snapshot(namespace, deployment)
         except DeploymentNotFound:

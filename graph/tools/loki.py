@@ -26,12 +26,11 @@ from graph.tools.http_api import (
     HttpSource,
     SourceRefused,
     SourceUnavailable,
-    clip,
-    quoted,
     utc,
     window,
 )
 from graph.tools.prometheus import LABEL_KINDS, parse_result, series_facts, summarise_series
+from graph.untrusted import clip, quoted
 
 MAX_LINES = 500  # lines one query reads (Loki's `limit`)
 MAX_LINE = 300  # characters of one line shown
@@ -88,11 +87,18 @@ class LogLine:
 
 
 def parse_streams(data: dict[str, Any]) -> list[LogLine]:
+    """Loki's `streams` data, newest line first; `SourceUnavailable` (a failed, retryable
+    call) for an answer of another shape."""
+    if data.get("resultType") != "streams":
+        raise SourceUnavailable(f"an answer of an unknown shape ({data.get('resultType')!r})")
     lines = []
-    for stream in data.get("result") or []:
-        labels = {str(k): str(v) for k, v in (stream.get("stream") or {}).items()}
-        for at, text in stream.get("values") or []:
-            lines.append(LogLine(int(at), labels, str(text)))
+    try:
+        for stream in data.get("result") or []:
+            labels = {str(k): str(v) for k, v in (stream.get("stream") or {}).items()}
+            for at, text in stream.get("values") or []:
+                lines.append(LogLine(int(at), labels, str(text)))
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise SourceUnavailable(f"an answer of an unknown shape ({type(exc).__name__})") from exc
     return sorted(lines, key=lambda line: line.at_ns, reverse=True)
 
 
@@ -216,6 +222,9 @@ def loki_tools(client: LokiClient) -> list[BaseTool]:
         limit = max(1, min(limit, MAX_LINES))
         try:
             data = await client.query_range(logql, start, end, limit)
+            metric = data.get("resultType") in ("matrix", "vector")
+            kind, series = parse_result(data) if metric else ("streams", [])
+            lines = [] if metric else parse_streams(data)
         except SourceRefused as exc:
             raise ToolFailed(
                 f"Loki rejected the query: {exc}. Fix the LogQL and try again.", retryable=False
@@ -230,13 +239,9 @@ def loki_tools(client: LokiClient) -> list[BaseTool]:
         explore = f"\nGrafana Explore: {link}" if link else ""
         source = f"query_loki_logs {clip(logql, 120)}"
         cited = [citation(source, link)] if link else []
-        if data.get("resultType") in ("matrix", "vector"):
-            kind, series = parse_result(data)
+        if metric:
             text = summarise_series(logql, kind, series, where)
             return text + explore, series_facts(series, source, start, end) + cited
-        if data.get("resultType") != "streams":
-            raise ToolFailed("Loki answered in an unknown shape.", retryable=True)
-        lines = parse_streams(data)
         if not lines:
             return f"No log lines match {logql} {where}.{explore}", []
         text = summarise_logs(logql, lines, where, limit)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import json
 import logging
 import math
 import re
@@ -22,6 +21,7 @@ from graph.grounding.evidence import RESOURCE_KINDS, Fact, citation, fact, text_
 from graph.links import tempo_link
 from graph.tools.errors import ToolFailed
 from graph.trace_ids import normalise
+from graph.untrusted import clip, quoted
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,9 @@ class Workload:
     identity: tuple[tuple[str, str], ...]  # the WORKLOAD_ATTRIBUTES it has, in that order
 
     def described(self, keys: tuple[str, ...] = WORKLOAD_ATTRIBUTES) -> str:
-        return " ".join(f"{key}={_quoted(value)}" for key, value in self.identity if key in keys)
+        return " ".join(
+            f"{key}={quoted(value, MAX_VALUE)}" for key, value in self.identity if key in keys
+        )
 
 
 @dataclass(frozen=True)
@@ -99,16 +101,6 @@ class TraceHit:
     start_ns: int
     duration_ms: int
     matched_spans: int
-
-
-def _clip(text: str, limit: int = MAX_TEXT) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def _quoted(text: str, limit: int = MAX_VALUE) -> str:
-    """Untrusted text as a clipped, quoted string literal: it cannot close its quotes."""
-    return json.dumps(_clip(text, limit), ensure_ascii=False)
 
 
 def _attr_value(value: dict[str, Any]) -> str:
@@ -231,7 +223,7 @@ class TempoClient:
         if response.status_code == 400:
             return None  # Tempo says it is not a valid trace id
         if response.status_code >= 400:
-            raise TempoQueryError(f"HTTP {response.status_code}: {_clip(response.text)}")
+            raise TempoQueryError(f"HTTP {response.status_code}: {clip(response.text, MAX_TEXT)}")
         document = _document(response)
         try:
             spans = parse_spans(document)
@@ -243,7 +235,7 @@ class TempoClient:
         """The values Tempo holds for a scoped tag, e.g. `resource.service.name`."""
         response = await self._get(f"/api/v2/search/tag/{tag}/values")
         if response.status_code >= 400:
-            raise TempoQueryError(f"HTTP {response.status_code}: {_clip(response.text)}")
+            raise TempoQueryError(f"HTTP {response.status_code}: {clip(response.text, MAX_TEXT)}")
         listed = _document(response).get("tagValues")
         if not isinstance(listed, list):
             raise TempoUnavailable("a tag-values answer without a list of values")
@@ -258,7 +250,7 @@ class TempoClient:
         }
         response = await self._get("/api/search", params)
         if response.status_code >= 400:
-            raise TempoQueryError(_clip(response.text) or f"HTTP {response.status_code}")
+            raise TempoQueryError(clip(response.text, MAX_TEXT) or f"HTTP {response.status_code}")
         traces = _document(response).get("traces")
         if not isinstance(traces, list) or not all(isinstance(t, dict) for t in traces):
             raise TempoUnavailable("a search answer without a list of traces")
@@ -283,7 +275,7 @@ def _document(response: httpx.Response) -> dict[str, Any]:
         document = response.json()
     except ValueError as exc:
         kind = response.headers.get("content-type", "no content type")
-        raise TempoUnavailable(f"an answer that is not Tempo's JSON ({_clip(kind, 60)})") from exc
+        raise TempoUnavailable(f"an answer that is not Tempo's JSON ({clip(kind, 60)})") from exc
     if not isinstance(document, dict):
         raise TempoUnavailable("an answer that is not Tempo's JSON object")
     return document
@@ -300,7 +292,7 @@ def _root_line(spans: list[Span]) -> str:
     if not roots:
         return "root span: none received (every span has a parent; Tempo holds part of the trace)"
     # Span IDs are not shown: 16 hex digits would read as a 64-bit trace ID.
-    return f"root span: {_clip(roots[0].service, 60)} {_clip(roots[0].name, 120)}"
+    return f"root span: {clip(roots[0].service, 60)} {clip(roots[0].name, 120)}"
 
 
 def _workload_lines(spans: list[Span]) -> list[str]:
@@ -311,7 +303,7 @@ def _workload_lines(spans: list[Span]) -> list[str]:
     for workload, sent in list(tally.items())[:MAX_LISTED]:
         errors = sum(s.error for s in sent)
         lines.append(
-            f"- {_clip(workload.service, 60)} {workload.described()}".rstrip()
+            f"- {clip(workload.service, 60)} {workload.described()}".rstrip()
             + f": {len(sent)} span{'s' * (len(sent) != 1)}, {errors} error{'s' * (errors != 1)}"
         )
     if len(tally) > MAX_LISTED:
@@ -335,12 +327,12 @@ def _error_line(span: Span, by_id: dict[str, Span], failing_parents: set[str]) -
     peer = next((span.attributes[k] for k in PEER_ATTRIBUTES if span.attributes.get(k)), "")
     parent = by_id.get(span.parent_id or "")
     return (
-        f"- {_clip(span.service, 60)} {_clip(span.name, 120)} {span.duration_ms:.0f} ms"
-        + (f" peer={_quoted(peer, 60)}" if peer else "")
-        + (f" http={_quoted(http)}" if http else "")
-        + (f" status={_quoted(span.status_message, MAX_TEXT)}" if span.status_message else "")
+        f"- {clip(span.service, 60)} {clip(span.name, 120)} {span.duration_ms:.0f} ms"
+        + (f" peer={quoted(peer, 60)}" if peer else "")
+        + (f" http={quoted(http, MAX_VALUE)}" if http else "")
+        + (f" status={quoted(span.status_message, MAX_TEXT)}" if span.status_message else "")
         + (f" on {workload}" if workload else "")
-        + (f" called by {_clip(parent.service, 60)}" if parent else "")
+        + (f" called by {clip(parent.service, 60)}" if parent else "")
         + ("" if not span.span_id or span.span_id in failing_parents else " [failure starts here]")
     )
 
@@ -367,7 +359,7 @@ def _bounded(lines: list[str]) -> str:
 def summarise_trace(trace_id: str, spans: list[Span]) -> str:
     """A compact, bounded description of one trace for the model."""
     services = sorted({s.service for s in spans})
-    listed = ", ".join(_clip(s, 60) for s in services[:MAX_LISTED])
+    listed = ", ".join(clip(s, 60) for s in services[:MAX_LISTED])
     if len(services) > MAX_LISTED:
         listed += f", … and {len(services) - MAX_LISTED} more"
     start, end = min(s.start_ns for s in spans), max(s.end_ns for s in spans)
@@ -389,7 +381,7 @@ def summarise_trace(trace_id: str, spans: list[Span]) -> str:
         "slowest spans:",
     ]
     for s in sorted(spans, key=lambda s: s.duration_ms, reverse=True)[:5]:
-        lines.append(f"- {_clip(s.service, 60)} {_clip(s.name, 120)} {s.duration_ms:.0f} ms")
+        lines.append(f"- {clip(s.service, 60)} {clip(s.name, 120)} {s.duration_ms:.0f} ms")
     return _bounded(lines)
 
 
@@ -477,11 +469,11 @@ def tempo_tools(client: TempoClient) -> list[BaseTool]:
             return f"No traces match {traceql} between {window}.", []
         lines = [f"{len(hits)} traces match {traceql} between {window} (newest first):"]
         lines += [
-            f"- {h.trace_id}  {_clip(h.root_service, 60)} {_clip(h.root_name, 120)}  "
+            f"- {h.trace_id}  {clip(h.root_service, 60)} {clip(h.root_name, 120)}  "
             f"started {_utc(h.start_ns)}  {h.duration_ms} ms  matched spans: {h.matched_spans}"
             for h in hits
         ]
-        source = f"query_tempo_traces {_clip(traceql, 120)}"
+        source = f"query_tempo_traces {clip(traceql, 120)}"
         found = [fact("service", h.root_service, f"{source}: rootServiceName") for h in hits]
         found += times_from([h.start_ns for h in hits], f"{source}: trace start times")
         if link := client.link(traceql, start, end):
@@ -501,7 +493,7 @@ def tempo_tools(client: TempoClient) -> list[BaseTool]:
         """
         cleaned = trace_id.strip()
         if not _HEX_ID.fullmatch(cleaned):
-            return f"{_clip(trace_id, 80)!r} is not a trace ID (up to 32 hex characters).", []
+            return f"{clip(trace_id, 80)!r} is not a trace ID (up to 32 hex characters).", []
         try:
             spans = await client.fetch(cleaned)
         except (TempoQueryError, TempoUnavailable) as exc:
