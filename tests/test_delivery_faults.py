@@ -51,7 +51,7 @@ async def test_a_follow_up_with_a_screenshot_or_also_sent_to_the_channel_is_answ
     drops every subtype as if it were an edit or a join; the question gets 200 and nothing."""
     gemini.script(Reply.text("answer one"), Reply.text("answer two"))
     async with bot_for(progress_interval=3600) as bot:
-        driver = SlackDriver(bot.url, SECRET, team=f"TATK{subtype[:4].upper()}")
+        driver = SlackDriver(bot.url, SECRET, team=f"TATK{subtype[:4].upper()}", slack=slack)
         await driver.mention("checkout 500s since 14:05, why?", ts=ROOT)
         assert await bot.services.jobs.join(30)
         event = {

@@ -13,6 +13,7 @@ copied files can be imported as tracegate.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -104,7 +105,9 @@ def test_the_image_carries_the_product_and_the_demo_but_not_the_evals(image: Ima
 def test_help_runs_in_the_image(image: Image) -> None:
     done = image.run("--help")
     assert done.returncode == 0, done.stderr
-    assert "{investigate,serve,worker,migrate-checkpoints,demo,eval,config}" in done.stdout
+    commands = re.search(r"\{([a-z,-]+)\}", done.stdout)
+    assert commands, done.stdout
+    assert {"investigate", "serve", "worker", "demo", "eval"} <= set(commands[1].split(","))
 
 
 @pytest.mark.parametrize(
