@@ -22,6 +22,7 @@ from tests.redis_fixtures import wait_for
 from tests.test_startup_errors import SERVE_READY
 
 POLICY_LOGGER = "bot.process.redis_policy"
+PROBE = "tracegate-test:eviction-probe"
 
 
 def _refusal(url: str, policy: str) -> str:
@@ -94,7 +95,8 @@ async def test_with_redis_allow_eviction_the_runtime_opens_and_warns(
     settings = _settings(evicting_redis_stack, gemini, tempo, redis_allow_eviction=True)
     with caplog.at_level(logging.WARNING, logger=POLICY_LOGGER):
         async with open_runtime(settings) as runtime:
-            assert await runtime.redis.ping()
+            await runtime.redis.set(PROBE, "1", ex=60)
+            assert await runtime.redis.get(PROBE) == b"1"  # started, and takes writes
     (warning,) = [r for r in caplog.records if r.name == POLICY_LOGGER]
     assert warning.levelno == logging.WARNING
     assert "(maxmemory_policy is allkeys-lru)" in warning.getMessage()
@@ -112,5 +114,6 @@ async def test_a_redis_that_never_evicts_opens_without_a_warning(
     await admin.aclose()
     with caplog.at_level(logging.DEBUG, logger=POLICY_LOGGER):
         async with open_runtime(_settings(redis_url, gemini, tempo)) as runtime:
-            assert await runtime.redis.ping()
+            await runtime.redis.set(PROBE, "1", ex=60)
+            assert await runtime.redis.get(PROBE) == b"1"  # started, and takes writes
     assert [r for r in caplog.records if r.name == POLICY_LOGGER] == []
