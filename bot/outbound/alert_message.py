@@ -42,7 +42,7 @@ def alert_text(n: Notification) -> str:
     """The notification text (what a phone shows)."""
     alerts = n.firing or n.alerts
     name = (alerts[0].labels.get("alertname") if alerts else "") or n.title or "alert"
-    state = "RESOLVED" if n.status == "resolved" and not n.firing else f"FIRING:{len(n.firing)}"
+    state = "RESOLVED" if n.resolved else f"FIRING:{len(n.firing)}"
     return _clip(f"[{state}] {name}", 150)
 
 
@@ -53,7 +53,7 @@ def alert_blocks(n: Notification, *, investigated: bool) -> list[Block]:
     labels = {**n.common_labels, **(first.labels if first else {})}
     name = labels.get("alertname") or n.title or "alert"
     severity = labels.get("severity", "")
-    resolved = n.status == "resolved" and not firing
+    resolved = n.resolved
     icon = ":white_check_mark:" if resolved else ":rotating_light:"
     head = f"{icon} *{escape(_clip(name, 150))}*" + (f" · {escape(severity)}" if severity else "")
     blocks = [section(head)]

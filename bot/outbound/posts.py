@@ -16,6 +16,7 @@ off for it (`NotForPosts`) and this module decides instead.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -82,6 +83,26 @@ def _definite(exc: Exception) -> bool:
     return status < 500 and isinstance(exc.response.data, dict) and "error" in exc.response.data
 
 
+Page = Callable[[str | None], Awaitable[Any]]  # a cursor -> one page of messages
+
+
+async def first_tagged(page: Page, event_type: str, key: str, value: str) -> str | None:
+    """The ts of the first message on up to SEARCH_PAGES pages whose metadata is
+    `event_type` with `event_payload[key] == value`."""
+    cursor = None
+    for _ in range(SEARCH_PAGES):
+        found = await page(cursor)
+        for message in found.get("messages") or []:
+            metadata = message.get("metadata") or {}
+            payload = metadata.get("event_payload") or {}
+            if metadata.get("event_type") == event_type and payload.get(key) == value:
+                return str(message["ts"])
+        cursor = (found.get("response_metadata") or {}).get("next_cursor")
+        if not cursor:
+            return None
+    return None
+
+
 async def find_tagged(
     client: AsyncWebClient, channel: str, thread_ts: str, tag: str, since: float
 ) -> str | None:
@@ -90,31 +111,24 @@ async def find_tagged(
     None when Slack says there is no such thread (`thread_not_found`: nothing can be in
     it); a failure that leaves the question open (a dropped connection, 5xx, 429) raises.
     """
-    cursor = None
-    for _ in range(SEARCH_PAGES):
-        try:
-            page = await client.conversations_replies(
-                channel=channel,
-                ts=thread_ts,
-                oldest=f"{since:.6f}",
-                include_all_metadata=True,
-                limit=200,
-                cursor=cursor,
-            )
-        except SlackApiError as exc:
-            if _definite(exc) and exc.response.data.get("error") != "ratelimited":
-                log.info("cannot search %s for %s: %s", thread_ts, tag, exc.response["error"])
-                return None
-            raise
-        for message in page.get("messages") or []:
-            metadata = message.get("metadata") or {}
-            payload = metadata.get("event_payload") or {}
-            if metadata.get("event_type") == EVENT_TYPE and payload.get("tag") == tag:
-                return str(message["ts"])
-        cursor = (page.get("response_metadata") or {}).get("next_cursor")
-        if not cursor:
+
+    async def page(cursor: str | None) -> Any:
+        return await client.conversations_replies(
+            channel=channel,
+            ts=thread_ts,
+            oldest=f"{since:.6f}",
+            include_all_metadata=True,
+            limit=200,
+            cursor=cursor,
+        )
+
+    try:
+        return await first_tagged(page, EVENT_TYPE, "tag", tag)
+    except SlackApiError as exc:
+        if _definite(exc) and exc.response.data.get("error") != "ratelimited":
+            log.info("cannot search %s for %s: %s", thread_ts, tag, exc.response["error"])
             return None
-    return None
+        raise
 
 
 async def post_once(

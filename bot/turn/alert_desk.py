@@ -30,13 +30,14 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 import redis.asyncio as aioredis
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.outbound.alert_message import alert_blocks, alert_text
+from bot.outbound.posts import first_tagged
 from bot.process.metrics import ALERTS_INVESTIGATED, ALERTS_RECEIVED, ALERTS_SKIPPED
 from bot.turn.alerts import firing_alert
 from bot.turn.conversation import AlertSource
@@ -48,7 +49,6 @@ from graph.context import AlertHint
 log = logging.getLogger(__name__)
 
 ALERT_EVENT = "tracegate_alert"  # the metadata that tags a group's message
-SEARCH_PAGES = 5  # of the channel, searched for a message a lost answer may have posted
 GROUP_TTL_S = 7 * 86400  # a group's record outlives any incident thread that reads it
 LOCK_TTL_MS = 60_000
 MAX_ROUNDS = 5  # notifications handled in one `process` (more arrive: the next call)
@@ -57,8 +57,6 @@ SERVICE_LABELS = ("service", "service_name", "app", "app_kubernetes_io_name", "d
 
 # Slack refusing the channel itself: trying again will not help (the log says what to fix)
 UNPOSTABLE = ("channel_not_found", "not_in_channel", "is_archived", "restricted_action")
-
-Skip = Literal["severity", "hourly_limit", "resolved", "no_channel"]
 
 # KEYS[1]: the group's hash; KEYS[2]: groups with notifications not yet handled.
 # ARGV: ttl s, now, group key, source, channel, the notification (JSON), group id.
@@ -93,7 +91,7 @@ def services_of(labels: Iterable[dict[str, str]]) -> set[str]:
     }
 
 
-def question_for(n: Notification, hints: list[AlertHint]) -> str:
+def question_for(n: Notification) -> str:
     """The investigation's question, written by the bot (never by the alert's author)."""
     names = sorted({a.labels.get("alertname", "") for a in n.firing} - {""}) or ["an alert"]
     return (
@@ -192,8 +190,8 @@ class AlertGroups:
         return int(count) <= limit
 
 
-# (team, channel, root, ts, question, alert group id, its alerts) -> recorded or not
-StartTurn = Callable[[str, str, str, str, str, str, list[AlertHint]], Awaitable[None]]
+# (team, channel, root, ts, question, alert group id): records and queues the turn
+StartTurn = Callable[[str, str, str, str, str, str], Awaitable[None]]
 
 
 @dataclass
@@ -255,7 +253,6 @@ class AlertDesk(AlertSource):
     async def _handle(self, gid: str, state: dict[str, str], version: int) -> None:
         n = Notification.model_validate_json(state["notification"])
         channel = state["channel"]
-        resolved = n.status == "resolved" and not n.firing
         investigated = json.loads(state.get("services") or "[]")
         blocks = alert_blocks(n, investigated=bool(state.get("turns")))
         text = alert_text(n)
@@ -277,7 +274,7 @@ class AlertDesk(AlertSource):
             await self.groups.update(gid, message_ts=root)
         else:
             await self.client.chat_update(channel=channel, ts=root, text=text, blocks=blocks)
-        if resolved:
+        if n.resolved:
             await self.groups.update(gid, resolved_at=f"{time.time():.3f}", handled=version)
             return
         started = await self._investigate(gid, state, n, channel, root, set(investigated))
@@ -290,24 +287,13 @@ class AlertDesk(AlertSource):
         """The group's message, if a try that lost Slack's answer (or its process) posted
         it: chat.postMessage is not idempotent, so the channel's newest messages (that try
         was moments ago) are searched for its tag."""
-        cursor = None
-        for _ in range(SEARCH_PAGES):
-            page = await self.client.conversations_history(
-                channel=channel,
-                include_all_metadata=True,
-                limit=200,
-                cursor=cursor,
+
+        async def page(cursor: str | None) -> Any:
+            return await self.client.conversations_history(
+                channel=channel, include_all_metadata=True, limit=200, cursor=cursor
             )
-            for message in page.get("messages") or []:
-                metadata = message.get("metadata") or {}
-                if metadata.get("event_type") == ALERT_EVENT and (
-                    (metadata.get("event_payload") or {}).get("group") == gid
-                ):
-                    return str(message["ts"])
-            cursor = (page.get("response_metadata") or {}).get("next_cursor")
-            if not cursor:
-                return None
-        return None
+
+        return await first_tagged(page, ALERT_EVENT, "group", gid)
 
     async def _investigate(
         self,
@@ -338,9 +324,7 @@ class AlertDesk(AlertSource):
             await self._over_limit(channel, root)
             await self.groups.update(gid, turns=",".join([*turns, ts]), next_ts="")
             return False
-        await self.start_turn(
-            await self.team(), channel, root, ts, question_for(n, []), gid, hints_of(n)
-        )
+        await self.start_turn(await self.team(), channel, root, ts, question_for(n), gid)
         ALERTS_INVESTIGATED.labels(n.source).inc()
         await self.groups.update(
             gid,
@@ -374,7 +358,7 @@ class AlertDesk(AlertSource):
             "Investigate it from its labels and start time in the thread context: what is "
             "happening, since when, and why? Say what you checked and what you could not."
         )
-        await self.start_turn(team, channel, ts, ts, question, POSTED_ALERT, [])
+        await self.start_turn(team, channel, ts, ts, question, POSTED_ALERT)
         ALERTS_INVESTIGATED.labels(hint.source).inc()
 
     async def _over_limit(self, channel: str, root: str) -> None:
@@ -407,13 +391,3 @@ class AlertDesk(AlertSource):
                 await self.process(gid)
             except Exception:
                 log.exception("alert group %s could not be processed", gid)
-
-    def skipped(self, reason: Skip) -> None:
-        ALERTS_SKIPPED.labels(reason).inc()
-
-
-def parse_time(value: Any) -> datetime | None:
-    try:
-        return datetime.fromisoformat(str(value))
-    except ValueError:
-        return None

@@ -295,7 +295,6 @@ class Conversations:
         ts: str,
         question: str,
         alert: str,
-        hints: list[AlertHint] | None = None,
     ) -> None:
         """An investigation no one asked for: an alert's, in the thread of its message
         (`root`). Recorded and queued as a mention's turn (a second delivery of the same

@@ -57,11 +57,6 @@ class Alert(BaseModel):
         return value
 
     @property
-    def identity(self) -> str:
-        """The alert's fingerprint, or its sorted labels when the sender gave none."""
-        return self.fingerprint or json.dumps(sorted(self.labels.items()))
-
-    @property
     def resolved_at(self) -> datetime | None:
         if self.status != "resolved" or self.ends_at is None or self.ends_at <= _NEVER:
             return None
@@ -92,6 +87,11 @@ class Notification(BaseModel):
     @property
     def firing(self) -> list[Alert]:
         return [a for a in self.alerts if a.status == "firing"]
+
+    @property
+    def resolved(self) -> bool:
+        """Every alert of the group has ended."""
+        return self.status == "resolved" and not self.firing
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from datetime import UTC, date, datetime
 from typing import Literal, TypedDict
 
 from graph.grounding import times
-from graph.grounding.claims import NAME_KINDS, Claim, image_parts
+from graph.grounding.claims import NAME_KINDS, Claim, find_claims, image_parts
 from graph.grounding.evidence import QUESTION_TIME, ROLLOUT, Evidence, Fact, iso
 
 ClaimStatus = Literal["grounded", "ungrounded", "unchecked"]
@@ -394,7 +394,6 @@ def _declared(draft: str) -> tuple[tuple[int, str], ...]:
 
 
 _HAS_CLOCK = re.compile(r"\d:\d\d")
-_REVISION_IN = re.compile(r"\b(?:revision|rev)\s*#?(\d+)\b", re.IGNORECASE)
 _YESTERDAY = re.compile(r"\byesterday\b", re.IGNORECASE)
 
 
@@ -417,7 +416,7 @@ def _time(claim: Claim, draft: str, evidence: Evidence, tolerance_s: float) -> F
     if about == "rollout":
         subject = subject_of(claim, draft, evidence, evidence.subjects())
         pool = (evidence.times(ROLLOUT, subject) if subject else []) or evidence.times(ROLLOUT)
-        revisions = set(_REVISION_IN.findall(_clause(draft, claim)))
+        revisions = {c.value for c in find_claims(_clause(draft, claim)) if c.kind == "revision"}
         if len(revisions) == 1:  # "revision 42 rolled out at 13:10": that revision's rollout
             own = [(at, f) for at, f in pool if f.get("revision") in revisions]
             pool = own or pool
