@@ -46,6 +46,7 @@ import itertools
 import json
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
@@ -844,13 +845,9 @@ class SlackSimulator(SimulatorServer):
             return {"ok": False, "error": "no_such_subteam"}
         return {"ok": True, "users": self.usergroups[group]}
 
-    def _conversations_history(self, args: dict[str, Any]) -> dict[str, Any]:
-        """A channel's top-level messages (and thread broadcasts), newest first, as Slack
-        returns them; `oldest`/`latest` bound them (exclusive unless `inclusive`); at most
-        `limit` (≤ 999) a page, then a cursor; metadata only with `include_all_metadata`."""
-        channel = args.get("channel", "")
-        if channel not in self.channels:
-            return {"ok": False, "error": "channel_not_found"}
+    @staticmethod
+    def _within(args: dict[str, Any]) -> Callable[[SlackMessage], bool]:
+        """`oldest`/`latest` as Slack reads them: exclusive unless `inclusive`."""
         inclusive = str(args.get("inclusive", "")).lower() in ("1", "true")
         oldest, latest = float(args.get("oldest") or 0), float(args.get("latest") or "inf")
 
@@ -858,14 +855,13 @@ class SlackSimulator(SimulatorServer):
             at = float(m.ts)
             return oldest <= at <= latest if inclusive else oldest < at < latest
 
-        every = {**self.messages, **self.others}.values()
-        found = sorted(
-            (m for m in every if m.channel == channel and m.thread_ts is None and within(m)),
-            key=lambda m: float(m.ts),
-            reverse=True,
-        )
+        return within
+
+    @staticmethod
+    def _page(found: list[SlackMessage], args: dict[str, Any], most: int) -> dict[str, Any]:
+        """At most `limit` (≤ `most`) a page, then a cursor; metadata only when asked."""
         everything = str(args.get("include_all_metadata", "")).lower() in ("1", "true")
-        limit = max(1, min(int(args.get("limit") or 100), 999))
+        limit = max(1, min(int(args.get("limit") or most), most))
         start = int(args.get("cursor") or 0)
         page = found[start : start + limit]
         more = start + limit < len(found)
@@ -876,6 +872,21 @@ class SlackSimulator(SimulatorServer):
             "response_metadata": {"next_cursor": str(start + limit) if more else ""},
         }
 
+    def _conversations_history(self, args: dict[str, Any]) -> dict[str, Any]:
+        """A channel's top-level messages, newest first, as Slack returns them (100 a page
+        unless `limit`, at most 999)."""
+        channel = args.get("channel", "")
+        if channel not in self.channels:
+            return {"ok": False, "error": "channel_not_found"}
+        within = self._within(args)
+        every = {**self.messages, **self.others}.values()
+        found = sorted(
+            (m for m in every if m.channel == channel and m.thread_ts is None and within(m)),
+            key=lambda m: float(m.ts),
+            reverse=True,
+        )
+        return self._page(found, {"limit": 100, **args}, 999)
+
     def _conversations_replies(self, args: dict[str, Any]) -> dict[str, Any]:
         """The parent first, then replies oldest first; `oldest`/`latest` bound the replies
         (exclusive unless `inclusive`); at most `limit` (≤ 1000) a page, then a cursor."""
@@ -883,33 +894,13 @@ class SlackSimulator(SimulatorServer):
         parent = self._find(channel, root)
         if parent is None:
             return {"ok": False, "error": "thread_not_found"}
+        within = self._within(args)
         every = {**self.messages, **self.others}.values()
         replies = sorted(
             (m for m in every if m.channel == channel and m.thread_ts == root and m.ts != root),
             key=lambda m: float(m.ts),
         )
-        thread = [parent, *replies]
-        inclusive = str(args.get("inclusive", "")).lower() in ("1", "true")
-        oldest, latest = float(args.get("oldest") or 0), float(args.get("latest") or "inf")
-
-        def within(m: SlackMessage) -> bool:
-            at = float(m.ts)
-            if inclusive:
-                return oldest <= at <= latest
-            return oldest < at < latest
-
-        selected = [thread[0], *(m for m in thread[1:] if within(m))]
-        everything = str(args.get("include_all_metadata", "")).lower() in ("1", "true")
-        limit = max(1, min(int(args.get("limit") or 1000), 1000))
-        start = int(args.get("cursor") or 0)
-        page = selected[start : start + limit]
-        more = start + limit < len(selected)
-        return {
-            "ok": True,
-            "messages": [m.as_api(metadata=everything) for m in page],
-            "has_more": more,
-            "response_metadata": {"next_cursor": str(start + limit) if more else ""},
-        }
+        return self._page([parent, *(m for m in replies if within(m))], args, 1000)
 
     def _reactions_add(self, args: dict[str, Any]) -> dict[str, Any]:
         message = self._find(args["channel"], args["timestamp"])
