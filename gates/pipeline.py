@@ -48,7 +48,7 @@ from gates.rules.base import GateContext, RuleGate, refuse
 from gates.rules.blast_radius import BlastRadiusGate
 from gates.rules.circuit_breaker import CircuitBreakerGate
 from gates.rules.duplicate import DuplicateGate
-from gates.rules.kill_switch import KillSwitchGate
+from gates.rules.kill_switch import ActionsSwitch, KillSwitchGate, Stopped
 from gates.rules.policy import PolicyGate
 from gates.rules.validation import ValidationGate
 from gates.store import DEFAULT_LEASE_S, ActionStore, RequestNotFound, TransitionConflict
@@ -73,9 +73,10 @@ READ_BACK_PAUSE_S = 0.5
 FOLLOW_LEASE_S = 15.0
 UNREADABLE_READS = 3  # reads of a rollout's status before "unreadable" is what is recorded
 
-# succeeded / failed / aborted: how the approved action ended; executing: the cluster could
-# not be read back yet, and the reconciler will settle it.
+# approved: authorised, not executed yet; succeeded / failed / aborted: how it ended;
+# executing: the cluster could not be read back yet, and the reconciler will settle it.
 ApprovalVerdict = Literal[
+    "approved",
     "succeeded",
     "failed",
     "aborted",
@@ -111,6 +112,7 @@ class ActionPipeline:
         self.judge = judge
         self.policy = policy
         self.follow_lease_s = follow_lease_s
+        self.switch = ActionsSwitch(store.redis, store.prefix)
 
     async def _run_rule_gates(self, ctx: GateContext) -> list[GateDecision]:
         decisions = []
@@ -245,18 +247,12 @@ class ActionPipeline:
             request.id, "expired", actor, "approval window passed", expect="pending_approval"
         )
 
-    async def approve(
-        self,
-        request_id: str,
-        user: str,
-        *,
-        in_approver_group: bool = False,
-        on_approved: Callable[[ActionRequest], Awaitable[None]] | None = None,
+    async def authorise(
+        self, request_id: str, user: str, *, in_approver_group: bool = False
     ) -> ApprovalResult:
-        """Authorise, win the compare-and-set, re-check on fresh state, execute once.
-
-        `on_approved` is told as soon as this call has won (e.g. to show "executing").
-        """
+        """Authorise the click and win the compare-and-set pending_approval → approved
+        (verdict `approved`): from here on exactly one `execute` can make the write. Touches
+        only Redis: `serve` records approvals, the workers execute them."""
         try:
             request = await self.store.get(request_id)
         except RequestNotFound:
@@ -278,6 +274,39 @@ class ActionPipeline:
                 exc.current, "approval_denied", user, f"already {exc.current.status}"
             )
             return ApprovalResult("already_handled", f"already {exc.current.status}", exc.current)
+        return ApprovalResult("approved", f"approved by {user}", request)
+
+    async def execute(self, request_id: str, user: str) -> ApprovalResult:
+        """Run an approved request: the rule gates again on fresh state (the kill switch
+        among them), then the write, once. A request that moved on (executed by an earlier
+        try of this job, or settled by the reconciler) is reported as it is."""
+        try:
+            request = await self.store.get(request_id)
+        except RequestNotFound:
+            return ApprovalResult("not_found", f"no action request {request_id}", None)
+        if request.status != "approved":
+            return _result(request)
+        try:
+            return await self._recheck_and_execute(request, user)
+        except TransitionConflict as exc:  # the reconciler judged this call dead and settled it
+            return _result(exc.current)
+
+    async def approve(
+        self,
+        request_id: str,
+        user: str,
+        *,
+        in_approver_group: bool = False,
+        on_approved: Callable[[ActionRequest], Awaitable[None]] | None = None,
+    ) -> ApprovalResult:
+        """`authorise`, then `execute` in this process (tests, and a process that does both).
+
+        `on_approved` is told as soon as this call has won (e.g. to show "executing").
+        """
+        authorised = await self.authorise(request_id, user, in_approver_group=in_approver_group)
+        request = authorised.request
+        if authorised.verdict != "approved" or request is None:
+            return authorised
         if on_approved is not None:
             try:
                 await on_approved(request)
@@ -527,6 +556,32 @@ class ActionPipeline:
         await self.breaker.reset(scope)
         await self.store.audit_event("breaker_reset", user, f"breaker for {scope} reset", scope)
         return True, f"breaker for {scope} reset"
+
+    async def stop_actions(
+        self, user: str, in_approver_group: bool, reason: str = ""
+    ) -> tuple[Stopped | None, str]:
+        """Stop every action in every process (the kill-switch gate refuses from its next
+        run on); approvers only, audited either way. Returns the stop (None if refused) and
+        what to tell the user."""
+        if not self.is_approver(user, in_approver_group):
+            denial = "only an approver may stop actions"
+            await self.store.audit_event("actions_stop_denied", user, denial, "*")
+            return None, f"{denial} (ACTION_APPROVERS / ACTION_APPROVER_GROUP)"
+        stopped = await self.switch.stop(user, reason)
+        await self.store.audit_event("actions_stopped", user, stopped.describe(), "*")
+        return stopped, stopped.describe()
+
+    async def start_actions(self, user: str, in_approver_group: bool) -> tuple[bool, str]:
+        """Lift the runtime stop (ACTIONS_ENABLED stays the ceiling); approvers only, audited."""
+        if not self.is_approver(user, in_approver_group):
+            denial = "only an approver may start actions again"
+            await self.store.audit_event("actions_start_denied", user, denial, "*")
+            return False, f"{denial} (ACTION_APPROVERS / ACTION_APPROVER_GROUP)"
+        was_stopped = await self.switch.start()
+        note = "actions started again" if was_stopped else "actions were not stopped"
+        await self.store.audit_event("actions_started", user, note, "*")
+        ceiling = "" if self.policy.actions_enabled else " (ACTIONS_ENABLED is off: dry runs only)"
+        return was_stopped, note + ceiling
 
 
 def build_pipeline(

@@ -784,8 +784,9 @@ class SlackSimulator(SimulatorServer):
                 "error": "invalid_blocks",
                 "response_metadata": {"messages": messages},
             }
-        self.homes[user] = view
-        return {"ok": True, "view": {**view, "id": f"V{uuid.uuid4().hex[:10].upper()}"}}
+        view_id = f"V{uuid.uuid4().hex[:10].upper()}"
+        self.homes[user] = {**view, "id": view_id}
+        return {"ok": True, "view": {**view, "id": view_id}}
 
     def _users_conversations(self, args: dict[str, Any]) -> dict[str, Any]:
         """The channels `user` is a member of (as the bot can see them), a page at a time."""
@@ -1141,6 +1142,47 @@ class SlackDriver:
             "event_ts": str(time.time()),
         }
         return await self.event(event)
+
+    async def home_click(
+        self, action_id: str, *, user: str, forged_value: str | None = None
+    ) -> tuple[int, str]:
+        """A click on a button of the user's published App Home tab, as Slack sends it (after
+        the button's confirmation dialog, if it has one). Slack only sends clicks on buttons
+        the view shows: one that is not there raises, unless `forged_value` is given (a
+        hand-made payload, as an attacker could sign only with the app's secret)."""
+        view = dict(self.slack.homes.get(user) or {}) if self.slack else {}
+        shown = [
+            element
+            for block in view.get("blocks") or []
+            for element in [block.get("accessory"), *(block.get("elements") or [])]
+            if isinstance(element, dict) and element.get("action_id") == action_id
+        ]
+        if forged_value is None and not shown:
+            raise ValueError(f"{user}'s Home tab shows no {action_id} button")
+        value = forged_value if forged_value is not None else str(shown[0].get("value", ""))
+        view_id = str(view.get("id") or f"V{uuid.uuid4().hex[:10].upper()}")
+        payload = {
+            "type": "block_actions",
+            "team": {"id": self.team},
+            "enterprise": {"id": self.enterprise} if self.enterprise else None,
+            "user": {"id": user, "username": user, "team_id": self._team_of(user)},
+            "api_app_id": "A1",
+            "token": "legacy",
+            "container": {"type": "view", "view_id": view_id},
+            "trigger_id": self.slack.trigger(user) if self.slack else uuid.uuid4().hex,
+            "view": {**view, "id": view_id},
+            "actions": [
+                {
+                    "action_id": action_id,
+                    "type": "button",
+                    "value": value,
+                    "block_id": "b",
+                    "action_ts": str(time.time()),
+                }
+            ],
+        }
+        body = urlencode({"payload": json.dumps(payload)})
+        return await self.post(body, "application/x-www-form-urlencoded")
 
     async def message_shortcut(
         self, callback_id: str, message: SlackMessage, *, user: str = "U_ONCALL"

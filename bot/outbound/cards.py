@@ -16,6 +16,7 @@ from bot.outbound.mrkdwn import escape
 from bot.outbound.posts import post_once
 from bot.process.jobs import Jobs
 from bot.turn.access import FIRST_BACKOFF_S, STALE_GRACE_S, Access, Asker, Backoff
+from bot.turn.executions import Executions
 from bot.turn.threads import ThreadMemory, in_channel, thread_key
 from gates.breaker import GLOBAL
 from gates.model import ActionRequest, CardLocation
@@ -97,12 +98,16 @@ class Cards:
         access: Access,
         grafana_url: str | None,
         datasource: str,
+        executions: Executions,
         thread_busy: ThreadBusy | None = None,
     ) -> None:
         """`access`: who may click at all (a guest or a Slack Connect user may not, by
-        default). `thread_busy`: whether a turn's run holds a thread (its lease), for the
-        reconciler to tell a proposal still being decided from one whose run died."""
+        default). `executions`: where an approved action is executed (the workers' queue).
+        `thread_busy`: whether a turn's run holds a thread (its lease), for the reconciler to
+        tell a proposal still being decided from one whose run died."""
         self.client = client
+        self.executions = executions
+        executions.run = self.execute
         self.access = access
         self.actions = actions
         self.reconciler = Reconciler(actions, thread_busy) if actions is not None else None
@@ -246,12 +251,21 @@ class Cards:
         if request is None or await self._refused(self.actions, request, asker, channel):
             return
         in_group = await self.approvers.contains(user)
-        result = await self.actions.approve(
-            request_id, user, in_approver_group=in_group, on_approved=self._show
-        )
+        result = await self.actions.authorise(request_id, user, in_approver_group=in_group)
         if result.verdict in ("denied", "already_handled", "not_found"):
             await self._tell(channel, user, f"Not approved: {result.message}.")
             return
+        if result.request is not None:
+            await self._show(result.request)  # approved, or expired
+        if result.verdict == "approved":
+            await self.executions.submit(request_id, user)
+
+    async def execute(self, request_id: str, approver: str) -> None:
+        """Execute an approved request (in a worker), show how it ended on its card, and
+        follow its rollout."""
+        if self.actions is None:
+            raise RuntimeError(f"cannot execute {request_id}: actions are not configured here")
+        result = await self.actions.execute(request_id, approver)
         if result.request is not None:
             await self._show(result.request)
             await self._follow_rollout(self.actions, result.request)

@@ -6,6 +6,10 @@ belongs to a thread, and a thread is shown only to members of its channel (read 
 status`, where what is shown is what the channel already saw. Approvals are listed only to
 those who may approve them, with a link to the card: acting happens on the card, where the
 click is bound to the request and counted once.
+
+The one thing acted on here is the runtime stop of all actions (`STOP_ACTIONS` /
+`START_ACTIONS`): approvers see the button, Slack asks them to confirm, and every process's
+kill-switch gate refuses from its next decision on (gates/rules/kill_switch.py).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.outbound.blocks import context, section
+from bot.outbound.blocks import button, context, section
 from bot.outbound.cards import ApproverGroup
 from bot.outbound.feedback import Feedback
 from bot.outbound.mrkdwn import escape
@@ -32,6 +36,8 @@ MAX_LISTED = 10  # items per section
 MAX_REQUESTS = 200  # requests read for one view
 MAX_AUDIT = 500  # newest audit entries read for recent actions
 TERMINAL = ("succeeded", "failed", "aborted", "rejected", "refused", "expired")
+STOP_ACTIONS = "stop_actions"
+START_ACTIONS = "start_actions"
 
 
 def _channel(thread_key: str) -> str:
@@ -51,13 +57,16 @@ class Home:
         self.approvers = approvers
         self.feedback = feedback
 
-    async def opened(self, user: str) -> None:
+    async def opened(self, user: str, note: str = "") -> None:
+        """Publish the tab for `user`; `note` (what their click did) is shown at the top."""
         try:
             channels = await self._channels(user)
         except SlackApiError as exc:  # not readable: show nothing of any thread
             log.warning("cannot read %s's channels: %s", user, exc.response.get("error"))
             channels = set()
         blocks = await self.blocks(user, channels)
+        if note:
+            blocks.insert(1, context(escape(note)))
         await self.client.views_publish(user_id=user, view={"type": "home", "blocks": blocks})
 
     async def _channels(self, user: str) -> set[str]:
@@ -92,11 +101,61 @@ class Home:
             {"type": "header", "text": {"type": "plain_text", "text": "tracegate"}},
             context("What waits for you and what the bot did, in channels you are in."),
         ]
+        blocks += await self._switch(user, in_group)
         blocks += await self._approvals(user, in_group, requests)
         blocks += await self._breakers(user, in_group, requests)
         blocks += self._recent(requests)
         blocks += await self._wrong_answers(channels)
         return blocks[:100]
+
+    async def _switch(self, user: str, in_group: bool) -> list[dict[str, Any]]:
+        """Whether actions run, and (approvers only) the button that stops or starts them."""
+        if self.actions is None:
+            return []
+        stopped = await self.actions.switch.stopped()
+        ceiling = self.actions.policy.actions_enabled
+        if stopped is not None:
+            state = f":octagonal_sign: *Actions are stopped*: {escape(stopped.describe())}."
+        elif ceiling:
+            state = ":large_green_circle: *Actions run* once an approver approves them."
+        else:
+            state = "*Actions are dry runs only*: ACTIONS_ENABLED is off (Slack cannot lift it)."
+        block = section(state)
+        if self.actions.is_approver(user, in_group):
+            if stopped is None:
+                stop = button("Stop all actions", STOP_ACTIONS, "stop", "danger")
+                stop["confirm"] = _confirm(
+                    "Stop all actions?",
+                    "Every process refuses new proposals and approved actions from now on, "
+                    "until an approver starts them again.",
+                    "Stop actions",
+                )
+                block["accessory"] = stop
+            else:
+                start = button("Start actions", START_ACTIONS, "start", "primary")
+                start["confirm"] = _confirm(
+                    "Start actions again?",
+                    "Approved actions run again"
+                    + ("." if ceiling else " as dry runs (ACTIONS_ENABLED is off)."),
+                    "Start actions",
+                )
+                block["accessory"] = start
+        return [block]
+
+    async def switched(self, user: str, in_group: bool, value: str, refusal: str | None) -> str:
+        """The Stop / Start button was clicked (and confirmed): what to tell the user.
+        `refusal`: why this person may not act at all (a guest, a Slack Connect user)."""
+        if self.actions is None:
+            return "Actions are not configured on this bot (KUBECONFIG)."
+        if refusal is not None:
+            event = "actions_stop_denied" if value == "stop" else "actions_start_denied"
+            await self.actions.store.audit_event(event, user, refusal, "*")
+            return refusal
+        if value == "stop":
+            _, message = await self.actions.stop_actions(user, in_group, "stopped from App Home")
+        else:
+            _, message = await self.actions.start_actions(user, in_group)
+        return message
 
     async def _link(self, channel: str, ts: str) -> str | None:
         try:
@@ -166,3 +225,13 @@ class Home:
                 f"• <{link}|a thread> in <#{channel}>" if link else f"• a thread in <#{channel}>"
             )
         return [section("*Answers marked wrong*\n" + ("\n".join(lines) or "_None._"))]
+
+
+def _confirm(title: str, text: str, yes: str) -> dict[str, Any]:
+    """Slack's confirmation dialog on a button."""
+    return {
+        "title": {"type": "plain_text", "text": title},
+        "text": {"type": "mrkdwn", "text": text},
+        "confirm": {"type": "plain_text", "text": yes},
+        "deny": {"type": "plain_text", "text": "Cancel"},
+    }

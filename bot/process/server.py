@@ -9,7 +9,7 @@ import gc
 import logging
 import signal
 from collections.abc import AsyncIterator, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
 import redis.asyncio as aioredis
@@ -27,6 +27,7 @@ from bot.process.metrics import QueueStats
 from bot.process.runtime import open_runtime
 from bot.process.services import Services, build_services
 from bot.process.settings import Settings
+from bot.turn.executions import running_executor
 from bot.turn.worker import running_worker
 
 log = logging.getLogger(__name__)
@@ -101,6 +102,15 @@ async def _reconcile(services: Services, interval_s: float, stop: asyncio.Event)
             await asyncio.wait_for(stop.wait(), interval_s)
 
 
+def _executing(services: Services) -> AbstractAsyncContextManager[None]:
+    """This process executes approved actions from the queue (a worker, or an inline
+    `serve`); without actions configured there is nothing to execute."""
+    queue = services.executions.queue
+    if queue is None or services.cards.actions is None:
+        return contextlib.nullcontext()
+    return running_executor(queue, services.cards.execute)
+
+
 @asynccontextmanager
 async def running_bot(
     settings: Settings,
@@ -137,14 +147,22 @@ async def running_bot(
         runner, port = await _listen(web_app, host, settings.port)
         async with AsyncExitStack() as stack:
             stack.enter_context(startup_heap_frozen())
-            if settings.worker_mode == "inline" and not embedded:
+            inline = settings.worker_mode == "inline"
+            if inline and not embedded:
                 await stack.enter_async_context(
                     running_worker(services.runner, settings.worker_timing())
                 )
+                await stack.enter_async_context(_executing(services))
             stopping = asyncio.Event()
-            sweeper = asyncio.create_task(
-                _reconcile(services, settings.reconcile_interval_s, stopping),
-                name="reconcile actions",
+            # In WORKER_MODE=queue the workers reconcile: settling an execution reads the
+            # cluster (and fences a stalled write), and `serve` makes no Kubernetes call.
+            sweeper = (
+                asyncio.create_task(
+                    _reconcile(services, settings.reconcile_interval_s, stopping),
+                    name="reconcile actions",
+                )
+                if inline or embedded
+                else None
             )
             authenticating = asyncio.create_task(
                 readiness.authenticate(services.client), name="slack auth"
@@ -203,7 +221,7 @@ async def run_worker(settings: Settings, host: str = "0.0.0.0") -> None:
         ]
         try:
             with startup_heap_frozen():
-                async with running_worker(services.runner, timing):
+                async with running_worker(services.runner, timing), _executing(services):
                     log_startup(
                         settings,
                         f"worker running {timing.concurrency} turns at a time (probes and /metrics "

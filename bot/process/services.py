@@ -26,6 +26,7 @@ from bot.turn.access import Access, AskingLimits, People
 from bot.turn.alert_desk import AlertDesk, AlertGroups
 from bot.turn.context import ContextLimits, ThreadReader
 from bot.turn.conversation import Conversations, Presentation
+from bot.turn.executions import Executions, action_queue
 from bot.turn.store import TurnStore
 from bot.turn.threads import ThreadMemory
 from bot.turn.worker import InProcessQueue, TurnQueue, TurnRunner, turn_queue
@@ -45,6 +46,7 @@ class Services:
     feedback: Feedback
     home: Home
     alerts: AlertDesk
+    executions: Executions
 
 
 def slack_client(settings: Settings, session: aiohttp.ClientSession) -> AsyncWebClient:
@@ -71,18 +73,24 @@ def build_services(
     turns = TurnStore(redis, ttl_s, settings.redis_prefix)
     queue: TurnQueue = InProcessQueue() if in_process else turn_queue(redis, settings.redis_prefix)
     timing = settings.worker_timing()
+    queue_of_actions = None if in_process else action_queue(redis, settings.redis_prefix)
 
     async def turns_left() -> int:
         # Unfinished turns (ours: a turn stays until answered, whatever saq does with its
         # job meanwhile — a sweep's abort and retry take it out of saq's count for seconds)
         # and saq's jobs not finished (a finished turn's job still sets its reaction).
-        return await turns.unfinished_count() + await queue.count("incomplete")
+        # And approved actions queued or executing (one follows its rollout meanwhile).
+        executing = await queue_of_actions.count("incomplete") if queue_of_actions else 0
+        return await turns.unfinished_count() + await queue.count("incomplete") + executing
 
     jobs = Jobs(queued_turns=turns_left)
     approvers = ApproverGroup(
         client, settings.action_approver_group, float(settings.approver_group_cache)
     )
     access = Access(People(client), settings.allow_external_users, settings.allow_guest_users)
+    executions = Executions(
+        None if in_process else action_queue(redis, settings.redis_prefix), jobs
+    )
     cards = Cards(
         client,
         runtime.actions,
@@ -92,6 +100,7 @@ def build_services(
         access,
         settings.grafana_url,
         settings.grafana_tempo_datasource,
+        executions,
         thread_busy=turns.leased,
     )
     presentation = Presentation(
@@ -165,4 +174,5 @@ def build_services(
         feedback,
         home,
         alerts,
+        executions,
     )

@@ -32,7 +32,7 @@ def _thread(body: dict[str, Any], message_ts: str) -> tuple[str, str]:
     return str(team), root or message_ts
 
 
-def _asker(body: dict[str, Any]) -> Asker:
+def asker_of(body: dict[str, Any]) -> Asker:
     """Who clicked: their own workspace (`user.team_id`, another company's for a Slack
     Connect user), the installation's (`team.id`) and its Enterprise org."""
     user = body["user"]
@@ -49,7 +49,7 @@ def _on_click(services: Services, handle: Handler) -> Callable[..., Awaitable[No
         services.jobs.adopt_current()
         await ack()
         value, _, channel, message_ts = _click(body)
-        await handle(value, _asker(body), channel, message_ts)
+        await handle(value, asker_of(body), channel, message_ts)
 
     return clicked
 
