@@ -36,7 +36,10 @@ With `rules` (a Role's `rules`, as data), requests are authorized like the API s
 does for a ServiceAccount bound to that Role by a RoleBinding in each namespace of
 `role_bindings` (None: each namespace that holds a Deployment): anything no rule grants, and
 anything in a namespace without the binding, is 403 Forbidden; `rbac_used` collects each
-(apiGroup, resource, verb) that was granted.
+(apiGroup, resource, verb) that was granted. With `accounts` (bearer token → ServiceAccount
+name and its Role's rules), each request is authorized as the account its token names, and
+a token that names none is 401 Unauthorized, as the API server's authenticator answers;
+`rbac_used_by` collects what each account was granted, `calls_by` how many calls it made.
 
 The deployment controller observes a new generation a step after the write, as the real
 one does: until `observe_after_s` has passed, `status.observedGeneration` (in the write's
@@ -241,13 +244,14 @@ def _page(request: web.Request, items: list[dict[str, Any]]) -> tuple[list[dict[
     return items[start:end], (str(end) if end < len(items) else "")
 
 
-def write_kubeconfig(path: Path, server: str) -> Path:
-    """A kubeconfig whose only cluster is `server` (e.g. a simulator's URL)."""
+def write_kubeconfig(path: Path, server: str, token: str = "sandbox-token") -> Path:
+    """A kubeconfig whose only cluster is `server` (e.g. a simulator's URL), as the holder of
+    `token` (a ServiceAccount's, when the simulator has `accounts`)."""
     config = {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": "sim", "cluster": {"server": server}}],
-        "users": [{"name": "sim", "user": {"token": "sandbox-token"}}],
+        "users": [{"name": "sim", "user": {"token": token}}],
         "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "sim"}}],
         "current-context": "sim",
     }
@@ -270,6 +274,9 @@ class KubernetesSimulator(SimulatorServer):
     rollout_delay_s: float = 0.0  # how long a rollout's new pods take to become available
     rules: list[dict[str, Any]] | None = None  # a Role's rules; None: everything is allowed
     rbac_used: set[tuple[str, str, str]] = field(default_factory=set)
+    accounts: dict[str, tuple[str, list[dict[str, Any]]]] = field(default_factory=dict)
+    rbac_used_by: dict[str, set[tuple[str, str, str]]] = field(default_factory=dict)
+    calls_by: dict[str, int] = field(default_factory=dict)
     log_queries: list[dict[str, str]] = field(default_factory=list)  # of each log request
     role_bindings: set[str] | None = None  # namespaces bound to the Role; None: with Deployments
     observe_after_s: float = 0.05  # until then, a write's new generation is not yet observed
@@ -685,8 +692,17 @@ class KubernetesSimulator(SimulatorServer):
         app.router.add_get(core + "/events", self._list_events)
 
     def _authorize(self, request: web.Request) -> web.Response | None:
-        """The RBAC authorizer: None when a rule grants the request, else 403."""
-        if self.rules is None:
+        """The RBAC authorizer: None when a rule grants the request, else 403 (401 for a
+        token no account holds)."""
+        account = "tracegate"
+        rules = self.rules
+        if self.accounts:
+            token = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+            if token not in self.accounts:
+                return _status(401, "Unauthorized", "Unauthorized")
+            account, rules = self.accounts[token]
+            self.calls_by[account] = self.calls_by.get(account, 0) + 1
+        if rules is None:
             return None
         # /apis/<group>/<version>/namespaces/<ns>/<resource>[/<name>[/<subresource>]], or
         # /api/v1/namespaces/... for the core group ("")
@@ -703,20 +719,21 @@ class KubernetesSimulator(SimulatorServer):
         bound = self.role_bindings
         if bound is None:
             bound = {ns for ns, _ in self.deployments}
-        for rule in self.rules if namespace in bound else []:
+        for rule in rules if namespace in bound else []:
             if (
                 group in rule.get("apiGroups", [])
                 and resource in rule.get("resources", [])
                 and verb in rule.get("verbs", [])
             ):
                 self.rbac_used.add((group, resource, verb))
+                self.rbac_used_by.setdefault(account, set()).add((group, resource, verb))
                 return None
         kind = resource.split("/")[0] + (f".{group}" if group else "")
         return _status(
             403,
             "Forbidden",
             f'{kind} "{name}" is forbidden: User "system:serviceaccount:tracegate:'
-            f'tracegate" cannot {verb} resource "{resource}" in API group "{group}" in the '
+            f'{account}" cannot {verb} resource "{resource}" in API group "{group}" in the '
             f'namespace "{namespace}"',
         )
 

@@ -37,12 +37,16 @@ ROLE = REPOSITORY / "deploy" / "kubernetes" / "target-namespace" / "role.yaml"
 SAFE = Reply.json({"safe_to_proceed": True, "reason": "the errors started with revision 42"})
 
 
+def shipped_roles() -> dict[str, list[dict[str, Any]]]:
+    """The Roles deploy/kubernetes grants in each target namespace: name -> rules."""
+    roles = [doc for doc in yaml.safe_load_all(ROLE.read_text()) if doc]
+    assert {role["kind"] for role in roles} == {"Role"}
+    return {role["metadata"]["name"]: list(role["rules"]) for role in roles}
+
+
 def shipped_role_rules() -> list[dict[str, Any]]:
-    """The rules of the Role that deploy/kubernetes grants in each target namespace."""
-    role = yaml.safe_load(ROLE.read_text())
-    assert role["kind"] == "Role"
-    rules: list[dict[str, Any]] = role["rules"]
-    return rules
+    """The rules of the workers' Role: every call gates/cluster.py makes."""
+    return shipped_roles()["tracegate-worker"]
 
 
 @pytest.fixture

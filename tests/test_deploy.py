@@ -12,7 +12,7 @@ import yaml
 
 from bot.process.server import SHUTDOWN_GRACE_S, RunningBot
 from bot.process.settings import Settings
-from tests.gates_fixtures import REPOSITORY, shipped_role_rules
+from tests.gates_fixtures import REPOSITORY, shipped_roles
 from tests.kustomize import render
 
 DEPLOY = REPOSITORY / "deploy" / "kubernetes"
@@ -92,17 +92,24 @@ def test_pods_get_longer_to_stop_than_the_bot_takes_to_shut_down() -> None:
         assert pod["terminationGracePeriodSeconds"] > grace + SHUTDOWN_GRACE_S, name
 
 
-def test_the_example_grants_in_its_target_namespace_the_role_the_tests_enforce() -> None:
-    role = _one("Role", "tracegate")
-    binding = _one("RoleBinding", "tracegate")
-    account = _one("ServiceAccount", "tracegate")
-    assert role["rules"] == shipped_role_rules()
+@pytest.mark.parametrize("process", ["serve", "worker"])
+def test_each_process_runs_as_its_own_account_bound_to_the_role_the_tests_enforce(
+    process: str,
+) -> None:
+    name = f"tracegate-{process}"
+    role = _one("Role", name)
+    binding = _one("RoleBinding", name)
+    account = _one("ServiceAccount", name)
+    deployment = _one("Deployment", name)
+    assert role["rules"] == shipped_roles()[name]
     assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "shop"
+    assert binding["roleRef"]["name"] == name
     (subject,) = binding["subjects"]
     assert (subject["name"], subject["namespace"]) == (
         account["metadata"]["name"],
         account["metadata"]["namespace"],
     )
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == name
 
 
 def test_the_lock_file_pins_every_runtime_dependency() -> None:

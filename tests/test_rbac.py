@@ -1,14 +1,30 @@
-"""The shipped Role (deploy/kubernetes/target-namespace/role.yaml) against the calls the code
-makes: the simulator enforces it like the API server, so a missing verb fails the action and
-tool tests, and the test below finds a verb nobody uses."""
+"""The shipped Roles (deploy/kubernetes/target-namespace/role.yaml) against the calls each
+process makes: the simulator enforces them like the API server, so a missing verb fails the
+action and tool tests; the first test finds a verb the workers never use, and the process
+test shows `serve`, granted nothing, makes no call while an approval is executed."""
+
+from collections.abc import Callable
+from pathlib import Path
 
 import aiohttp
 import pytest
 
 from gates.cluster import ClusterError, KubernetesCluster
 from gates.model import rollback_target
-from sandbox.kubernetes import KubernetesSimulator
-from tests.gates_fixtures import shipped_role_rules
+from sandbox import GeminiSimulator
+from sandbox.fleet import Fleet
+from sandbox.kubernetes import KubernetesSimulator, write_kubeconfig
+from sandbox.slack import SlackMessage, SlackSimulator
+from tests.fleet_fixtures import driver_for
+from tests.gates_fixtures import (
+    APPROVER,
+    REQUESTER,
+    SAFE,
+    shipped_role_rules,
+    shipped_roles,
+    until,
+)
+from tests.proposals import ROLLBACK, ROLLBACK_PROPOSED
 
 
 def _granted() -> set[tuple[str, str, str]]:
@@ -104,3 +120,83 @@ async def test_a_forbidden_call_reaches_the_code_as_the_api_servers_message(
     ):
         await scale.send(False)
     assert kube.writes == []
+
+
+WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
+
+
+def test_the_serve_role_grants_no_write() -> None:
+    verbs = {verb for rule in shipped_roles()["tracegate-serve"] for verb in rule["verbs"]}
+    assert not verbs & WRITE_VERBS
+
+
+async def test_serve_makes_no_kubernetes_call_and_a_worker_executes_the_approval(
+    fleet_for: Callable[..., Fleet],
+    kube: KubernetesSimulator,
+    slack: SlackSimulator,
+    gemini: GeminiSimulator,
+    tmp_path: Path,
+) -> None:
+    """WORKER_MODE=queue, each process with its own ServiceAccount token, authorized as the
+    shipped Roles say: the proposal (a worker's turn), the click (serve) and the execution
+    (a worker) all work, and the account `serve` runs as made no call at all."""
+    roles = shipped_roles()
+    kube.accounts = {
+        "serve-token": ("tracegate-serve", roles["tracegate-serve"]),
+        "worker-token": ("tracegate-worker", roles["tracegate-worker"]),
+    }
+    fleet = fleet_for(
+        WORKER_MODE="queue",
+        ACTIONS_ENABLED="true",
+        ACTION_APPROVERS=APPROVER,
+        RECONCILE_INTERVAL="1s",
+        ROLLOUT_WATCH_TIMEOUT="5s",
+    )
+    serve = fleet.serve(
+        KUBECONFIG=str(write_kubeconfig(tmp_path / "serve.kubeconfig", kube.url, "serve-token"))
+    )
+    worker = fleet.worker(
+        KUBECONFIG=str(write_kubeconfig(tmp_path / "worker.kubeconfig", kube.url, "worker-token"))
+    )
+    await serve.ready()
+    await worker.ready()
+    gemini.script(ROLLBACK, SAFE, ROLLBACK_PROPOSED)
+    driver = driver_for(serve.url)
+    root = slack.new_ts()
+    await driver.mention("fix checkout", ts=root, user=REQUESTER)
+
+    def card() -> SlackMessage | None:
+        return next(
+            (m for m in slack.thread("C1", root) if "approve_action" in str(m.blocks)), None
+        )
+
+    await until(lambda: card() is not None, "the approval card", 60)
+    posted = card()
+    assert posted is not None
+    request_id = next(
+        e["value"]
+        for b in posted.blocks
+        if b["type"] == "actions"
+        for e in b["elements"]
+        if e["action_id"] == "approve_action"
+    )
+    await driver.click(
+        "approve_action", request_id, user=APPROVER, channel="C1", message_ts=posted.ts
+    )
+    await until(lambda: "Succeeded" in str(posted.blocks), "the execution's outcome", 30)
+
+    assert len(kube.writes) == 1
+    assert kube.calls_by.get("tracegate-serve", 0) == 0, fleet.logs()
+    assert ("apps", "deployments", "patch") in kube.rbac_used_by["tracegate-worker"]
+
+
+async def test_a_token_no_account_holds_is_unauthorized(kube: KubernetesSimulator) -> None:
+    kube.accounts = {"worker-token": ("tracegate-worker", shipped_role_rules())}
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(
+            f"{kube.url}/apis/apps/v1/namespaces/shop/deployments/payment-api",
+            headers={"Authorization": "Bearer stolen"},
+        ) as got,
+    ):
+        assert got.status == 401
