@@ -26,12 +26,17 @@ CAPPED = [
     "{prefix}:audit",  # a stream trimmed to AUDIT_MAXLEN entries
     "{prefix}:audit:head",  # one key: the chain's newest entry
     "{prefix}:audit:checkpoint",  # one key: the last entry trimmed
+    "{prefix}:actions:stopped",  # one key: the runtime stop, until an approver starts actions
     # saq's queue while jobs are unfinished: its lists hold only waiting and running jobs,
     # and a job's key gets saq's TTL when the job finishes.
     "saq:{prefix}:turns:queued",
     "saq:{prefix}:turns:active",
     "saq:{prefix}:turns:incomplete",
     "saq:job:{prefix}:turns:*",
+    "saq:{prefix}:actions:queued",  # the executions queue, as the turns'
+    "saq:{prefix}:actions:active",
+    "saq:{prefix}:actions:incomplete",
+    "saq:job:{prefix}:actions:*",
 ]
 
 
