@@ -26,7 +26,8 @@ def register(app: AsyncApp, services: Services) -> None:
         await ack()
         asker = asker_of(body)
         refusal = await services.cards.access.refusal(asker)
-        value = str(body["actions"][0].get("value") or "")
+        # The button's action id says which, never its value (a payload field like any other).
+        value = "stop" if body["actions"][0].get("action_id") == STOP_ACTIONS else "start"
         in_group = await services.cards.approvers.contains(asker.user)
         note = await services.home.switched(asker.user, in_group, value, refusal)
         await services.home.opened(asker.user, note)
