@@ -257,8 +257,19 @@ class Cards:
             return
         if result.request is not None:
             await self._show(result.request)  # approved, or expired
-        if result.verdict == "approved":
+        if result.verdict != "approved":
+            return
+        try:
             await self.executions.submit(request_id, user)
+        except Exception as exc:  # Redis went away between the approval and the queueing
+            log.exception("cannot queue the execution of %s", request_id)
+            await self._tell(
+                channel,
+                user,
+                f"Approved, but the execution could not be queued ({type(exc).__name__}); "
+                "nothing was changed, and the request is aborted once ACTION_LEASE passes. "
+                "Ask again to propose it anew.",
+            )
 
     async def execute(self, request_id: str, approver: str) -> None:
         """Execute an approved request (in a worker), show how it ended on its card, and
