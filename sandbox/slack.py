@@ -1081,6 +1081,19 @@ class SlackDriver:
             message.update(text=posted.text, blocks=posted.blocks, user=BOT_USER)
             if posted.thread_ts:
                 message["thread_ts"] = container["thread_ts"] = posted.thread_ts
+        return await self._send_block_actions(
+            user,
+            container,
+            action,
+            channel={"id": channel},
+            message=message,
+            response_url=self._response_url("actions", channel, user),
+        )
+
+    async def _send_block_actions(
+        self, user: str, container: dict[str, Any], action: dict[str, Any], **where: Any
+    ) -> tuple[int, str]:
+        """A signed `block_actions` interaction: `where` is the message's or the view's part."""
         payload = {
             "type": "block_actions",
             "team": {"id": self.team},
@@ -1090,9 +1103,7 @@ class SlackDriver:
             "token": "legacy",
             "container": container,
             "trigger_id": self.slack.trigger(user) if self.slack else uuid.uuid4().hex,
-            "channel": {"id": channel},
-            "message": message,
-            "response_url": self._response_url("actions", channel, user),
+            **where,
             "actions": [{**action, "block_id": "b", "action_ts": str(time.time())}],
         }
         body = urlencode({"payload": json.dumps(payload)})
@@ -1161,28 +1172,12 @@ class SlackDriver:
             raise ValueError(f"{user}'s Home tab shows no {action_id} button")
         value = forged_value if forged_value is not None else str(shown[0].get("value", ""))
         view_id = str(view.get("id") or f"V{uuid.uuid4().hex[:10].upper()}")
-        payload = {
-            "type": "block_actions",
-            "team": {"id": self.team},
-            "enterprise": {"id": self.enterprise} if self.enterprise else None,
-            "user": {"id": user, "username": user, "team_id": self._team_of(user)},
-            "api_app_id": "A1",
-            "token": "legacy",
-            "container": {"type": "view", "view_id": view_id},
-            "trigger_id": self.slack.trigger(user) if self.slack else uuid.uuid4().hex,
-            "view": {**view, "id": view_id},
-            "actions": [
-                {
-                    "action_id": action_id,
-                    "type": "button",
-                    "value": value,
-                    "block_id": "b",
-                    "action_ts": str(time.time()),
-                }
-            ],
-        }
-        body = urlencode({"payload": json.dumps(payload)})
-        return await self.post(body, "application/x-www-form-urlencoded")
+        return await self._send_block_actions(
+            user,
+            {"type": "view", "view_id": view_id},
+            {"action_id": action_id, "type": "button", "value": value},
+            view={**view, "id": view_id},
+        )
 
     async def message_shortcut(
         self, callback_id: str, message: SlackMessage, *, user: str = "U_ONCALL"

@@ -109,3 +109,32 @@ async def redis_server() -> AsyncIterator[RedisStackServer]:
     await server.start()
     yield server
     await server.close()
+
+
+def approve_value(card: SlackMessage) -> str:
+    """The request id an approval card's Approve button carries."""
+    return str(
+        next(
+            e["value"]
+            for b in card.blocks
+            if b["type"] == "actions"
+            for e in b["elements"]
+            if e["action_id"] == "approve_action"
+        )
+    )
+
+
+async def approval_card(
+    slack: SlackSimulator, root: str, timeout_s: float = 60
+) -> tuple[SlackMessage, str]:
+    """The thread's approval card once posted (processes answer in their own time), and the
+    request id on its Approve button."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        card = next(
+            (m for m in slack.thread("C1", root) if "approve_action" in str(m.blocks)), None
+        )
+        if card is not None:
+            return card, approve_value(card)
+        assert time.monotonic() < deadline, f"no approval card within {timeout_s:g}s"
+        await asyncio.sleep(0.05)

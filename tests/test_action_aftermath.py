@@ -25,7 +25,7 @@ from sandbox import GeminiSimulator
 from sandbox.fleet import Fleet
 from sandbox.kubernetes import KubernetesSimulator, write_kubeconfig
 from sandbox.slack import SlackMessage, SlackSimulator
-from tests.fleet_fixtures import driver_for, serving
+from tests.fleet_fixtures import approval_card, driver_for, serving
 from tests.gates_fixtures import (
     APPROVER,
     REQUESTER,
@@ -310,21 +310,7 @@ async def _stopped_while_following(
     root = slack.new_ts()
     await driver.mention("fix checkout", ts=root, user=REQUESTER)
 
-    def card() -> SlackMessage | None:
-        return next(
-            (m for m in slack.thread("C1", root) if "approve_action" in str(m.blocks)), None
-        )
-
-    await until(lambda: card() is not None, "the approval card")
-    posted = card()
-    assert posted is not None
-    request_id = next(
-        e["value"]
-        for b in posted.blocks
-        if b["type"] == "actions"
-        for e in b["elements"]
-        if e["action_id"] == "approve_action"
-    )
+    posted, request_id = await approval_card(slack, root)
     await driver.click(
         "approve_action", request_id, user=APPROVER, channel="C1", message_ts=posted.ts
     )

@@ -14,8 +14,8 @@ from gates.model import rollback_target
 from sandbox import GeminiSimulator
 from sandbox.fleet import Fleet
 from sandbox.kubernetes import KubernetesSimulator, write_kubeconfig
-from sandbox.slack import SlackMessage, SlackSimulator
-from tests.fleet_fixtures import driver_for
+from sandbox.slack import SlackSimulator
+from tests.fleet_fixtures import approval_card, driver_for
 from tests.gates_fixtures import (
     APPROVER,
     REQUESTER,
@@ -165,21 +165,7 @@ async def test_serve_makes_no_kubernetes_call_and_a_worker_executes_the_approval
     root = slack.new_ts()
     await driver.mention("fix checkout", ts=root, user=REQUESTER)
 
-    def card() -> SlackMessage | None:
-        return next(
-            (m for m in slack.thread("C1", root) if "approve_action" in str(m.blocks)), None
-        )
-
-    await until(lambda: card() is not None, "the approval card", 60)
-    posted = card()
-    assert posted is not None
-    request_id = next(
-        e["value"]
-        for b in posted.blocks
-        if b["type"] == "actions"
-        for e in b["elements"]
-        if e["action_id"] == "approve_action"
-    )
+    posted, request_id = await approval_card(slack, root)
     await driver.click(
         "approve_action", request_id, user=APPROVER, channel="C1", message_ts=posted.ts
     )

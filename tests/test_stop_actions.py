@@ -12,6 +12,7 @@ from sandbox import GeminiSimulator
 from sandbox.fleet import Fleet
 from sandbox.kubernetes import KubernetesSimulator, write_kubeconfig
 from sandbox.slack import SlackDriver, SlackMessage, SlackPerson, SlackSimulator
+from tests.fleet_fixtures import approval_card, approve_value
 from tests.gates_fixtures import APPROVER, REQUESTER, SAFE, until
 from tests.proposals import ROLLBACK, ROLLBACK_PROPOSED
 from tests.slack_fixtures import SECRET, BotFactory, settled
@@ -29,15 +30,10 @@ async def _card(
     return card
 
 
-def _approve_value(card: SlackMessage) -> str:
-    actions = next(b for b in card.blocks if b["type"] == "actions")
-    return str(next(e["value"] for e in actions["elements"] if e["action_id"] == "approve_action"))
-
-
 async def _approve(
     bot: RunningBot, driver: SlackDriver, card: SlackMessage, user: str = APPROVER
 ) -> None:
-    value = _approve_value(card)
+    value = approve_value(card)
     await driver.click("approve_action", value, user=user, channel="C1", message_ts=card.ts)
     await settled(bot)
 
@@ -210,14 +206,7 @@ async def test_a_stop_in_one_process_refuses_an_approval_clicked_in_another(
     root = slack.new_ts()
     await at_first.mention("fix checkout", ts=root, user=REQUESTER)
 
-    def card() -> SlackMessage | None:
-        return next(
-            (m for m in slack.thread("C1", root) if "approve_action" in str(m.blocks)), None
-        )
-
-    await until(lambda: card() is not None, "the approval card", 60)
-    posted = card()
-    assert posted is not None
+    posted, request_id = await approval_card(slack, root)
     await at_first.home_opened(APPROVER)
     await until(lambda: "stop_actions" in str(slack.homes.get(APPROVER)), "the Home tab", 20)
     status, _ = await at_first.home_click("stop_actions", user=APPROVER)
@@ -225,7 +214,7 @@ async def test_a_stop_in_one_process_refuses_an_approval_clicked_in_another(
     await until(lambda: "Actions are stopped" in str(slack.homes[APPROVER]), "the stop", 20)
 
     await at_second.click(
-        "approve_action", _approve_value(posted), user=APPROVER, channel="C1", message_ts=posted.ts
+        "approve_action", request_id, user=APPROVER, channel="C1", message_ts=posted.ts
     )
     await until(lambda: "stopped by U_APPROVER" in str(posted.blocks), "the refusal shown", 20)
 
