@@ -175,10 +175,8 @@ def in_turn(turn: Sequence[AnyMessage], full_results: int) -> list[AnyMessage]:
     """The current turn as the model is sent it: the latest `full_results` tool results
     whole, older long ones `shortened` (0: all whole). AI messages are never touched (their
     thought signatures), and the state keeps every result whole."""
-    if full_results <= 0:
-        return list(turn)
     results = [i for i, m in enumerate(turn) if isinstance(m, ToolMessage)]
-    older = set(results[:-full_results])
+    older = set(results[:-full_results]) if full_results > 0 else set()
     return [
         m.model_copy(update={"content": shortened(m)})
         if i in older and isinstance(m, ToolMessage) and len(m.text) > SHORT_RESULT_CHARS
