@@ -231,8 +231,11 @@ def summary_message(lines: list[str], summarised: int) -> HumanMessage:
     return HumanMessage("\n".join([header, *lines]), name="thread_summary")
 
 
-def summary_view(state: InvestigationState) -> list[AnyMessage]:
-    """The summary (if any) ahead of the thread's messages, for nodes after the agent."""
+def summary_view(state: InvestigationState, full_results: int = 0) -> list[AnyMessage]:
+    """The summary (if any) ahead of the thread's messages, for nodes after the agent; the
+    current turn as `in_turn` sends it."""
     lines = state.get("history_summary") or []
     prefix = [summary_message(lines, state.get("summarised_turns", 0))] if lines else []
-    return [*prefix, *state["messages"]]
+    turns = split_turns(state["messages"])
+    earlier = [m for turn in turns[:-1] for m in turn]
+    return [*prefix, *earlier, *(in_turn(turns[-1], full_results) if turns else [])]

@@ -9,7 +9,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from graph.config import TempoSpec
 from graph.grader import MAX_RESULT_CHARS, transcript
-from graph.history import EARLIER_MARK, bound_history, in_turn
+from graph.history import EARLIER_MARK, bound_history, in_turn, summary_view
 from graph.state import InvestigationState
 from graph.tools import as_declared
 from graph.tools.tempo import TempoClient, tempo_tools
@@ -108,3 +108,12 @@ def test_the_graders_transcript_cuts_tool_results_short_and_keeps_the_answer() -
     assert TRACE_RESULT[:MAX_RESULT_CHARS] in shown
     assert TRACE_RESULT[: MAX_RESULT_CHARS + 1] not in shown
     assert answer.strip() in shown
+
+
+def test_a_forced_answer_reads_the_current_turn_as_the_agent_does() -> None:
+    earlier = [HumanMessage("earlier question", id="e"), AIMessage("earlier answer", id="ea")]
+    state: InvestigationState = {"messages": [*earlier, *_turn(3)]}
+    view = summary_view(state, full_results=1)
+
+    assert view[:2] == earlier
+    assert [EARLIER_MARK in t for t in _results(view)] == [True, True, False]

@@ -18,6 +18,7 @@ from graph.grounding.evidence import ROLLOUT, Fact, citation, fact, image_facts
 from graph.links import kubectl
 from graph.progress import TurnContext, reporter
 from graph.state import InvestigationState
+from graph.tools import budgeted
 from graph.tools.errors import ToolFailed
 from graph.trace_ids import find_trace_ids
 
@@ -178,4 +179,4 @@ def kubernetes_tools(pipeline: ActionPipeline) -> list[BaseTool]:
         state = true_state(request)  # refused by a gate or by the reviewer, and why
         return f"{state[:1].upper()}{state[1:]}. Do not propose it again as is.", seen
 
-    return [get_rollout_history, propose_action]
+    return [budgeted(get_rollout_history, 3_000), budgeted(propose_action, 2_000)]

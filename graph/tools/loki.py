@@ -21,6 +21,7 @@ from langgraph.prebuilt import InjectedState
 from graph.config import LokiSpec
 from graph.grounding.evidence import Fact, citation, fact, text_facts, times_from
 from graph.links import loki_link
+from graph.tools import budgeted
 from graph.tools.errors import ToolFailed
 from graph.tools.http_api import (
     HttpSource,
@@ -238,4 +239,4 @@ def loki_tools(client: LokiClient) -> list[BaseTool]:
         text = summarise_logs(logql, lines, where, limit)
         return text + explore, log_facts(lines, source) + cited
 
-    return [query_loki_logs]
+    return [budgeted(query_loki_logs, MAX_SUMMARY)]

@@ -29,6 +29,7 @@ from graph.grounding.evidence import (
     times_from,
 )
 from graph.links import kubectl
+from graph.tools import budgeted
 from graph.tools.errors import ToolFailed
 from graph.tools.kubernetes import retryable
 from graph.untrusted import clip, quoted
@@ -427,4 +428,8 @@ def kubernetes_read_tools(cluster: KubernetesCluster, policy: ActionPolicy) -> l
         facts += text_facts("\n".join(lines), f"{source}: log lines")
         return "\n".join(body), facts
 
-    return [get_workload_pods, get_kubernetes_events, get_pod_logs]
+    return [
+        budgeted(get_workload_pods, 4_000),
+        budgeted(get_kubernetes_events, 6_000),
+        budgeted(get_pod_logs, MAX_LOG_CHARS + 500),  # the newest lines, and their header
+    ]

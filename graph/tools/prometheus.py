@@ -22,6 +22,7 @@ from langgraph.prebuilt import InjectedState
 from graph.config import PrometheusSpec
 from graph.grounding.evidence import Fact, citation, fact, times_from
 from graph.links import prometheus_link
+from graph.tools import budgeted
 from graph.tools.errors import ToolFailed
 from graph.tools.http_api import (
     HttpSource,
@@ -329,4 +330,8 @@ def prometheus_tools(client: PrometheusClient) -> list[BaseTool]:
         )
         return f"{len(values)} {what}{where}: {shown}{more}\n{UNTRUSTED}"
 
-    return [query_prometheus, query_prometheus_range, list_prometheus_label_values]
+    return [
+        budgeted(query_prometheus, 4_000),
+        budgeted(query_prometheus_range, 4_000),
+        budgeted(list_prometheus_label_values, 3_000),
+    ]

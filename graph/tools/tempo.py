@@ -19,6 +19,7 @@ from langgraph.prebuilt import InjectedState
 from graph.config import TempoSpec
 from graph.grounding.evidence import RESOURCE_KINDS, Fact, citation, fact, text_facts, times_from
 from graph.links import tempo_link
+from graph.tools import budgeted
 from graph.tools.errors import ToolFailed
 from graph.trace_ids import normalise
 from graph.untrusted import clip, quoted
@@ -502,4 +503,4 @@ def tempo_tools(client: TempoClient) -> list[BaseTool]:
             return f"Trace {cleaned} does not exist in Tempo. Do not cite it.", []
         return summarise_trace(cleaned, spans), trace_facts(cleaned, spans, client.link(cleaned))
 
-    return [query_tempo_traces, get_trace]
+    return [budgeted(query_tempo_traces, 4_000), budgeted(get_trace, MAX_SUMMARY)]
