@@ -82,6 +82,8 @@ class GraphLimits(BaseModel):
     trace_verify_concurrency: int = Field(default=64, ge=1)
     # CONTEXT_BUDGET_TOKENS: earlier turns the model re-reads (estimated tokens)
     context_budget_tokens: int = Field(default=2000, ge=200)
+    # FULL_TOOL_RESULTS: the current turn's latest tool results sent whole (0: all of them)
+    full_tool_results: int = Field(default=2, ge=0)
     question_max_chars: int = Field(default=8000, ge=100)  # QUESTION_MAX_CHARS
     rubric_max_iterations: int = Field(default=3, ge=1)  # RUBRIC_MAX_ITERATIONS: grader passes
     grader_max_steps: int = Field(default=3, ge=0)  # GRADER_MAX_STEPS: evidence look-ups

@@ -1,7 +1,10 @@
 """What the model reads of a long thread: bounded, whatever the thread's length.
 
-The current turn is shown in full. Earlier turns' tool results are replaced by a short,
-deterministic digest (tool, arguments, trace IDs, key findings). When the earlier turns
+The current turn is shown whole but for its older long tool results: once `full_results`
+newer results follow one, it is sent as its headline, the lines that carry findings and
+its trace IDs (the state keeps it whole; evidence and charts read the state, not this
+view). Earlier turns' tool results are replaced by a short, deterministic digest (tool,
+arguments, trace IDs, key findings). When the earlier turns
 still exceed the context budget, the oldest are folded, once each, into a summary kept in
 the checkpoint, and their messages leave the state. Model turns are never rewritten (they
 carry Gemini's thought signatures): a turn is compacted only in its tool results, and a
@@ -12,6 +15,7 @@ summarised turn's tool-call exchanges go whole. Trace IDs Tempo confirmed stay i
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +44,22 @@ MAX_FINDINGS = 3
 MAX_LINE = 160
 SUMMARY_SHARE = 4  # the summary may use at most a quarter of the context budget
 _FINDING_WORDS = ("error", "fail", "exception", "version", "timeout", "http=5")
+EARLIER_MARK = "[an earlier result of this turn, shortened:"
+# What a line of this turn's results must show to be kept when the result is shortened: a
+# failure (an error span's status, a non-zero error count, a kill) or the current revision.
+_IN_TURN_FINDINGS = (
+    "error",
+    "fail",
+    "exception",
+    "timeout",
+    "killed",
+    "crash",
+    "status=",
+    'http="5',
+    "(current)",
+)
+_NONE_FOUND = re.compile(r"\b0 (?:errors|failures)\b")  # a count of none is no finding
+SHORT_RESULT_CHARS = 800  # a result this short is sent whole, however old
 
 
 def _opens_turn(messages: Sequence[AnyMessage], index: int) -> bool:
@@ -133,10 +153,43 @@ def _bounded_summary(lines: list[str], budget_tokens: int) -> list[str]:
     return kept
 
 
-def bound_history(state: InvestigationState, budget_tokens: int) -> History:
-    """Compact earlier turns' tool results and summarise the oldest turns beyond the budget."""
+def _finding(line: str) -> bool:
+    return any(w in _NONE_FOUND.sub("", line).lower() for w in _IN_TURN_FINDINGS)
+
+
+def shortened(result: ToolMessage) -> str:
+    """A long result of this turn that newer ones follow: its headline, every line that
+    carries a finding (an error, a failure, a kill, the current revision) or a trace ID,
+    whole; what is left out is counted, so the model knows to call the tool again for it."""
+    text = result.text
+    lines = [line for line in text.splitlines() if line.strip()]
+    kept = lines[:1] + [line for line in lines[1:] if _finding(line) or find_trace_ids(line)]
+    if len(kept) == len(lines):
+        return text
+    return "\n".join(
+        [*kept, f"{EARLIER_MARK} {len(lines) - len(kept)} of {len(lines)} lines left out]"]
+    )
+
+
+def in_turn(turn: Sequence[AnyMessage], full_results: int) -> list[AnyMessage]:
+    """The current turn as the model is sent it: the latest `full_results` tool results
+    whole, older long ones `shortened` (0: all whole). AI messages are never touched (their
+    thought signatures), and the state keeps every result whole."""
+    results = [i for i, m in enumerate(turn) if isinstance(m, ToolMessage)]
+    older = set(results[:-full_results]) if full_results > 0 else set()
+    return [
+        m.model_copy(update={"content": shortened(m)})
+        if i in older and isinstance(m, ToolMessage) and len(m.text) > SHORT_RESULT_CHARS
+        else m
+        for i, m in enumerate(turn)
+    ]
+
+
+def bound_history(state: InvestigationState, budget_tokens: int, full_results: int = 0) -> History:
+    """Compact earlier turns' tool results and summarise the oldest turns beyond the budget;
+    in the current turn, older long results are sent shortened (`in_turn`)."""
     turns = split_turns(state["messages"])
-    earlier, current = turns[:-1], turns[-1] if turns else []
+    earlier, current = turns[:-1], in_turn(turns[-1], full_results) if turns else []
     compacted = [_compacted(turn) for turn in earlier]
     updates: list[BaseMessage] = [
         new
@@ -178,8 +231,11 @@ def summary_message(lines: list[str], summarised: int) -> HumanMessage:
     return HumanMessage("\n".join([header, *lines]), name="thread_summary")
 
 
-def summary_view(state: InvestigationState) -> list[AnyMessage]:
-    """The summary (if any) ahead of the thread's messages, for nodes after the agent."""
+def summary_view(state: InvestigationState, full_results: int = 0) -> list[AnyMessage]:
+    """The summary (if any) ahead of the thread's messages, for nodes after the agent; the
+    current turn as `in_turn` sends it."""
     lines = state.get("history_summary") or []
     prefix = [summary_message(lines, state.get("summarised_turns", 0))] if lines else []
-    return [*prefix, *state["messages"]]
+    turns = split_turns(state["messages"])
+    earlier = [m for turn in turns[:-1] for m in turn]
+    return [*prefix, *earlier, *(in_turn(turns[-1], full_results) if turns else [])]

@@ -42,6 +42,7 @@ from graph.nodes.tools import failed_tools_notice
 from graph.progress import TurnContext
 from graph.result import InvestigationResult, RubricReport, Status
 from graph.state import InvestigationState
+from graph.tools import as_declared
 from graph.tools.kubernetes import kubernetes_tools
 from graph.tools.loki import LokiClient, loki_tools
 from graph.tools.pods import kubernetes_read_tools
@@ -561,6 +562,7 @@ async def open_investigator(
             if actions
             else []
         )
+        evidence_tools, cluster_tools = as_declared(evidence_tools), as_declared(cluster_tools)
         tools = evidence_tools + cluster_tools
         verifier = TraceVerifier(client, limits.trace_verify_concurrency)
         grader = Grader(grading_model, evidence_tools, limits.grader_max_steps)

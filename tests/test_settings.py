@@ -61,6 +61,7 @@ OUT_OF_RANGE = [
     ),
     ("TRACE_VERIFY_CONCURRENCY", "0", "0 is below the minimum 1"),
     ("CONTEXT_BUDGET_TOKENS", "199", "199 is below the minimum 200"),
+    ("FULL_TOOL_RESULTS", "-1", "-1 is below the minimum 0"),
     ("QUESTION_MAX_CHARS", "99", "99 is below the minimum 100"),
     ("RUBRIC_MAX_ITERATIONS", "0", "0 is below the minimum 1"),
     ("GRADER_MAX_STEPS", "-1", "-1 is below the minimum 0"),

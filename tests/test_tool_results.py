@@ -7,14 +7,25 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 from langgraph.graph import START, MessagesState, StateGraph
 
+from graph.config import LokiSpec, PrometheusSpec, TempoSpec
 from graph.nodes.tools import MAX_TOOL_RESULT_CHARS, tool_node
+from graph.tools import RESULT_CHARS, budgeted
 from graph.tools.errors import ToolFailed
+from graph.tools.loki import LokiClient, loki_tools
+from graph.tools.prometheus import PrometheusClient, prometheus_tools
+from graph.tools.tempo import TempoClient, tempo_tools
 
 
 @tool
 def dump_logs() -> str:
     """Return a lot of text."""
     return "x" * (MAX_TOOL_RESULT_CHARS + 500)
+
+
+@tool
+def list_lines() -> str:
+    """Return twenty numbered lines."""
+    return "\n".join(f"line {i:02d} of twenty" for i in range(20))
 
 
 @tool
@@ -43,6 +54,28 @@ async def _call(tool_: BaseTool) -> ToolMessage:
 async def test_a_result_longer_than_the_cap_is_cut_and_says_so() -> None:
     result = await _call(dump_logs)
     assert result.text == "x" * MAX_TOOL_RESULT_CHARS + "\n[result truncated]"
+
+
+async def test_a_result_over_its_tools_budget_is_cut_at_a_line_break_and_says_so() -> None:
+    result = await _call(budgeted(list_lines, 100))
+    whole = list_lines.invoke({}).splitlines()
+
+    kept, note = result.text.rsplit("\n", 1)
+    assert note == "[result truncated]"
+    assert kept.splitlines() == whole[: len(kept.splitlines())]  # whole lines only
+    assert len(kept) <= 100 and len(kept.splitlines()) == 100 // len(whole[0] + "\n")
+
+
+async def test_every_evidence_tool_names_its_own_output_budget() -> None:
+    tempo = TempoClient(TempoSpec(url="http://127.0.0.1:9"))
+    loki = LokiClient(LokiSpec(url="http://127.0.0.1:9"))
+    prometheus = PrometheusClient(PrometheusSpec(url="http://127.0.0.1:9"))
+    tools = tempo_tools(tempo) + loki_tools(loki) + prometheus_tools(prometheus)
+    for client in (tempo, loki, prometheus):
+        await client.aclose()
+
+    budgets = {t.name: (t.metadata or {}).get(RESULT_CHARS) for t in tools}
+    assert all(isinstance(b, int) and 0 < b < MAX_TOOL_RESULT_CHARS for b in budgets.values())
 
 
 async def test_an_unexpected_failure_is_an_error_naming_its_kind_never_its_text() -> None:

@@ -571,6 +571,15 @@ class Settings(BaseSettings):
             "read in full."
         ),
     )
+    full_tool_results: int = Field(
+        default=_owned(GraphLimits, "full_tool_results"),
+        description=(
+            "The current turn's latest tool results the model is sent whole on each call; an "
+            "older long one is sent as its headline, the lines with errors, failures or "
+            "versions, and its trace IDs (the checkpoint, the evidence and the answer's checks "
+            "keep it whole). 0 sends every result whole."
+        ),
+    )
     question_max_chars: int = Field(
         default=_owned(GraphLimits, "question_max_chars"),
         description="Longer messages are cut, and the answer says so.",

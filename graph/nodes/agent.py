@@ -31,7 +31,12 @@ class ConfigNode(Protocol):
     ) -> Awaitable[dict[str, Any]]: ...
 
 
-def make_agent(model: BaseChatModel, tools: Sequence[BaseTool], context_budget_tokens: int) -> Node:
+def make_agent(
+    model: BaseChatModel,
+    tools: Sequence[BaseTool],
+    context_budget_tokens: int,
+    full_tool_results: int = 0,
+) -> Node:
     bound = model.bind_tools(list(tools))
 
     async def agent(state: InvestigationState) -> dict[str, Any]:
@@ -39,7 +44,7 @@ def make_agent(model: BaseChatModel, tools: Sequence[BaseTool], context_budget_t
         report({"type": "model_started", "node": "agent"})
         # Earlier turns are compacted in the state itself (same message ids), so the
         # checkpoint shrinks with the model's input and the work is done once per turn.
-        history = bound_history(state, context_budget_tokens)
+        history = bound_history(state, context_budget_tokens, full_tool_results)
         messages = close_dangling_tool_calls(history.view)
         response = finished(await bound.ainvoke([SystemMessage(SYSTEM_PROMPT), *messages]))
         calls = [c["name"] for c in getattr(response, "tool_calls", [])]

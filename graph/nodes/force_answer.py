@@ -21,7 +21,11 @@ NO_ANSWER = "I could not reach an answer within this question's limits. Narrow t
 
 
 def make_force_answer(
-    model: BaseChatModel, tools: Sequence[BaseTool], steps: StepBudget, tool_budget: int
+    model: BaseChatModel,
+    tools: Sequence[BaseTool],
+    steps: StepBudget,
+    tool_budget: int,
+    full_tool_results: int = 0,
 ) -> Node:
     # Same tool declarations as the agent (the history holds their calls), but none may run.
     answer_only = model.bind_tools(list(tools), tool_choice="none")
@@ -42,7 +46,7 @@ def make_force_answer(
             for call in (last.tool_calls if isinstance(last, AIMessage) else [])
         ]
         instruction = HumanMessage(FORCE_ANSWER_PROMPT.format(reason=STOP_REASONS[reason]))
-        history = close_dangling_tool_calls([*summary_view(state), *skipped])
+        history = close_dangling_tool_calls([*summary_view(state, full_tool_results), *skipped])
         response = await answer_only.ainvoke([SystemMessage(SYSTEM_PROMPT), *history, instruction])
         # Any tool call the model still attempts is dropped: only its text is kept.
         answer = AIMessage(content=finished(response).text.strip() or NO_ANSWER)

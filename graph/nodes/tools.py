@@ -24,11 +24,12 @@ from graph.metrics import TOOL_CALLS
 from graph.nodes.agent import ConfigNode
 from graph.progress import reporter
 from graph.state import InvestigationState
+from graph.tools import DEFAULT_RESULT_CHARS, result_budget
 from graph.tools.errors import ToolFailed
 
 log = logging.getLogger(__name__)
 
-MAX_TOOL_RESULT_CHARS = 12_000
+MAX_TOOL_RESULT_CHARS = DEFAULT_RESULT_CHARS  # a tool without a budget of its own
 UNKNOWN_TOOL = "unknown"  # the metric label of a call to a tool that does not exist
 SUMMARY_CHARS = 200  # the first line of a result, in the tool_finished event
 
@@ -49,12 +50,16 @@ def tool_error_text(exc: Exception) -> str:
 
 
 async def bounded(request: ToolCallRequest, execute: Execute) -> ToolMessage | Command[Any]:
-    """Run the call; a result longer than MAX_TOOL_RESULT_CHARS is cut short."""
+    """Run the call; a result longer than the tool's output budget is cut short, at a line
+    break when one is near (the evidence it hands over beside the text stays whole)."""
     result = await execute(request)
     if isinstance(result, ToolMessage):
         text = result.content if isinstance(result.content, str) else str(result.content)
-        if len(text) > MAX_TOOL_RESULT_CHARS:
-            result.content = text[:MAX_TOOL_RESULT_CHARS] + "\n[result truncated]"
+        limit = result_budget(request.tool)
+        if len(text) > limit:
+            line_end = text.rfind("\n", 0, limit)
+            result.content = text[: line_end if line_end > limit // 2 else limit]
+            result.content += "\n[result truncated]"
     return result
 
 

@@ -18,6 +18,7 @@ from graph.grounding.evidence import ROLLOUT, Fact, citation, fact, image_facts
 from graph.links import kubectl
 from graph.progress import TurnContext, reporter
 from graph.state import InvestigationState
+from graph.tools import budgeted
 from graph.tools.errors import ToolFailed
 from graph.trace_ids import find_trace_ids
 
@@ -114,12 +115,7 @@ def kubernetes_tools(pipeline: ActionPipeline) -> list[BaseTool]:
 
     @tool(response_format="content_and_artifact")
     async def get_rollout_history(namespace: str, deployment: str) -> tuple[str, list[Fact]]:
-        """Show a Kubernetes Deployment's replicas and its rollout history.
-
-        Returns desired and ready replicas, whether it is paused, the current revision
-        with its images, and every earlier revision with images, change-cause and time.
-        Use it to see whether a deploy lines up with when errors started.
-        """
+        """A Deployment's replicas and revisions (image, change-cause, time)."""
         if refusal := name_refusal(namespace, deployment=deployment):
             return f"Not read: {refusal}.", []
         try:
@@ -156,12 +152,8 @@ def kubernetes_tools(pipeline: ActionPipeline) -> list[BaseTool]:
         runtime: Run,
         replicas: int | None = None,
     ) -> tuple[str, list[Fact]]:
-        """Propose a remediation for a human to approve. It is never run by you.
-
-        `action` is `rollout_undo` (back to the previous revision) or `scale` (set
-        `replicas`). `reason` says why, citing the evidence. Rule gates (allowlists,
-        blast radius, circuit breaker) and a reviewer check the proposal first; then an
-        engineer sees Approve/Reject buttons. Propose only when the evidence supports it.
+        """Propose `rollout_undo` (previous revision) or `scale` (to `replicas`) for an
+        engineer to approve, when the evidence supports it; `reason` cites it.
         """
         facts = investigation(runtime)
         request = await pipeline.propose(
@@ -187,4 +179,4 @@ def kubernetes_tools(pipeline: ActionPipeline) -> list[BaseTool]:
         state = true_state(request)  # refused by a gate or by the reviewer, and why
         return f"{state[:1].upper()}{state[1:]}. Do not propose it again as is.", seen
 
-    return [get_rollout_history, propose_action]
+    return [budgeted(get_rollout_history, 3_000), budgeted(propose_action, 2_000)]

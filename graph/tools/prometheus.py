@@ -22,6 +22,7 @@ from langgraph.prebuilt import InjectedState
 from graph.config import PrometheusSpec
 from graph.grounding.evidence import Fact, citation, fact, times_from
 from graph.links import prometheus_link
+from graph.tools import budgeted
 from graph.tools.errors import ToolFailed
 from graph.tools.http_api import (
     HttpSource,
@@ -255,13 +256,9 @@ def prometheus_tools(client: PrometheusClient) -> list[BaseTool]:
 
     @tool(response_format="content_and_artifact")
     async def query_prometheus(promql: str, minutes_ago: int = 0) -> tuple[str, list[Fact]]:
-        """Evaluate a PromQL expression at one instant (`minutes_ago` before now; 0: now).
-
-        Returns each series' labels and value, the highest first (at most 10 shown). Use it
-        for "what is it now": e.g. `max by (pod) (container_memory_working_set_bytes{
-        namespace="shop", container="payment-api"})`,
-        `sum by (pod) (kube_pod_container_status_restarts_total{namespace="shop"})`.
-        Errors come back in Prometheus' own words: fix the PromQL and retry.
+        """PromQL at one instant (`minutes_ago` before now), e.g. `max by (pod)
+        (container_memory_working_set_bytes{namespace="shop", container="cart"})`. Each
+        series' labels and value, highest first (10 shown).
         """
         at = time.time() - max(0, minutes_ago) * 60
         try:
@@ -282,14 +279,9 @@ def prometheus_tools(client: PrometheusClient) -> list[BaseTool]:
         until_minutes_ago: int = 0,
         incident_start: Annotated[float | None, InjectedState("incident_start")] = None,
     ) -> tuple[str, list[Fact]]:
-        """Evaluate a PromQL expression over a time window and summarise how it moved.
-
-        Returns the number of series and, for the top 10 (by their highest value), the last,
-        min and max values and when the value changed most (e.g. memory that climbed before
-        each OOM kill, an error rate that rose with a deploy). The window is from
-        `since_minutes_ago` to `until_minutes_ago` before now; without `since_minutes_ago`
-        it starts 15 minutes before the thread's alert fired, else an hour ago.
-        Example: `rate(http_requests_total{namespace="shop", code=~"5.."}[5m])`.
+        """PromQL over a window (as in query_tempo_traces), e.g.
+        `rate(http_requests_total{code=~"5.."}[5m])`: for the top 10 series, last, min and
+        max and when the value changed most.
         """
         span = window(since_minutes_ago, until_minutes_ago, incident_start)
         if isinstance(span, str):
@@ -314,9 +306,8 @@ def prometheus_tools(client: PrometheusClient) -> list[BaseTool]:
         match: str = "",
         since_minutes_ago: int = 60,
     ) -> str:
-        """Discover what Prometheus holds: the values of `label` (e.g. `__name__` for metric
-        names, `pod`, `namespace`), or the label names when `label` is empty; `match` narrows
-        it to series of a selector such as `{namespace="shop"}`. At most 50 values are listed.
+        """Values of `label` (`__name__`: metric names), or label names when empty; `match`
+        narrows to a selector such as `{namespace="shop"}`. At most 50.
         """
         if label and not LABEL_NAME.fullmatch(label):
             return f"{quoted(label, MAX_VALUE)} is not a label name (letters, digits and _)."
@@ -339,4 +330,8 @@ def prometheus_tools(client: PrometheusClient) -> list[BaseTool]:
         )
         return f"{len(values)} {what}{where}: {shown}{more}\n{UNTRUSTED}"
 
-    return [query_prometheus, query_prometheus_range, list_prometheus_label_values]
+    return [
+        budgeted(query_prometheus, 4_000),
+        budgeted(query_prometheus_range, 4_000),
+        budgeted(list_prometheus_label_values, 3_000),
+    ]
