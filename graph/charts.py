@@ -170,30 +170,22 @@ def _alert_name(evidence: Sequence[Fact], incident_start: float | None) -> str |
     return None
 
 
-def _rested_on(
-    charts: Sequence[ChartData], checks: Sequence[dict[str, Any]], evidence: Sequence[Fact]
-) -> MetricData | None:
+def _rested_on(charts: Sequence[ChartData], checks: Sequence[dict[str, Any]]) -> MetricData | None:
     """The metric chart data of the range query the answer rests on: the one that showed
-    the most of the answer's grounded claims (a label value, a time it changed); None when
-    the answer rests on none."""
-    metrics = {c["source"].lower(): c for c in charts if c["kind"] == "metric" and c["series"]}
-    grounded = {
-        (c["kind"], normalise(c["kind"], c["text"]))
-        for c in checks
-        if c.get("status") == "grounded"
-    }
-    shown: dict[str, int] = {}
-    for check in checks:  # the source the check named
-        call = source_call(str(check.get("source") or "")).lower()
-        if check.get("status") == "grounded" and call in metrics:
-            shown[call] = shown.get(call, 0) + 1
-    for f in evidence:  # any other query that showed the same value
-        call = source_call(f["source"]).lower()
-        if call in metrics and (f["kind"], f["value"]) in grounded:
-            shown[call] = shown.get(call, 0) + 1
-    if not shown:
-        return None
-    return metrics[max(shown, key=lambda call: shown[call])]
+    the most of the answer's grounded claims, as the claim's source or as a label value of
+    its series (a pod, a Deployment); the newest of equals; None when it rests on none."""
+    metrics = [c for c in charts if c["kind"] == "metric" and c["series"]]
+    grounded = [c for c in checks if c.get("status") == "grounded"]
+    best: tuple[int, int] = (0, -1)
+    for position, chart in enumerate(metrics):
+        values = {v.lower() for s in chart["series"] for v in s["labels"].values()}
+        shown = sum(
+            source_call(str(c.get("source") or "")).lower() == chart["source"].lower()
+            or normalise(c["kind"], c["text"]) in values
+            for c in grounded
+        )
+        best = max(best, (shown, position))
+    return metrics[best[1]] if best[0] else None
 
 
 def unit_of(query: str) -> str:
@@ -229,7 +221,7 @@ def charts_for_answer(
         if m is not None
     ]
     specs: list[ChartSpec] = []
-    if metric := _rested_on(charts, checks, evidence):
+    if metric := _rested_on(charts, checks):
         shown = [m for m in markers if metric["start"] <= m["at"] <= metric["end"]]
         specs.append({"data": metric, "markers": shown, "unit": unit_of(metric["query"])})
     traces = {c["trace_id"]: c for c in charts if c["kind"] == "trace"}

@@ -166,7 +166,10 @@ class Narrator:
     def clear(self) -> None:
         """Remove an earlier run's Block Kit files, so the folder holds only this run's
         (only files the demo names: `--out` may point at a folder holding other things)."""
-        for old in self.folder.glob("*/[0-9][0-9]-*.json"):
+        for old in [
+            *self.folder.glob("*/[0-9][0-9]-*.json"),
+            *self.folder.glob("*/[0-9][0-9]-chart-*.png"),
+        ]:
             old.unlink()
         for scene in self.folder.glob("*/"):
             if not any(scene.iterdir()):
@@ -180,6 +183,19 @@ class Narrator:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"blocks": blocks}, indent=2))
 
+    def _keep_files(
+        self, slack: SlackSimulator, scenario: str, files: list[dict[str, Any]]
+    ) -> None:
+        """A chart the bot uploaded: named in the narration, its PNG kept beside the JSON."""
+        for shared in files:
+            upload = slack.uploads[shared["id"]]
+            self.written += 1
+            kind = upload.filename.split("-", 1)[0]
+            path = self.folder / scenario / f"{self.written:02d}-chart-{kind}.png"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(upload.data or b"")
+            self.say(f"🤖 tracegate uploaded a chart: {shared['title']}\n   ({path.name})")
+
     def show(self, slack: SlackSimulator, channel: str, root: str, scenario: str) -> None:
         """Messages posted or changed since the last look."""
         for message in slack.thread(channel, root):
@@ -188,6 +204,9 @@ class Narrator:
                 continue
             verb = "🤖 tracegate" if key not in self.seen else "🤖 tracegate (updated)"
             self.seen[key] = message.edits
+            if message.files:
+                self._keep_files(slack, scenario, message.files)
+                continue
             tasks = list(message.tasks().values())
             self.say(render_message(verb, message.text, message.blocks, message.edits, tasks))
             self._keep(scenario, "message", message.blocks)
