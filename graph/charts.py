@@ -25,6 +25,7 @@ from graph.untrusted import clip
 MAX_SERIES = 8  # series one metric chart draws, the highest first
 MAX_ROWS = 60  # spans one waterfall draws; the rest are summarised
 MAX_CHARTS_KEPT = 12  # chart data one turn keeps (the newest)
+_EXACT_MATCHER = re.compile(r'[a-zA-Z_]\w*\s*=\s*"([^"\\]*)"')  # label="value", not =~ or !=
 
 
 class SeriesData(TypedDict):
@@ -172,13 +173,15 @@ def _alert_name(evidence: Sequence[Fact], incident_start: float | None) -> str |
 
 def _rested_on(charts: Sequence[ChartData], checks: Sequence[dict[str, Any]]) -> MetricData | None:
     """The metric chart data of the range query the answer rests on: the one that showed
-    the most of the answer's grounded claims, as the claim's source or as a label value of
-    its series (a pod, a Deployment); the newest of equals; None when it rests on none."""
+    the most of the answer's grounded claims, as the claim's source, a label value of its
+    series (a pod) or a value its selectors match exactly (`deployment="payment-api"`);
+    the newest of equals; None when it rests on none."""
     metrics = [c for c in charts if c["kind"] == "metric" and c["series"]]
     grounded = [c for c in checks if c.get("status") == "grounded"]
     best: tuple[int, int] = (0, -1)
     for position, chart in enumerate(metrics):
         values = {v.lower() for s in chart["series"] for v in s["labels"].values()}
+        values |= {m.group(1).lower() for m in _EXACT_MATCHER.finditer(chart["query"])}
         shown = sum(
             source_call(str(c.get("source") or "")).lower() == chart["source"].lower()
             or normalise(c["kind"], c["text"]) in values

@@ -19,6 +19,7 @@ import hashlib
 import io
 import logging
 import math
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -80,13 +81,10 @@ def _hhmm(at: float) -> str:
 
 
 def _title(query: str) -> str:
-    """The query on up to two lines of TITLE_CHARS, clipped after that."""
-    flat = " ".join(query.split())
-    lines = (
-        [flat[:TITLE_CHARS], _clip(flat[TITLE_CHARS:], TITLE_CHARS)]
-        if flat[TITLE_CHARS:]
-        else [flat]
-    )
+    """The query on up to two lines of TITLE_CHARS, broken at a space, clipped after that."""
+    lines = textwrap.wrap(" ".join(query.split()), TITLE_CHARS, break_on_hyphens=False)
+    if len(lines) > 2:
+        lines = [lines[0], _clip(" ".join(lines[1:]), TITLE_CHARS)]
     return _literal("\n".join(lines))
 
 

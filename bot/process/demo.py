@@ -46,7 +46,14 @@ from sandbox.plays import (
     replay_judge,
 )
 from sandbox.prometheus import PrometheusSimulator
-from sandbox.scenarios import OomLoop, Scenario, bad_deploy, db_overload, load_oom_loop
+from sandbox.scenarios import (
+    OomLoop,
+    Scenario,
+    bad_deploy,
+    db_overload,
+    load_checkout_errors,
+    load_oom_loop,
+)
 from sandbox.slack import SlackDriver, SlackSimulator
 
 SECRET = "demo-signing-secret"
@@ -87,7 +94,11 @@ async def open_world(folder: Path, replay: bool) -> AsyncIterator[World]:
         LokiSimulator() as loki,
     ):
         oom = load_oom_loop(kube, prometheus, loki)
-        kube.add_deployment("shop", "payment-api", kube_images, replicas=4, first_revision=40)
+        now = time.time()
+        kube.add_deployment(
+            "shop", "payment-api", kube_images, replicas=4, first_revision=40, now=now
+        )
+        load_checkout_errors(prometheus, now - PAYMENT_ROLLOUT_AGO_S, now)
         kube.add_deployment(
             "shop",
             "orders-api",
@@ -322,9 +333,14 @@ async def bad_deploy_scene(stage: Stage) -> None:
     await stage.slash(f"status {permalink}")
 
 
+PAYMENT_ROLLOUT_AGO_S = 3600  # revision 42 (KubernetesSimulator: one hour a revision)
+ALERT_AFTER_ROLLOUT_S = 180  # "5xx above 5% for 2 minutes": it fires soon after
+
+
 def _firing(scenario: Scenario) -> dict[str, Any]:
     """The notification Alertmanager sends when checkout's error rate alert fires."""
-    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 240))
+    at = time.time() - PAYMENT_ROLLOUT_AGO_S + ALERT_AFTER_ROLLOUT_S
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
     labels = {
         "alertname": "CheckoutErrorRate",
         "severity": "critical",
