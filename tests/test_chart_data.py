@@ -21,7 +21,9 @@ def _series(count: int) -> list[tuple[dict[str, str], list[tuple[float, float]]]
     return [({"pod": f"p{i}"}, [(T0, 0.0), (T0 + 15, float(i))]) for i in range(count)]
 
 
-def _span(span_id: str, parent: str | None, service: str, *, error: bool = False) -> Span:
+def _span(
+    span_id: str, parent: str | None, service: str, *, error: bool = False, ms: int = 5
+) -> Span:
     start = int(T0 * 1e9) + int(span_id, 16) * 1000
     return Span(
         span_id=span_id,
@@ -29,7 +31,7 @@ def _span(span_id: str, parent: str | None, service: str, *, error: bool = False
         workload=Workload(service, ()),
         name=f"call {span_id}",
         start_ns=start,
-        end_ns=start + 5_000_000,
+        end_ns=start + ms * 1_000_000,
         error=error,
         status_message="",
         attributes={},
@@ -57,16 +59,18 @@ def test_the_waterfall_highlights_the_span_the_summary_marks_where_the_failure_s
 
 
 def test_a_20000_span_trace_draws_60_rows_with_the_failure_origin_and_its_callers() -> None:
-    spans = [_span(f"{1:016x}", None, "checkout", error=True)]
-    spans += [  # a chain of calls; the first five failed, passing on the failure below
-        _span(f"{i:016x}", f"{i - 1:016x}", f"svc{i % 7}", error=i <= 5) for i in range(2, 20_000)
+    # a chain of calls, the deeper ones longer; one call made by the fifth fails
+    spans = [_span(f"{1:016x}", None, "checkout")]
+    spans += [
+        _span(f"{i:016x}", f"{i - 1:016x}", f"svc{i % 7}", ms=5 if i <= 5 else 10)
+        for i in range(2, 20_000)
     ]
     spans.append(_span(f"{20_000:016x}", f"{5:016x}", "payment-api", error=True))
     data = trace_data("ab" * 16, spans)
     rows = data["rows"]
     assert len(rows) == MAX_ROWS and data["total_spans"] == 20_000
     assert [r["service"] for r in rows if r["origin"]] == ["payment-api"]
-    # the origin's callers are drawn with it (6 spans from the root down to it)
+    # its callers are drawn with it: the five spans from the root down to it
     assert {r["name"] for r in rows} >= {f"call {i:016x}" for i in (1, 2, 3, 4, 5, 20_000)}
 
 

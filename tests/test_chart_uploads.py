@@ -146,6 +146,9 @@ async def test_a_resumed_turn_does_not_upload_a_chart_again(
     async def unfenced() -> None:
         return None
 
+    searched = len(slack.calls_to("conversations.replies"))
     await services.conversations._charts(turn, result, unfenced)
     assert len(slack.calls_to("files.getUploadURLExternal")) == 1
+    # recorded: the step is known done, nothing is asked; else the thread is searched
+    assert (len(slack.calls_to("conversations.replies")) > searched) is not recorded
     assert len(slack.files_in("C1", ROOT)) == 1
