@@ -276,3 +276,12 @@ async def test_the_alert_scene_posts_a_chart_marking_the_rollout_and_the_alerts_
     started = re.search(r"\*started:\* \S+ (\d\d:\d\d) UTC", json.dumps(alert.blocks))
     assert started is not None
     assert f"Marker: alert CheckoutErrorRate started at {started.group(1)}:" in metric.alt_txt
+
+
+def test_the_readme_shows_a_chart_as_the_demo_draws_it() -> None:
+    root = Path(__file__).resolve().parent.parent
+    (shown,) = re.findall(
+        r"!\[[^\]]+\]\((docs/images/[^)]+\.png)\)", (root / "README.md").read_text()
+    )
+    pixels = imread(root / shown, format="png")
+    assert pixels.shape[:2] == (528, 1100)  # the demo's metric chart, as its test reads it

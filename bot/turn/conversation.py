@@ -556,7 +556,8 @@ class Conversations:
             key = chart_key(index, spec)
             if key in turn.delivered:
                 continue
-            chart = draw(index, spec, turn.id)
+            # Drawing takes a CPU second or so: off the event loop, which renews the lease.
+            chart = await asyncio.to_thread(draw, index, spec, turn.id)
             await fence()
             begun = f"{key}:begun"
             try:
