@@ -148,9 +148,9 @@ def measure() -> str:
             "- Each case in a fresh process: a warm-up render, then the timed ones (median,",
             "  min–max); peak RSS is the process's `ru_maxrss`, interpreter and matplotlib",
             "  included (the baseline's row is what they and one small figure cost).",
-            "- A metric chart draws at most 1,200 points a series (each bucket's min and max, so",
-            "  spikes stay); a waterfall at most 60 rows: the cost is bounded by those, not by",
-            "  the data a tool returned.",
+            "- A metric chart keeps and draws at most 1,200 points a series (each bucket's",
+            "  min and max, so spikes stay); a waterfall at most 60 rows: the cost is bounded",
+            "  by those, not by the data a tool returned.",
             END,
         ]
     )

@@ -44,6 +44,15 @@ def test_a_metric_chart_keeps_the_top_8_series_by_their_highest_value() -> None:
     assert data["total_series"] == 11
 
 
+def test_a_series_of_11000_points_is_kept_as_1200_with_its_spike() -> None:
+    points = [(T0 + 15 * k, 1.0 if k != 7_777 else 99.0) for k in range(11_000)]
+    (kept,) = metric_data("query_prometheus_range", QUERY, T0, T0 + 165_000, [({}, points)])[
+        "series"
+    ]
+    assert len(kept["points"]) <= 1_200
+    assert (T0 + 15 * 7_777, 99.0) in kept["points"]
+
+
 def test_the_waterfall_highlights_the_span_the_summary_marks_where_the_failure_starts() -> None:
     spans = [
         _span("0000000000000001", None, "checkout", error=True),

@@ -103,24 +103,6 @@ def _png(figure: Figure) -> bytes:
     return out.getvalue()
 
 
-def _downsampled(points: Sequence[Sequence[float]], most: int) -> tuple[list[float], list[float]]:
-    """At most about `most` points: each bucket's min and max kept, so spikes survive."""
-    if len(points) <= most:
-        return [p[0] for p in points], [p[1] for p in points]
-    size = math.ceil(len(points) / (most // 2))
-    xs: list[float] = []
-    ys: list[float] = []
-    for i in range(0, len(points), size):
-        bucket = [p for p in points[i : i + size] if not math.isnan(p[1])]
-        if not bucket:
-            continue
-        low, high = min(bucket, key=lambda p: p[1]), max(bucket, key=lambda p: p[1])
-        for p in sorted({(low[0], low[1]), (high[0], high[1])}):
-            xs.append(p[0])
-            ys.append(p[1])
-    return xs, ys
-
-
 def _value_formatter(unit: str) -> Any:
     if unit == "bytes":
         return EngFormatter(unit="B", places=0, sep="")
@@ -139,7 +121,7 @@ def render_metric(spec: ChartSpec) -> bytes:
     figure = Figure(figsize=(WIDTH_IN, HEIGHT_IN), layout="constrained")
     axes = figure.add_subplot()
     for i, series in enumerate(data["series"]):
-        xs, ys = _downsampled(series["points"], 1200)
+        xs, ys = [p[0] for p in series["points"]], [p[1] for p in series["points"]]
         axes.plot(
             [_utc(x) for x in xs],
             ys,
