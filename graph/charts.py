@@ -24,7 +24,8 @@ from graph.untrusted import clip
 
 MAX_SERIES = 8  # series one metric chart draws, the highest first
 MAX_ROWS = 60  # spans one waterfall draws; the rest are summarised
-MAX_CHARTS_KEPT = 12  # chart data one turn keeps (the newest)
+MAX_POINTS = 1200  # points kept of one series (each bucket's lowest and highest)
+MAX_CHARTS_KEPT = 4  # chart data one turn keeps in its checkpoint (the newest)
 _EXACT_MATCHER = re.compile(r'[a-zA-Z_]\w*\s*=\s*"([^"\\]*)"')  # label="value", not =~ or !=
 
 
@@ -97,6 +98,20 @@ def keep_charts(left: list[ChartData] | None, right: list[ChartData] | None) -> 
     return [*(left or []), *right][-MAX_CHARTS_KEPT:]
 
 
+def downsampled(points: Sequence[tuple[float, float]], most: int) -> list[tuple[float, float]]:
+    """At most about `most` points: each bucket's lowest and highest, so spikes survive."""
+    if len(points) <= most:
+        return list(points)
+    size = math.ceil(len(points) / (most // 2))
+    kept: list[tuple[float, float]] = []
+    for i in range(0, len(points), size):
+        bucket = [p for p in points[i : i + size] if not math.isnan(p[1])]
+        if bucket:
+            low, high = min(bucket, key=lambda p: p[1]), max(bucket, key=lambda p: p[1])
+            kept += sorted({low, high})
+    return kept
+
+
 def metric_data(
     tool: str, query: str, start: float, end: float, series: Iterable[tuple[dict[str, str], Any]]
 ) -> MetricData:
@@ -105,7 +120,7 @@ def metric_data(
     cleaned: list[SeriesData] = []
     for labels, points in series:
         kept = [(float(t), float(v)) for t, v in points if not math.isinf(float(v))]
-        cleaned.append({"labels": dict(labels), "points": kept})
+        cleaned.append({"labels": dict(labels), "points": downsampled(kept, MAX_POINTS)})
 
     def highest(s: SeriesData) -> float:
         values = [v for _, v in s["points"] if not math.isnan(v)]
