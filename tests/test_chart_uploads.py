@@ -5,6 +5,7 @@ refused upload leaves the answer and says so in Steps, SLACK_CHARTS=off uploads 
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
@@ -71,6 +72,12 @@ async def test_the_manifests_scopes_allow_the_upload_and_without_files_write_it_
 
 
 # --- the bot --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def bot(bot_for: BotFactory) -> AsyncIterator[RunningBot]:
+    async with bot_for(slack_charts="on") as running:
+        yield running
 
 
 async def _answer_citing_a_trace(

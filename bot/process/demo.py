@@ -205,7 +205,7 @@ class Narrator:
             path = self.folder / scenario / f"{self.written:02d}-chart-{kind}.png"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(upload.data or b"")
-            self.say(f"🤖 tracegate uploaded a chart: {shared['title']}\n   ({path.name})")
+            self.say(f"🤖 tracegate uploaded a chart: {shared['title']}")
 
     def show(self, slack: SlackSimulator, channel: str, root: str, scenario: str) -> None:
         """Messages posted or changed since the last look."""
