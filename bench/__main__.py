@@ -32,7 +32,7 @@ from langgraph.checkpoint.redis.aio import AsyncRedisSaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from bench import alerts, grounding, tokens
+from bench import alerts, charts, grounding, tokens
 from bench.harness import bare_bolt, bench_settings, mention_acks
 from bot.process.redis_client import RedisSpec, connect_redis
 from bot.process.server import running_bot
@@ -780,6 +780,8 @@ async def main() -> None:
         lines += [await grounding.measure(), ""]
     if wanted("tokens"):
         lines += [await tokens.measure(), ""]
+    if wanted("charts"):
+        lines += [charts.measure(), ""]
     text = "\n".join(lines)
     if not only:
         OUT.write_text(text)

@@ -41,6 +41,7 @@ def bench_settings(
         "redis_prefix": f"bench-{uuid.uuid4().hex[:8]}",
         "port": 0,
         "default_rubric": "",
+        "slack_charts": "off",  # drawing is measured apart (bench/charts.py)
     }
     return Settings(_env_file=None, **{**values, **extra})
 

@@ -1,4 +1,4 @@
-"""B8: input tokens per investigation. Every scenario of evals/scenarios run offline (the
+"""B9: input tokens per investigation. Every scenario of evals/scenarios run offline (the
 reference investigator through the real graph, tools and guards, as `tracegate eval` runs
 them), once as configured and once with every tool result of the turn sent whole
 (FULL_TOOL_RESULTS=0), the baseline, in the same run.

@@ -39,6 +39,8 @@ class InvestigationResult(BaseModel):
     rubric_revisions: int = 0
     # Actions the agent proposed this turn (pending approval or refused), for the bot's cards.
     action_request_ids: list[str] = Field(default_factory=list)
+    # What to draw under the answer (graph/charts.py ChartSpec): tool data and markers only.
+    charts: list[dict[str, Any]] = Field(default_factory=list)
     duration_s: float = 0.0
     # The model that wrote the answer (provider:model): LLM_FALLBACK_MODEL's when it stood
     # in; None when no model call answered (or the model was not taken through a guard).

@@ -22,6 +22,7 @@ from langgraph.types import StateSnapshot
 from gates.pipeline import ActionPipeline
 from graph.build import InvestigationGraph, build_graph
 from graph.capacity import BudgetExceeded, CallScope, ModelBusy, ModelGuard, call_scope
+from graph.charts import charts_for_answer
 from graph.checkpoint import FENCE, Fence, Superseded, open_checkpointer
 from graph.config import GraphLimits, LokiSpec, ModelSpec, PrometheusSpec, TempoSpec
 from graph.context import ThreadContext
@@ -104,6 +105,7 @@ def _turn_input(
         "tool_calls_used": 0,
         "stop_reason": None,
         "draft_check": None,
+        "charts": [],
         "trace_revision_count": 0,
         "grounding_revision_count": 0,
         "claim_revision_count": 0,
@@ -456,6 +458,7 @@ def _turn_fields(state: dict[str, Any]) -> dict[str, Any]:
         "rubric_status": state.get("rubric_status"),
         "rubric_passes": state.get("rubric_iteration", 0),
         "rubric_revisions": state.get("rubric_revision_count", 0),
+        "charts": charts_for_answer(state, check.get("answer") or "", facts),
     }
 
 

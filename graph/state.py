@@ -14,6 +14,7 @@ from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
 from langgraph.managed import RemainingSteps
 
+from graph.charts import ChartData, keep_charts
 from graph.grounding.check import ClaimCheck
 from graph.grounding.evidence import Fact, merge_evidence
 from graph.rubric import Evaluation, Verdict
@@ -78,6 +79,9 @@ class InvestigationState(TypedDict, total=False):
     # What tool results, the thread and live look-ups showed (graph/grounding/evidence.py):
     # values by kind with their sources, for the life of the thread.
     evidence: Annotated[list[Fact], merge_evidence]
+    # This turn's range-query series and fetched traces, bounded (graph/charts.py): what
+    # the charts under the answer are drawn from. Reset at the start of every turn.
+    charts: Annotated[list[ChartData], keep_charts]
     # Rubric grading. `rubric` is sticky: it stays active for later turns of the thread.
     rubric: str | None
     rubric_run_id: str | None  # one grading run per turn graded

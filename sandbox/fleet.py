@@ -60,6 +60,8 @@ def fleet_env(
         "PROGRESS_INTERVAL": "0",
         # The placeholder-and-edits path; tests of the streamed timeline set "on".
         "SLACK_STREAMING": "off",
+        # Text only, as before charts: the fleet's figures are of answers, not of drawing.
+        "SLACK_CHARTS": "off",
         "DEFAULT_RUBRIC": "",
         "KUBECONFIG": "",
         "LOG_LEVEL": "INFO",

@@ -147,6 +147,11 @@ def alert_fires_play(scenario: Scenario) -> Play:
     return Play(
         agent=[
             *look_into("payment-api", failing),
+            Reply.call(
+                "query_prometheus_range",
+                promql='sum by (pod) (rate(http_server_errors_total{namespace="shop", '
+                'deployment="payment-api"}[5m]))',
+            ),
             Reply.text(
                 "*Likely cause (high confidence):* `payment-api` revision 42 (image 1.42.0) "
                 "throws `NullPointerException in ChargeHandler.applyDiscount`; `checkout` "

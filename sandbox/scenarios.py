@@ -240,6 +240,30 @@ OOM_NAMESPACE = "payments"
 RUN_S = 40.0  # how long a container of 1.9.0 lives before its memory reaches the limit
 
 
+ERRORS_METRIC = "http_server_errors_total"
+
+
+def load_checkout_errors(prometheus: PrometheusSimulator, deployed: float, now: float) -> None:
+    """payment-api's 5xx counters around the bad deploy: revision 41's pod fails about once
+    a minute throughout; revision 42's two pods, started at `deployed`, about 4 times a
+    second from then on (one of every three checkouts)."""
+    rng = random.Random(42)
+    start = int(deployed - 3600) // 15 * 15
+    pods = [(PAYMENT_POD_OLD, start, 0.02), *((p, int(deployed), 4.0) for p in PAYMENT_PODS_NEW)]
+    for pod, since, per_s in pods:
+        labels = {
+            "namespace": "shop",
+            "deployment": "payment-api",
+            "pod": pod.pod or "",
+            "code": "500",
+        }
+        total, samples = 0.0, []
+        for t in range(since, int(now) + 1, 15):
+            samples.append((float(t), total))
+            total += per_s * 15 * rng.uniform(0.8, 1.2)
+        prometheus.add({"__name__": ERRORS_METRIC, **labels}, samples)
+
+
 def _crash_loop_runs(first: float, now: float) -> list[float]:
     """When a crash-looping container started, each run RUN_S long, the kubelet's back-off
     (10 s, doubling, at most 5 minutes) between them; the last run ended before `now`."""

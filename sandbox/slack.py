@@ -11,6 +11,16 @@ does. A token other than the workspace's (`bot_token`, `app_token`) is `invalid_
 channel the workspace does not have (`channels`, plus any a person wrote in) is
 `channel_not_found`.
 `rate_limit(method, times, retry_after)` answers the next calls 429 with Retry-After.
+`scopes` (None: every scope) is what the installation was granted: a method needing one it
+lacks answers `missing_scope` with `needed` and `provided`, as Slack does.
+
+Files (Slack's external upload flow): files.getUploadURLExternal (`filename`, `length` in
+bytes, `alt_txt`) hands out a file id and an upload URL on this server; POST the bytes there
+(raw or as a multipart form's one file): a body whose size is not the declared `length` is
+refused (400) and the file stays unuploaded; files.completeUploadExternal (`files` as JSON
+`[{"id", "title"}]`, `channel_id`, `thread_ts`) needs every id handed out and uploaded, once
+(`file_not_found`, `invalid_arguments`), and shares them as one message in the thread. The
+bytes are kept in `uploads`.
 
 People (users.info): anyone with a user id (U… or W…) is a full member of `home_team` (the
 driver's workspace) unless `people` says otherwise — a guest (`is_restricted`,
@@ -97,6 +107,7 @@ class SlackMessage:
     chunks: list[dict[str, Any]] = field(default_factory=list)  # a stream's, in order
     streaming_until: float | None = None  # while streaming: when Slack closes it by itself
     recipient: str | None = None  # a stream's person (recipient_user_id)
+    files: list[dict[str, Any]] = field(default_factory=list)  # shared files: {id, name, title}
 
     def streaming(self) -> bool:
         return self.streaming_until is not None and time.time() < self.streaming_until
@@ -126,6 +137,8 @@ class SlackMessage:
             shown["blocks"] = self.blocks
         if self.attachments:
             shown["attachments"] = self.attachments
+        if self.files:
+            shown["files"] = self.files
         if self.reactions:
             shown["reactions"] = [
                 {"name": n, "users": sorted(u), "count": len(u)} for n, u in self.reactions.items()
@@ -303,6 +316,27 @@ def chunk_problems(chunks: object) -> list[str]:
     return problems
 
 
+# The scope each method needs, of those the bot calls that a workspace may not grant.
+METHOD_SCOPES = {
+    "files.getUploadURLExternal": "files:write",
+    "files.completeUploadExternal": "files:write",
+}
+
+
+@dataclass
+class SlackFile:
+    """A file of the external upload flow: handed out, uploaded, then shared."""
+
+    id: str
+    filename: str
+    length: int
+    alt_txt: str
+    data: bytes | None = None  # None until the upload of exactly `length` bytes
+    title: str = ""
+    channel: str | None = None  # shared: where, and in which thread
+    thread_ts: str | None = None
+
+
 TRIGGER_LIFETIME_S = 3.0  # Slack: a trigger_id expires 3 seconds after it is issued
 HOOK_USES = 5  # Slack: a response_url may be used up to 5 times within 30 minutes
 HOOK_LIFETIME_S = 30 * 60
@@ -335,6 +369,7 @@ class SlackSimulator(SimulatorServer):
     streaming_refused: str | None = None
     # Slack closes a stream nobody stopped after a few minutes (not documented how many).
     stream_timeout_s: float = 300.0
+    scopes: set[str] | None = None  # the bot token's scopes; None: every one
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -354,6 +389,7 @@ class SlackSimulator(SimulatorServer):
         self.homes: dict[str, dict[str, Any]] = {}  # user -> their published Home tab
         self.members: dict[str, set[str]] = {}  # channel -> its members (users.conversations)
         self._triggers: dict[str, tuple[float, str, bool]] = {}  # id -> (issued, user, used)
+        self.uploads: dict[str, SlackFile] = {}  # file id -> the file
 
     def trigger(self, user: str) -> str:
         """A trigger_id as Slack issues one with an interaction: valid 3 s, once."""
@@ -444,6 +480,7 @@ class SlackSimulator(SimulatorServer):
         app.router.add_post("/api/{method}", self._api)
         app.router.add_get("/api/{method}", self._api)  # slack_sdk GETs some read methods
         app.router.add_post("/hooks/{hook_id}", self._hook)
+        app.router.add_post("/upload/v1/{file_id}", self._upload)
 
     async def _args(self, request: web.Request) -> dict[str, Any]:
         # slack_sdk sends some methods' arguments as query parameters, even on POST.
@@ -488,6 +525,12 @@ class SlackSimulator(SimulatorServer):
         handler = getattr(self, "_" + method.replace(".", "_"), None)
         if handler is None:
             return web.json_response({"ok": False, "error": "unknown_method"})
+        needed = METHOD_SCOPES.get(method)
+        if needed and self.scopes is not None and needed not in self.scopes:
+            provided = ",".join(sorted(self.scopes))
+            return web.json_response(
+                {"ok": False, "error": "missing_scope", "needed": needed, "provided": provided}
+            )
         body: dict[str, Any] = handler(args)
         if self._dropped.get(method, 0) > 0 and body.get("ok"):
             self._dropped[method] -= 1
@@ -530,6 +573,23 @@ class SlackSimulator(SimulatorServer):
             )
             self.messages[(hook.channel, ts)] = message
         return web.Response(text="ok")
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        """The upload URL files.getUploadURLExternal handed out: the file's bytes, once."""
+        file = self.uploads.get(request.match_info["file_id"])
+        if file is None or file.data is not None:
+            return web.Response(status=404, text="not_found")
+        if request.content_type.startswith("multipart/"):
+            data = b""
+            async for part in await request.multipart():
+                if isinstance(part, aiohttp.BodyPartReader) and part.filename is not None:
+                    data = await part.read()
+        else:
+            data = await request.read()
+        if len(data) != file.length:
+            return web.Response(status=400, text=f"size_mismatch: declared {file.length}")
+        file.data = data
+        return web.Response(text=f"OK - {len(data)}")
 
     # --- Socket Mode -------------------------------------------------------------------------
     async def _socket(self, request: web.Request) -> web.WebSocketResponse:
@@ -902,6 +962,58 @@ class SlackSimulator(SimulatorServer):
             key=lambda m: float(m.ts),
         )
         return self._page([parent, *(m for m in replies if within(m))], args, 1000)
+
+    # --- files (the external upload flow) ---------------------------------------------------
+    def _files_getUploadURLExternal(self, args: dict[str, Any]) -> dict[str, Any]:
+        filename = str(args.get("filename") or "")
+        try:
+            length = int(str(args.get("length", "")))
+        except ValueError:
+            length = -1
+        if not filename or length <= 0:
+            return {"ok": False, "error": "invalid_arguments"}
+        file_id = f"F{uuid.uuid4().hex[:10].upper()}"
+        alt = str(args.get("alt_txt") or "")
+        self.uploads[file_id] = SlackFile(file_id, filename, length, alt)
+        return {"ok": True, "upload_url": f"{self.url}/upload/v1/{file_id}", "file_id": file_id}
+
+    def _files_completeUploadExternal(self, args: dict[str, Any]) -> dict[str, Any]:
+        try:
+            listed = json.loads(args["files"]) if isinstance(args.get("files"), str) else None
+        except ValueError:
+            listed = None
+        if not isinstance(listed, list) or not listed:
+            return {"ok": False, "error": "invalid_arguments"}
+        channel, thread_ts = args.get("channel_id"), args.get("thread_ts")
+        if thread_ts and not channel:
+            return {"ok": False, "error": "invalid_arguments"}
+        if channel and not self._known_channel(str(channel)):
+            return {"ok": False, "error": "channel_not_found"}
+        if channel in self.outside:
+            return {"ok": False, "error": "not_in_channel"}
+        files: list[SlackFile] = []
+        for item in listed:
+            file = self.uploads.get(str(item.get("id"))) if isinstance(item, dict) else None
+            if file is None or file.data is None or file.channel is not None:
+                return {"ok": False, "error": "file_not_found"}
+            files.append(file)
+        shown = []
+        for file, item in zip(files, listed, strict=True):
+            file.title = str(item.get("title") or file.filename)
+            file.channel, file.thread_ts = channel, thread_ts
+            shown.append({"id": file.id, "name": file.filename, "title": file.title})
+        if channel:
+            ts = self.new_ts()
+            comment = str(args.get("initial_comment") or "")
+            message = SlackMessage(str(channel), ts, comment, [], thread_ts, files=shown)
+            self.messages[(message.channel, ts)] = message
+        return {"ok": True, "files": [{"id": f["id"], "title": f["title"]} for f in shown]}
+
+    def files_in(self, channel: str, thread_ts: str) -> list[SlackFile]:
+        """The files shared in a thread, in upload order."""
+        return [
+            f for f in self.uploads.values() if f.channel == channel and f.thread_ts == thread_ts
+        ]
 
     def _reactions_add(self, args: dict[str, Any]) -> dict[str, Any]:
         message = self._find(args["channel"], args["timestamp"])

@@ -57,6 +57,8 @@ def bot_for(
             "progress_interval": 0,
             # The placeholder-and-edits path; tests of the streamed timeline set "on".
             "slack_streaming": "off",
+            # Text only: the tests of charts under the answer (test_chart_uploads.py) set "on".
+            "slack_charts": "off",
             "kubeconfig": str(write_kubeconfig(tmp_path / "kubeconfig", kube.url)),
             "actions_enabled": True,
             "action_approvers": f"{APPROVER},{SECOND_APPROVER}",

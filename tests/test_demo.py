@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from matplotlib.image import imread
 
 from bot.process.demo import play
 from sandbox import GeminiRequest, GeminiSimulator, Reply
@@ -245,8 +246,42 @@ async def test_the_alert_scene_answers_in_the_alert_s_thread_before_anyone_asks(
     out = io.StringIO()
     world, _ = await play(redis_url, out, tmp_path, scenes=["alert-fires"])
     (alert,) = [m for m in world.slack.messages.values() if m.thread_ts is None]
-    replies = [m for m in world.slack.thread(alert.channel, alert.ts) if m.ts != alert.ts]
+    thread = world.slack.thread(alert.channel, alert.ts)
+    replies = [m for m in thread if m.ts != alert.ts and not m.files]  # the charts apart
     assert "CheckoutErrorRate" in str(alert.blocks)
     assert len(replies) == 1 and "revision 42" in replies[0].text
     # nobody asked: no person wrote anywhere, in the alert's thread or out of it
     assert list(world.slack.others.values()) == []
+
+
+async def test_the_alert_scene_posts_a_chart_marking_the_rollout_and_the_alerts_start(
+    redis_url: str, tmp_path: Path
+) -> None:
+    world, _ = await play(redis_url, io.StringIO(), tmp_path, scenes=["alert-fires"])
+    (alert,) = [m for m in world.slack.messages.values() if m.thread_ts is None]
+    metric, _trace = world.slack.files_in(alert.channel, alert.ts)
+    assert metric.data is not None
+    pixels = imread(io.BytesIO(metric.data), format="png")  # it decodes, at its size
+    assert pixels.shape[:2] == (528, 1100)
+    assert (tmp_path / "alert-fires" / "03-chart-metric.png").read_bytes() == metric.data
+    (rs,) = [
+        rs
+        for (ns, name), rs in world.kube.replicasets.items()
+        if ns == "shop"
+        and name.startswith("payment-api-")
+        and rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "42"
+    ]
+    rolled_out = rs["metadata"]["creationTimestamp"][11:19]  # HH:MM:SS
+    assert f"Marker: payment-api rev 42 rolled out at {rolled_out} UTC." in metric.alt_txt
+    started = re.search(r"\*started:\* \S+ (\d\d:\d\d) UTC", json.dumps(alert.blocks))
+    assert started is not None
+    assert f"Marker: alert CheckoutErrorRate started at {started.group(1)}:" in metric.alt_txt
+
+
+def test_the_readme_shows_a_chart_as_the_demo_draws_it() -> None:
+    root = Path(__file__).resolve().parent.parent
+    (shown,) = re.findall(
+        r"!\[[^\]]+\]\((docs/images/[^)]+\.png)\)", (root / "README.md").read_text()
+    )
+    pixels = imread(root / shown, format="png")
+    assert pixels.shape[:2] == (528, 1100)  # the demo's metric chart, as its test reads it

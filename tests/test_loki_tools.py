@@ -11,6 +11,7 @@ import pytest
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 
+from graph.charts import Findings
 from graph.config import LokiSpec
 from graph.tools.errors import ToolFailed
 from graph.tools.loki import MAX_LINES, MAX_SUMMARY, LokiClient, loki_tools
@@ -129,6 +130,25 @@ async def test_a_metric_query_is_summarised_as_series(tool: BaseTool) -> None:
     )
     assert result.startswith("1 series for sum by (pod)")
     assert f'- {{pod="{POD}"}}: last ' in result
+
+
+async def test_a_metric_query_hands_over_its_series_for_a_chart(tool: BaseTool) -> None:
+    logql = f'sum by (pod) (count_over_time({PAYMENT} |= "OutOfMemoryError" [5m]))'
+    message = await tool.ainvoke(
+        {"type": "tool_call", "id": "1", "name": tool.name, "args": {"logql": logql}}
+    )
+    assert isinstance(message, ToolMessage) and isinstance(message.artifact, Findings)
+    chart = message.artifact.chart
+    assert chart is not None and chart["kind"] == "metric" and chart["query"] == logql
+    assert [s["labels"] for s in chart["series"]] == [{"pod": POD}]
+
+
+async def test_a_log_query_hands_over_no_chart(tool: BaseTool) -> None:
+    message = await tool.ainvoke(
+        {"type": "tool_call", "id": "1", "name": tool.name, "args": {"logql": PAYMENT}}
+    )
+    assert isinstance(message, ToolMessage)
+    assert getattr(message.artifact, "chart", None) is None
 
 
 async def test_bad_logql_comes_back_in_lokis_words(tool: BaseTool) -> None:

@@ -346,6 +346,8 @@ _STEP_LINES = {
     "claims_checked": "action-claim guard: {unsupported} unsupported claim(s)",
     "grounding_started": "grounding check started",
     "action_proposed": "action {request_id}: {status}",
+    "chart_posted": "chart posted: {chart}",
+    "chart_not_posted": "chart not posted: {chart} — {reason}",
 }
 
 

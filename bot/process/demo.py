@@ -46,7 +46,14 @@ from sandbox.plays import (
     replay_judge,
 )
 from sandbox.prometheus import PrometheusSimulator
-from sandbox.scenarios import OomLoop, Scenario, bad_deploy, db_overload, load_oom_loop
+from sandbox.scenarios import (
+    OomLoop,
+    Scenario,
+    bad_deploy,
+    db_overload,
+    load_checkout_errors,
+    load_oom_loop,
+)
 from sandbox.slack import SlackDriver, SlackSimulator
 
 SECRET = "demo-signing-secret"
@@ -87,7 +94,11 @@ async def open_world(folder: Path, replay: bool) -> AsyncIterator[World]:
         LokiSimulator() as loki,
     ):
         oom = load_oom_loop(kube, prometheus, loki)
-        kube.add_deployment("shop", "payment-api", kube_images, replicas=4, first_revision=40)
+        now = time.time()
+        kube.add_deployment(
+            "shop", "payment-api", kube_images, replicas=4, first_revision=40, now=now
+        )
+        load_checkout_errors(prometheus, now - PAYMENT_ROLLOUT_AGO_S, now)
         kube.add_deployment(
             "shop",
             "orders-api",
@@ -166,7 +177,10 @@ class Narrator:
     def clear(self) -> None:
         """Remove an earlier run's Block Kit files, so the folder holds only this run's
         (only files the demo names: `--out` may point at a folder holding other things)."""
-        for old in self.folder.glob("*/[0-9][0-9]-*.json"):
+        for old in [
+            *self.folder.glob("*/[0-9][0-9]-*.json"),
+            *self.folder.glob("*/[0-9][0-9]-chart-*.png"),
+        ]:
             old.unlink()
         for scene in self.folder.glob("*/"):
             if not any(scene.iterdir()):
@@ -180,6 +194,19 @@ class Narrator:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"blocks": blocks}, indent=2))
 
+    def _keep_files(
+        self, slack: SlackSimulator, scenario: str, files: list[dict[str, Any]]
+    ) -> None:
+        """A chart the bot uploaded: named in the narration, its PNG kept beside the JSON."""
+        for shared in files:
+            upload = slack.uploads[shared["id"]]
+            self.written += 1
+            kind = upload.filename.split("-", 1)[0]
+            path = self.folder / scenario / f"{self.written:02d}-chart-{kind}.png"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(upload.data or b"")
+            self.say(f"🤖 tracegate uploaded a chart: {shared['title']}")
+
     def show(self, slack: SlackSimulator, channel: str, root: str, scenario: str) -> None:
         """Messages posted or changed since the last look."""
         for message in slack.thread(channel, root):
@@ -188,6 +215,9 @@ class Narrator:
                 continue
             verb = "🤖 tracegate" if key not in self.seen else "🤖 tracegate (updated)"
             self.seen[key] = message.edits
+            if message.files:
+                self._keep_files(slack, scenario, message.files)
+                continue
             tasks = list(message.tasks().values())
             self.say(render_message(verb, message.text, message.blocks, message.edits, tasks))
             self._keep(scenario, "message", message.blocks)
@@ -303,9 +333,14 @@ async def bad_deploy_scene(stage: Stage) -> None:
     await stage.slash(f"status {permalink}")
 
 
+PAYMENT_ROLLOUT_AGO_S = 3600  # revision 42 (KubernetesSimulator: one hour a revision)
+ALERT_AFTER_ROLLOUT_S = 180  # "5xx above 5% for 2 minutes": it fires soon after
+
+
 def _firing(scenario: Scenario) -> dict[str, Any]:
     """The notification Alertmanager sends when checkout's error rate alert fires."""
-    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 240))
+    at = time.time() - PAYMENT_ROLLOUT_AGO_S + ALERT_AFTER_ROLLOUT_S
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
     labels = {
         "alertname": "CheckoutErrorRate",
         "severity": "critical",

@@ -108,6 +108,7 @@ def build_services(
         datasource=settings.grafana_tempo_datasource,
         progress_interval_s=settings.progress_interval,
         rubric_max_iterations=runtime.investigator.limits.rubric_max_iterations,
+        charts=settings.slack_charts == "on",
     )
     conversations = Conversations(
         client,

@@ -183,6 +183,16 @@ class Settings(BaseSettings):
             "placeholder and edits only. The answer is added only after every guard passed."
         ),
     )
+    slack_charts: Literal["on", "off"] = Field(
+        default="on",
+        description=(
+            "`on`: under an answer that passed its checks, a PNG of the range query it rests "
+            "on (top 8 series, the alert's start and the named Deployment's rollout marked) and "
+            "a waterfall of the first trace it cites, drawn from the tools' data and uploaded "
+            "to the thread (needs the `files:write` scope; a refused upload leaves the answer "
+            "and is noted in Steps); `off`: no charts."
+        ),
+    )
     approver_group_cache: int = Field(
         default=300,
         ge=0,

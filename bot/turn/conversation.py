@@ -30,6 +30,7 @@ from bot.outbound.blocks import (
     section,
 )
 from bot.outbound.cards import Cards
+from bot.outbound.charts import chart_key, draw, refusal, upload, uploaded
 from bot.outbound.posts import find_tagged, post_once
 from bot.outbound.stream import Streaming, StreamProgress, start_stream
 from bot.outbound.timeline import Timeline
@@ -85,6 +86,7 @@ class Presentation:
     datasource: str
     progress_interval_s: float
     rubric_max_iterations: int
+    charts: bool = True  # SLACK_CHARTS: charts of the evidence under the answer
 
 
 class Placeholder:
@@ -540,6 +542,47 @@ class Conversations:
                 self.cards.post, turn.channel, turn.root, [request_id], since=_since(turn)
             )
             await self._step(turn, f"card:{request_id}", post_card, fence)
+        if p.charts and result.charts and not failed:
+            await self._charts(turn, result, fence)
+
+    async def _charts(self, turn: Turn, result: InvestigationResult, fence: Fence) -> None:
+        """Charts of the evidence under the answer, drawn from the result's tool data, each
+        uploaded once: a chart's step is remembered when done, and a run that died during
+        an upload looks for the file in the thread first. A refused upload (a scope, a rate
+        limit, a timeout) leaves the answer as it is; Steps says which chart and why."""
+        notes: list[dict[str, Any]] = []
+        at_ms = result.events[-1].get("at_ms", 0) if result.events else 0
+        for index, spec in enumerate(result.charts):
+            key = chart_key(index, spec)
+            if key in turn.delivered:
+                continue
+            # Drawing takes a CPU second or so: off the event loop, which renews the lease.
+            chart = await asyncio.to_thread(draw, index, spec, turn.id)
+            await fence()
+            begun = f"{key}:begun"
+            try:
+                if begun in turn.delivered and await uploaded(
+                    self.client, turn.channel, turn.root, chart.filename, _since(turn)
+                ):
+                    log.info("%s of %s was uploaded by an earlier run", key, turn.id)
+                else:
+                    await self.turns.mark_delivered(turn.id, begun)
+                    await upload(self.client, turn.channel, turn.root, chart)
+                    notes.append({"type": "chart_posted", "chart": chart.title, "at_ms": at_ms})
+            except Exception as exc:
+                reason = refusal(exc)
+                log.warning("chart %s of %s not posted: %s", key, turn.id, reason)
+                notes.append(
+                    {
+                        "type": "chart_not_posted",
+                        "chart": chart.title,
+                        "reason": reason,
+                        "at_ms": at_ms,
+                    }
+                )
+            await self.turns.mark_delivered(turn.id, key)
+        if notes:
+            await self.memory.add_steps(result.correlation_id, notes)
 
     async def _show(
         self,

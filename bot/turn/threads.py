@@ -86,6 +86,13 @@ class ThreadMemory:
         saved = json.dumps({"thread": thread, "events": events}, default=str)
         await self.redis.set(f"{self.prefix}:steps:{correlation_id}", saved, ex=self.ttl_s)
 
+    async def add_steps(self, correlation_id: str, events: list[dict[str, Any]]) -> None:
+        """Events that came after the answer (its charts) added to its run's steps."""
+        saved = await self.steps(correlation_id)
+        if saved is not None:
+            thread, earlier = saved
+            await self.save_steps(thread, correlation_id, [*earlier, *events])
+
     async def steps(self, correlation_id: str) -> tuple[str, list[dict[str, Any]]] | None:
         """(the thread key of the answer, its run's events), while they are kept."""
         raw = await self.redis.get(f"{self.prefix}:steps:{correlation_id}")

@@ -19,6 +19,7 @@ from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest, ToolInvocationError
 from langgraph.types import Command
 
+from graph.charts import ChartData, Findings
 from graph.grounding.evidence import Fact
 from graph.metrics import TOOL_CALLS
 from graph.nodes.agent import ConfigNode
@@ -94,15 +95,19 @@ def _first_line(result: ToolMessage | Command[Any]) -> str:
     return line if len(line) <= SUMMARY_CHARS else line[: SUMMARY_CHARS - 1] + "…"
 
 
-def _evidence(messages: Sequence[Any]) -> list[Fact]:
-    """The facts tools handed over beside their text (their artifacts), taken off the
-    messages: the state keeps them once, in `evidence`, and the messages stay small."""
+def _evidence(messages: Sequence[Any]) -> tuple[list[Fact], list[ChartData]]:
+    """The facts tools handed over beside their text (their artifacts), and the chart data
+    of the same results, taken off the messages: the state keeps them once, in `evidence`
+    and `charts`, and the messages stay small."""
     facts: list[Fact] = []
+    charts: list[ChartData] = []
     for message in messages:
         if isinstance(message, ToolMessage) and isinstance(message.artifact, list):
             facts += message.artifact
+            if isinstance(message.artifact, Findings) and message.artifact.chart is not None:
+                charts.append(message.artifact.chart)
             message.artifact = None
-    return facts
+    return facts, charts
 
 
 def tool_node(
@@ -122,8 +127,13 @@ def make_tools(tools: Sequence[BaseTool]) -> ConfigNode:
         assert isinstance(last, AIMessage)
         result = cast(dict[str, Any], await node.ainvoke(state, config))
         used = state.get("tool_calls_used", 0) + len(last.tool_calls)
-        facts = _evidence(result.get("messages") or [])
-        return {**result, "tool_calls_used": used, **({"evidence": facts} if facts else {})}
+        facts, charts = _evidence(result.get("messages") or [])
+        return {
+            **result,
+            "tool_calls_used": used,
+            **({"evidence": facts} if facts else {}),
+            **({"charts": charts} if charts else {}),
+        }
 
     return run_tools
 

@@ -18,6 +18,7 @@ from typing import Annotated, Any
 from langchain_core.tools import BaseTool, tool
 from langgraph.prebuilt import InjectedState
 
+from graph.charts import Findings, metric_data
 from graph.config import LokiSpec
 from graph.grounding.evidence import Fact, citation, fact, text_facts, times_from
 from graph.links import loki_link
@@ -30,7 +31,13 @@ from graph.tools.http_api import (
     utc,
     window,
 )
-from graph.tools.prometheus import LABEL_KINDS, parse_result, series_facts, summarise_series
+from graph.tools.prometheus import (
+    LABEL_KINDS,
+    chart_series,
+    parse_result,
+    series_facts,
+    summarise_series,
+)
 from graph.untrusted import clip, quoted
 
 MAX_LINES = 500  # lines one query reads (Loki's `limit`)
@@ -233,7 +240,9 @@ def loki_tools(client: LokiClient) -> list[BaseTool]:
         cited = [citation(source, link)] if link else []
         if metric:
             text = summarise_series(logql, kind, series, where)
-            return text + explore, series_facts(series, source, start, end) + cited
+            facts = series_facts(series, source, start, end) + cited
+            chart = metric_data("query_loki_logs", logql, start, end, chart_series(series))
+            return text + explore, Findings(facts, chart if kind == "matrix" else None)
         if not lines:
             return f"No log lines match {logql} {where}.{explore}", []
         text = summarise_logs(logql, lines, where, limit)

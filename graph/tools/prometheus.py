@@ -19,6 +19,7 @@ from typing import Annotated, Any
 from langchain_core.tools import BaseTool, tool
 from langgraph.prebuilt import InjectedState
 
+from graph.charts import Findings, metric_data
 from graph.config import PrometheusSpec
 from graph.grounding.evidence import Fact, citation, fact, times_from
 from graph.links import prometheus_link
@@ -198,6 +199,11 @@ def series_facts(
     return facts + times_from(times, f"{source}: times the values changed")
 
 
+def chart_series(series: list[Series]) -> list[tuple[dict[str, str], list[tuple[float, float]]]]:
+    """Series as chart data takes them (graph/charts.py)."""
+    return [(s.labels, s.points) for s in series]
+
+
 class PrometheusClient(HttpSource):
     name = "Prometheus"
 
@@ -298,7 +304,8 @@ def prometheus_tools(client: PrometheusClient) -> list[BaseTool]:
         facts = series_facts(series, source, start, end, edge=step)
         if link := explore_link(client.spec, promql, start, end):
             facts.append(citation(source, link))
-        return text, facts
+        chart = metric_data("query_prometheus_range", promql, start, end, chart_series(series))
+        return text, Findings(facts, chart if kind == "matrix" else None)
 
     @tool
     async def list_prometheus_label_values(

@@ -16,6 +16,7 @@ import httpx
 from langchain_core.tools import BaseTool, tool
 from langgraph.prebuilt import InjectedState
 
+from graph.charts import MAX_ROWS, Findings, SpanRow, TraceData
 from graph.config import TempoSpec
 from graph.grounding.evidence import RESOURCE_KINDS, Fact, citation, fact, text_facts, times_from
 from graph.links import tempo_link
@@ -347,14 +348,20 @@ def _error_line(span: Span, by_id: dict[str, Span], failing_parents: set[str]) -
         + (f" status={quoted(span.status_message, MAX_TEXT)}" if span.status_message else "")
         + (f" on {workload}" if workload else "")
         + (f" called by {clip(parent.service, 60)}" if parent else "")
-        + ("" if not span.span_id or span.span_id in failing_parents else " [failure starts here]")
+        + (" [failure starts here]" if failure_starts(span, failing_parents) else "")
     )
+
+
+def failure_starts(span: Span, failing_parents: set[str]) -> bool:
+    """Whether a failed span is where the failure starts: none of its child spans failed.
+    The summary marks it `[failure starts here]`; the waterfall highlights the same span."""
+    return span.error and bool(span.span_id) and span.span_id not in failing_parents
 
 
 def _origins_first(errors: list[Span], failing_parents: set[str]) -> list[Span]:
     """Failed spans, those where a failure starts (no failing child) first: when a trace
     holds more than the summary lists, the spans that show a cause are the ones kept."""
-    return sorted(errors, key=lambda s: not s.span_id or s.span_id in failing_parents)
+    return sorted(errors, key=lambda s: not failure_starts(s, failing_parents))
 
 
 def _bounded(lines: list[str]) -> str:
@@ -397,6 +404,75 @@ def summarise_trace(trace_id: str, spans: list[Span]) -> str:
     for s in sorted(spans, key=lambda s: s.duration_ms, reverse=True)[:SLOWEST_LISTED]:
         lines.append(f"- {clip(s.service, 60)} {clip(s.name, 120)} {s.duration_ms:.0f} ms")
     return _bounded(lines)
+
+
+def _depths(spans: list[Span]) -> list[int]:
+    """Each span's depth in the call tree (0: a root, or a span whose parent Tempo does not
+    hold); a parent cycle (bad telemetry) is cut where it closes."""
+    index = {s.span_id: i for i, s in enumerate(spans) if s.span_id}
+    depth: list[int | None] = [None] * len(spans)
+    for i in range(len(spans)):
+        path: list[int] = []
+        j: int | None = i
+        while j is not None and depth[j] is None and j not in path:
+            path.append(j)
+            parent = spans[j].parent_id
+            j = index.get(parent) if parent else None
+        base = -1 if j is None or j in path else depth[j]
+        assert base is not None
+        for k in reversed(path):
+            base += 1
+            depth[k] = base
+    return [d or 0 for d in depth]
+
+
+def trace_data(trace_id: str, spans: list[Span]) -> TraceData:
+    """The spans a waterfall draws: all of them up to MAX_ROWS; of a larger trace, where
+    the failure starts and the calls that led there first, then the other failed spans,
+    the roots and the longest spans; in start order. The rest are counted."""
+    depths = _depths(spans)
+    failing_parents = {s.parent_id for s in spans if s.error and s.parent_id}
+    origins = [i for i, s in enumerate(spans) if failure_starts(s, failing_parents)]
+    index = {s.span_id: i for i, s in enumerate(spans) if s.span_id}
+    chosen: dict[int, None] = {}
+    if len(spans) <= MAX_ROWS:
+        chosen = dict.fromkeys(range(len(spans)))
+    else:
+        for i in origins:  # each origin and the calls above it
+            j: int | None = i
+            while j is not None and j not in chosen and len(chosen) < MAX_ROWS:
+                chosen[j] = None
+                parent = spans[j].parent_id
+                j = index.get(parent) if parent else None
+        by_length = sorted(range(len(spans)), key=lambda i: spans[i].start_ns - spans[i].end_ns)
+        rest = [i for i, s in enumerate(spans) if s.error]
+        rest += [i for i, d in enumerate(depths) if d == 0] + by_length
+        for i in rest:
+            if len(chosen) >= MAX_ROWS:
+                break
+            chosen.setdefault(i, None)
+    kept = sorted(chosen, key=lambda i: (spans[i].start_ns, depths[i]))
+    rows: list[SpanRow] = [
+        {
+            "service": clip(spans[i].service, 60),
+            "name": clip(spans[i].name, 120),
+            "start_ns": spans[i].start_ns,
+            "end_ns": spans[i].end_ns,
+            "depth": depths[i],
+            "error": spans[i].error,
+            "origin": failure_starts(spans[i], failing_parents),
+        }
+        for i in kept
+    ]
+    errors = sum(s.error for s in spans)
+    return {
+        "kind": "trace",
+        "source": f"get_trace {trace_id}",
+        "trace_id": normalise(trace_id),
+        "rows": rows,
+        "total_spans": len(spans),
+        "omitted_errors": errors - sum(r["error"] for r in rows),
+    }
 
 
 def trace_facts(trace_id: str, spans: list[Span], link: str | None = None) -> list[Fact]:
@@ -501,6 +577,7 @@ def tempo_tools(client: TempoClient) -> list[BaseTool]:
             ) from exc
         if spans is None:
             return f"Trace {cleaned} does not exist in Tempo. Do not cite it.", []
-        return summarise_trace(cleaned, spans), trace_facts(cleaned, spans, client.link(cleaned))
+        facts = trace_facts(cleaned, spans, client.link(cleaned))
+        return summarise_trace(cleaned, spans), Findings(facts, trace_data(cleaned, spans))
 
     return [budgeted(query_tempo_traces, 4_000), budgeted(get_trace, MAX_SUMMARY)]
