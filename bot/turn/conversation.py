@@ -250,7 +250,7 @@ class Conversations:
             log.info("redelivery of unfinished turn %s: making sure it is queued", turn.id)
         # The record is what must be durable before the 200; a job still to queue is queued
         # without holding the ack. If it is lost (this process dies first, Redis fails),
-        # every worker's sweep queues unfinished turns that have no job (`requeue_orphans`).
+        # the workers' sweep queues unfinished turns that have no job (`requeue_orphans`).
         self.jobs.submit(enqueue_turn(self.queue, turn.id, self.timing), name=f"queue {turn.id}")
 
     async def _rubric_status(self, key: str, channel: str, root: str) -> None:

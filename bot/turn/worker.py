@@ -1,19 +1,23 @@
 """Turns run as jobs of saq, a Redis job queue; any process with a worker may run them.
 
-Why saq: a running job carries a heartbeat, and every worker's periodic sweep retries a job
-whose heartbeat stopped — a dead worker's turn is taken up again after HEARTBEAT + SWEEP
-seconds, whatever the job's length (arq only retries after its largest job timeout).
-
 One job per turn, keyed by the turn id (a redelivery enqueues nothing new). A job waits until
 its turn is the head of its thread's queue and it holds the thread's lease, runs the turn,
 and leaves the queue: one turn at a time per thread, in arrival order, whichever replica
 received the messages and whichever worker runs them. Waiting jobs never take a worker's
 last slot (a job that would gives it back and is run again a second later), so a thread's
 head turn, its job back in the queue after a crash or a wait for the model, always runs.
-While a job waits or runs, a heartbeat touches the job and renews the lease. On SIGTERM a
-worker takes no new jobs, lets the running turn finish within SHUTDOWN_GRACE, and hands the
-rest back to the queue (saq retries a cancelled job), where another worker resumes each from
-its last checkpoint uncounted; a run saq aborts as stuck counts as an attempt, as a crash.
+
+Liveness, in one place each (docs/architecture.md, "How a turn stays alive, and who takes
+it over"): a heartbeat touches the job and renews the lease while it waits or runs; the
+queue's sweep (`TurnJobQueue`) is the only thing that decides a turn is abandoned — a job
+whose heartbeat stopped, or an unfinished turn without a job — and puts its job back in the
+queue, where the next free worker takes it; the lease's fence keeps a run that was taken
+over from writing. On SIGTERM a worker takes no new jobs, lets the running turn finish
+within SHUTDOWN_GRACE, and hands the rest back to the queue (saq retries a cancelled job)
+uncounted; a run saq aborts as stuck counts as an attempt, as a crash.
+
+Why saq: a dead worker's turn is taken up again after HEARTBEAT + SWEEP seconds, whatever
+the job's length (arq only retries after its largest job timeout).
 """
 
 from __future__ import annotations
@@ -72,23 +76,40 @@ class LeaseLost(Superseded):
 
 
 class TurnJobQueue(RedisQueue):
-    """saq's Redis queue with one race closed. A worker moves a job to the active list and
-    marks it active two round trips later; saq's sweep (any worker's) that falls in between
-    takes it for a dead worker's job, aborts and retries it: under load a fresh turn is
-    cancelled, run again and an attempt counted for nothing. Here a job still marked queued
-    in the active list is swept only once it has been seen so for its heartbeat — the same
-    time a started job may go without a beat — the first sighting kept in Redis, so whichever
-    worker sweeps next knows it. Everything else is swept as saq sweeps it, except that the
-    abort waits of a sweep's jobs run side by side."""
+    """saq's Redis queue whose sweep is the one place a turn is found abandoned (see
+    docs/architecture.md, "How a turn stays alive, and who takes it over"). A sweep — one
+    at a time across workers, under saq's sweep lock — has two rules:
+
+    1. A job in the active list whose heartbeat stopped (its worker died or stalled) is
+       aborted and retried, as saq sweeps it, with one race closed and one wait shortened.
+       The race: a worker moves a job to the active list and marks it active two round
+       trips later; a sweep in between took it for a dead worker's job and retried it (a
+       fresh turn cancelled, run again, an attempt counted for nothing). Here a job still
+       marked queued in the active list is swept only once it has been seen so for its
+       heartbeat, the first sighting kept in Redis so whichever worker sweeps next knows
+       it. The wait: the jobs of one sweep are given their abort wait side by side.
+    2. An unfinished turn without a live job (`orphans`: `TurnRunner.requeue_orphans`,
+       set by the worker) is queued again."""
 
     def __init__(self, redis: aioredis.Redis, name: str) -> None:
         super().__init__(redis, name=name)
         self._pickups = self.namespace("pickups")
+        self.orphans: Callable[[], Awaitable[int]] | None = None
 
     async def sweep(self, lock: int = 60, abort: float = 5.0) -> list[str]:
         jobs = await active_jobs(self, lock)
-        if not jobs:
-            return []
+        if jobs is None:
+            return []  # another worker swept less than `lock` seconds ago
+        swept = await self._sweep_stopped(jobs, abort) if jobs else []
+        if self.orphans is not None:
+            try:
+                await self.orphans()
+            except Exception:  # a Redis blip: the next sweep tries again
+                log.warning("re-queueing orphaned turns failed", exc_info=True)
+        return swept
+
+    async def _sweep_stopped(self, jobs: list[tuple[Any, Job | None]], abort: float) -> list[str]:
+        """Rule 1: the active jobs whose heartbeat stopped, aborted and retried."""
         picking = await self._picking_up([(i, j) for i, j in jobs if j is not None])
         swept = []
         dead: list[Job] = []
@@ -313,14 +334,15 @@ class TurnRunner:
                 self.waiting -= 1
 
     async def requeue_orphans(self) -> int:
-        """Queue a job for every unfinished turn that has none; returns how many.
+        """The sweep's second rule (TurnJobQueue): queue a job for every unfinished turn
+        that has none alive; returns how many.
 
         A job can be lost between the queue's own steps (a worker killed while its sweep
         moves a job, an enqueue that failed or never ran after the turn was recorded). The
-        turn record is the truth. Every worker sweeps, so the common case is cheap: two
-        round trips for all the unfinished turns (their states, their jobs), then an enqueue
-        for each turn whose job is not running with a fresh heartbeat (gone, finished, left
-        aborting by a dead worker, or queued: a no-op while saq still has it).
+        turn record is the truth. Cheap in the common case: two round trips for all the
+        unfinished turns (their states, their jobs), then an enqueue for each turn whose job
+        is not running with a fresh heartbeat (gone, finished, left aborting by a dead
+        worker, or queued or stuck: a no-op while saq still has it, which rule 1 handles).
         """
         if not isinstance(self.queue, Queue):
             return 0  # the demo's in-process queue: nothing survives the process anyway
@@ -371,10 +393,9 @@ class TurnRunner:
                     log.warning("the run of %s was aborted as stuck; counted", turn.id)
                 raise
             # Our own heartbeat stopped the run: an error (not a cancellation) makes saq
-            # retry the job, which then finds the turn taken care of.
-            current_task = asyncio.current_task()
-            if current_task is not None:
-                current_task.uncancel()
+            # retry the job, which then finds the turn taken care of. The task ends with it:
+            # only its clean-up (the lease's release) runs after, so the cancellation is
+            # not taken back.
             raise LeaseLost(f"another worker holds {turn.thread}") from None
         finally:
             self.running -= 1
@@ -437,22 +458,14 @@ class _Heartbeat:
                 log.warning("heartbeat of %s failed", self.thread, exc_info=True)
 
 
-async def _requeue_orphans(runner: TurnRunner) -> None:
-    while True:
-        await asyncio.sleep(runner.timing.sweep_s)
-        try:
-            await runner.requeue_orphans()
-        except Exception:  # a Redis blip: the next round tries again
-            log.warning("re-queueing orphaned turns failed", exc_info=True)
-
-
 @asynccontextmanager
 async def running_worker(
     runner: TurnRunner, timing: WorkerTiming
 ) -> AsyncIterator[Worker[Context]]:
     """A saq worker running turns in this process until the block exits (then: graceful)."""
-    if not isinstance(runner.queue, Queue):
+    if not isinstance(runner.queue, TurnJobQueue):
         raise TypeError("a turn worker needs the Redis job queue")
+    runner.queue.orphans = runner.requeue_orphans  # its sweep's second rule
     worker = QuietWorker(  # its signal handlers are the process's own
         runner.queue,
         functions=[(JOB_FUNCTION, runner.answer_turn)],
@@ -463,11 +476,9 @@ async def running_worker(
         cancellation_hard_deadline_s=3,
     )
     task = asyncio.create_task(worker.start(), name="turn worker")
-    orphans = asyncio.create_task(_requeue_orphans(runner), name="requeue orphaned turns")
     try:
         yield worker
     finally:
-        orphans.cancel()
         runner.stopping = True
         started = time.monotonic()
         worker.stop_upkeep()  # no new jobs; timers (sweep, stats) have nothing to finish
