@@ -11,6 +11,7 @@ from bot.turn.worker import turn_queue
 from sandbox import GeminiSimulator, Reply
 from sandbox.slack import SlackSimulator
 from tests.fleet_fixtures import answered, driver_for, requests_reach, serving
+from tests.gates_fixtures import until
 
 ANSWERS = [f"Answer {n}: payment-api throws after the deploy." for n in (1, 2, 3)]
 
@@ -48,6 +49,12 @@ async def test_the_head_turn_gets_a_slot_when_waiters_fill_the_worker(
     jobs = await queue.jobs(f"{driver.team}:C1:{root}@{ts}" for ts in later)
     await redis.aclose()
     assert [job.attempts if job else None for job in jobs] == [1, 1]
+
     # … and shows its placeholder (and its 👀) once, not at every return.
-    taken = [c.args.get("timestamp") for c in slack.calls_to("reactions.add")]
-    assert [taken.count(ts) for ts in later] == [2, 2]  # 👀 once, then the outcome's
+    def taken() -> list[int]:
+        stamps = [c.args.get("timestamp") for c in slack.calls_to("reactions.add")]
+        return [stamps.count(ts) for ts in later]
+
+    # The outcome's reaction is added after the answer is delivered: waited for, bounded.
+    await until(lambda: min(taken()) >= 2, "the outcome reactions", 10)
+    assert taken() == [2, 2]  # 👀 once, then the outcome's
