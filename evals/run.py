@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 
 from bot.process.runtime import Runtime, open_runtime
 from bot.process.settings import Settings
-from evals import world
+from evals import cost, world
 from evals.judge import Judge
 from evals.reference import ReferenceInvestigator, reference_grader, reference_judge, texts
 from evals.score import Proposal, Score, score
@@ -55,8 +55,10 @@ class RunRecord(BaseModel):
     score: dict[str, Any]
     tool_calls: int
     tools: list[str] = Field(default_factory=list)  # the tools called, in order
-    model_calls: int
+    model_calls: int  # every model call of the run (agent, grader, judge)
     tokens: int  # every model call of the run (agent, grader), as the API reported them
+    # Per model and role: calls, input, output and cached tokens (the usage metadata).
+    usage: list[cost.Usage] = Field(default_factory=list)
     latency_s: float
     facts: dict[str, int]
     trace_ids: dict[str, int]
@@ -195,6 +197,7 @@ async def run_once(
             redis, saver = fakeredis.FakeAsyncRedis(), InMemorySaver()
         async with open_runtime(settings, redis=redis, saver=saver) as runtime:
             started = time.monotonic()
+            counted = cost.snapshot()
             thread = f"eval:{scenario.name}:{run}:{uuid.uuid4().hex[:8]}"
             result = await runtime.investigator.investigate(
                 thread,
@@ -203,6 +206,7 @@ async def run_once(
                 context=world.thread_context(scenario, now),
             )
             latency = time.monotonic() - started
+            used = cost.spent(counted, cost.snapshot())
             proposals = await _proposals(runtime, result)
             spent = await runtime.redis.get(f"{settings.redis_prefix}:tokens:thread:{thread}")
         graded = score(result.answer, scenario, proposals, invented(result))
@@ -216,8 +220,9 @@ async def run_once(
             score=graded.as_dict(),
             tool_calls=result.tool_calls,
             tools=[str(e.get("tool")) for e in result.events if e.get("type") == "tool_started"],
-            model_calls=0,
+            model_calls=sum(u.calls for u in used),
             tokens=int(spent or 0),
+            usage=used,
             latency_s=round(latency, 3),
             facts={
                 "checked": result.facts_checked,
@@ -253,7 +258,6 @@ def _offline_checks(
     called, and the guards left its answer at least as good as it was drafted."""
     assert out.gemini is not None and out.reference is not None
     agent = [r for r in out.gemini.requests if r.model == AGENT]
-    record.model_calls = len(agent)
     seen = "\n".join(
         text
         for r in agent
@@ -294,9 +298,25 @@ def summarise(records: list[RunRecord]) -> dict[str, Any]:
             "tool_calls": round(statistics.fmean(r.tool_calls for r in runs), 1),
             "tokens": round(statistics.fmean(r.tokens for r in runs)),
             "latency_s": round(statistics.fmean(r.latency_s for r in runs), 2),
+            **_usage_row(runs),
             "reachable": all(all(r.reachable.values()) for r in runs)
             if runs[0].reachable
             else None,
             "harmed": sum(bool(r.harmed) for r in runs),
         }
     return rows
+
+
+def _usage_row(runs: list[RunRecord]) -> dict[str, Any]:
+    """Per investigation (mean over the runs): model calls, input, output and cached tokens
+    and the estimated price; the spread of input tokens over the runs."""
+    sums = [cost.total(r.usage) for r in runs]
+    row: dict[str, Any] = {
+        k: round(statistics.fmean(s[k] for s in sums)) for k in ("calls", "input", "output")
+    }
+    row["cached"] = round(statistics.fmean(s["cached"] for s in sums))
+    row["input_sd"] = round(statistics.pstdev(s["input"] for s in sums))
+    prices = [s["usd"] for s in sums]
+    row["usd"] = None if None in prices else round(statistics.fmean(prices), 6)
+    row["models"] = sorted({u.model for r in runs for u in r.usage})
+    return row
