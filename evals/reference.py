@@ -110,11 +110,11 @@ _NODE_TROUBLE = re.compile(
 )
 _POD_LINE = re.compile(
     r"^- (?P<pod>\S+): (?P<phase>\w+), (?P<ready>\d+)/(?P<of>\d+) ready, \d+ restarts, "
-    r"node (?P<node>\S+)",
+    r"node (?P<node>[^\s,]+)",
     re.MULTILINE,
 )
 _EVENT_POD = re.compile(r"^- Warning (?P<reason>\S+) pod/(?P<pod>\S+) ", re.MULTILINE)
-_SERIES = re.compile(r"^- \{(?P<labels>[^}]*)\}: (?P<value>[\d.]+)", re.MULTILINE)
+_SERIES = re.compile(r"^- (?P<labels>[\w:]*\{[^}]*\}): (?P<value>[\d.]+)", re.MULTILINE)
 CLIENT_ERROR = re.compile(r"^4(?!29)\d\d$")  # a client's mistake, not a failure (429 aside)
 
 
@@ -158,6 +158,7 @@ class Seen:
     hit_times: dict[str, datetime] = field(default_factory=dict)  # the first search's hits
     searched: tuple[datetime, datetime] | None = None  # the first search's window
     search_limit: int = 0
+    baseline: int | None = None  # errors found in the BASELINE before the first window
     read: list[str] = field(default_factory=list)
     errors: list[ErrorSpan] = field(default_factory=list)
     nodes: dict[str, str] = field(default_factory=dict)  # pod -> node
@@ -238,6 +239,9 @@ def _read_result(seen: Seen, name: str, args: dict[str, Any], text: str) -> None
         if "k8s.node.name" in str(args.get("traceql", "")):
             service = _quoted_service(str(args.get("traceql", "")))
             seen.node_checks[service] = bool(found)
+            return
+        if int(args.get("until_minutes_ago") or 0) > 0:  # the baseline search
+            seen.baseline = len(found)
             return
         if seen.searched is None and (window := _SEARCHED.search(text)):
             seen.searched = (_utc(window["start"]), _utc(window["end"]))
@@ -386,7 +390,8 @@ def _suspects(seen: Seen) -> list[str]:
     """Deployments worth a look at their rollout history, most suspect first."""
     origins = _origins(seen)
     ranked: list[str] = [c for e in origins if (c := _unreached(e))]
-    ranked += [s for s, _ in Counter(e.service for e in origins).most_common()]
+    # A caller that could not reach its callee is its victim, not a suspect.
+    ranked += [s for s, _ in Counter(e.service for e in origins if not _unreached(e)).most_common()]
     if _hammered(seen):
         ranked += [e.caller for e in origins if e.caller]
     return list(dict.fromkeys(ranked))[:3]
@@ -414,31 +419,51 @@ def _failing_nodes(seen: Seen) -> tuple[str, list[str]] | None:
 
 def _background(seen: Seen) -> str | None:
     """Why the errors the search found are the background, not an incident: none at all,
-    only client errors, or as frequent before the alert as since. None: they are not."""
+    only client errors, or as frequent in the BASELINE before the window as in it. None:
+    they are not (or not known yet)."""
     if not seen.hits:
         return "no error traces of the alerted service in the window"
     if seen.read and not _origins(seen) and any(e.origin for e in seen.errors):
         return "the only failures are client errors (4xx)"
-    if seen.searched is None or seen.alert_start is None:
+    if seen.baseline is None or seen.searched is None:
         return None
-    if len(seen.hit_times) >= seen.search_limit:
-        return None  # the search was cut at its limit: the rate is unknown
     start, end = seen.searched
-    onset = seen.alert_start - ONSET
-    before = sum(at < onset for at in seen.hit_times.values())
-    after = sum(at >= seen.alert_start for at in seen.hit_times.values())
-    span_before = (onset - start).total_seconds()
-    span_after = (end - seen.alert_start).total_seconds()
-    if before < 2 or span_before <= 0 or span_after <= 0:
-        return None
-    if before / span_before >= 0.5 * after / span_after:
+    window_rate = len(seen.hit_times) / max((end - start).total_seconds(), 60)
+    base_rate = seen.baseline / BASELINE.total_seconds()
+    if seen.baseline >= 2 and base_rate >= 0.5 * window_rate:
+        minutes = int(BASELINE.total_seconds() // 60)
         return (
-            f"errors as frequent before the alert ({before}) as since it ({after}): "
-            "the background rate"
+            f"as many errors in the {minutes} minutes before the window ({seen.baseline}) "
+            f"as in it ({len(seen.hit_times)}, over {int((end - start).total_seconds() // 60)} "
+            "minutes): the background rate"
         )
     return None
 
 
+def _baseline_step(seen: Seen) -> tuple[str, dict[str, Any]] | None:
+    """Were these errors there before? The same search over the BASELINE before the first
+    window, when that search found errors without reaching its limit (a rate to compare)."""
+    if seen.baseline is not None or seen.searched is None or not seen.hits:
+        return None
+    if len(seen.hit_times) >= seen.search_limit or seen.budget_left <= 1:
+        return None
+    if seen.alert_start is not None and all(
+        at >= seen.alert_start - ONSET for at in seen.hit_times.values()
+    ):
+        return None  # every error began with the alert: nothing to compare
+    start, end = seen.searched
+    until = -(-int((end - start).total_seconds()) // 60)
+    since = until + int(BASELINE.total_seconds() // 60)
+    traceql = next(str(a.get("traceql")) for n, a in seen.calls if n == "query_tempo_traces")
+    return "query_tempo_traces", {
+        "traceql": traceql,
+        "limit": seen.search_limit,
+        "since_minutes_ago": since,
+        "until_minutes_ago": until,
+    }
+
+
+BASELINE = timedelta(minutes=20)  # how far before the first window the baseline reaches
 ONSET = timedelta(minutes=5)  # a fault starts up to this long before its alert fires
 
 
@@ -456,6 +481,10 @@ def next_step(seen: Seen) -> tuple[str, dict[str, Any]] | None:
     unread = [h for h in seen.hits if h not in seen.read]
     if len(seen.read) < TRACES_READ and unread:
         return "get_trace", {"trace_id": unread[0]}
+    if _background(seen) is not None:
+        return None
+    if (baseline := _baseline_step(seen)) is not None:
+        return baseline
     if _background(seen) is not None:
         return None
     for suspect in _suspects(seen):

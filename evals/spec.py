@@ -117,6 +117,25 @@ class LogStream(_Strict):
     lines: list[tuple[float, str]]
 
 
+class KubeEvent(_Strict):
+    """A Kubernetes event the cluster holds (core/v1, as the kubelet or a controller writes
+    it): about each pod of `service` (on `nodes`, when given), or about the object `name`
+    of `kind`. `not_ready`: the pods it is about are not ready (their node is, say)."""
+
+    reason: str
+    message: str
+    service: str | None = None
+    nodes: list[str] = Field(default_factory=list)
+    kind: str = "Pod"
+    name: str | None = None
+    type: Literal["Normal", "Warning"] = "Warning"
+    count: int = 1
+    minutes_ago: float  # the first time
+    last_minutes_ago: float = 0.5
+    component: str = "kubelet"
+    not_ready: bool = False
+
+
 class Alert(_Strict):
     """The alert that opened the thread, as Alertmanager posts it."""
 
@@ -234,6 +253,7 @@ class Scenario(_Strict):
     noise: list[Noise] = Field(default_factory=list)
     metrics: list[Metric] = Field(default_factory=list)  # served by Prometheus when given
     logs: list[LogStream] = Field(default_factory=list)  # served by Loki when given
+    events: list[KubeEvent] = Field(default_factory=list)  # in the cluster's event list
     alert: Alert | None = None
     thread: list[Message] = Field(default_factory=list)
     recorded: Recorded | None = None
@@ -267,6 +287,7 @@ class Scenario(_Strict):
         ]
         named = [*calls, self.alert.service]
         named += [e.service for e in self.entries] + [n.service for n in self.noise]
+        named += [e.service for e in self.events if e.service]
         for fault in self.faults():
             named += [fault.service, *([fault.call] if fault.call else [])]
         if unknown := sorted(set(named) - known):

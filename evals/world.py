@@ -319,6 +319,36 @@ def deploy(scenario: Scenario, kube: KubernetesSimulator, now: float) -> None:
             now=now,
         )
     _crash(scenario, kube, now)
+    _events(scenario, kube, now)
+
+
+def _events(scenario: Scenario, kube: KubernetesSimulator, now: float) -> None:
+    """The scenario's own events (a node gone NotReady, an autoscaler's rescale), about
+    the pods they name or a named object; their pods marked not ready when they say so."""
+    for event in scenario.events:
+        service = scenario.service(event.service) if event.service else None
+        if service is not None:
+            names = [
+                p.pod for p in pods(scenario, service) if not event.nodes or p.node in event.nodes
+            ]
+        else:
+            names = [event.name or ""]
+        for name in names:
+            assert name is not None
+            if event.not_ready:
+                kube.not_ready(scenario.namespace, name, event.reason)
+            kube.add_event(
+                scenario.namespace,
+                event.kind,
+                name,
+                event.reason,
+                event.message,
+                type=event.type,
+                count=event.count,
+                first=now - event.minutes_ago * 60,
+                last=now - event.last_minutes_ago * 60,
+                component=event.component,
+            )
 
 
 def _crash(scenario: Scenario, kube: KubernetesSimulator, now: float) -> None:
