@@ -13,13 +13,17 @@ by its family (pro, flash-lite, flash) and marked so; update the table when pric
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
+from graph.config import ModelSpec
 from graph.metrics import MODEL_CALLS, MODEL_TOKENS
 
 PRICES_AS_OF = "late 2025 list prices (ai.google.dev/gemini-api/docs/pricing); estimates"
+# Offline runs priced as the model tracegate runs by default (LLM_MODEL's default).
+OFFLINE_PRICED_AS = ModelSpec().model
 
 
 @dataclass(frozen=True)
@@ -69,9 +73,10 @@ class Usage(BaseModel):
     output: int = 0
     cached: int = 0  # the part of the input served from the cache
 
-    def usd(self) -> float | None:
-        """The estimated price of these tokens; None: a model with no price."""
-        price, _ = price_of(self.model)
+    def usd(self, as_model: str | None = None) -> float | None:
+        """The estimated price of these tokens (as if `as_model` had answered, when given);
+        None: a model with no price."""
+        price, _ = price_of(as_model or self.model)
         if price is None:
             return None
         fresh = max(self.input - self.cached, 0)
@@ -115,9 +120,11 @@ def spent(before: Snapshot, after: Snapshot) -> list[Usage]:
     return used
 
 
-def total(usages: list[Usage]) -> dict[str, Any]:
-    """Calls and tokens summed; the price summed over the models with one (None: none)."""
-    prices = [u.usd() for u in usages]
+def total(usages: list[Usage], as_model: str | None = None) -> dict[str, Any]:
+    """Calls and tokens summed; the price summed over the models with one (None: none),
+    every call priced as `as_model` when given (offline runs: the simulator's models have
+    no price, the model they stand in for has)."""
+    prices = [u.usd(as_model) for u in usages]
     known = [p for p in prices if p is not None]
     return {
         "calls": sum(u.calls for u in usages),
@@ -128,13 +135,40 @@ def total(usages: list[Usage]) -> dict[str, Any]:
     }
 
 
-def estimate(models: list[str], investigations: int, per_investigation: Usage) -> float | None:
-    """The estimated price of `investigations` answered by each of `models`, each as large as
-    `per_investigation` (the offline figures' median); None when a model has no price."""
-    dollars = 0.0
-    for model in models:
-        one = per_investigation.model_copy(update={"model": model}).usd()
-        if one is None:
-            return None
-        dollars += one * investigations
-    return dollars
+# One investigation by role, as `make eval` measured it offline on 2026-12-02 (the median
+# scenario of 30, before the token reduction of issue #37): used when no report is at hand.
+TYPICAL: dict[str, Usage] = {
+    "agent": Usage(model="", role="agent", calls=7, input=25_000, output=350, cached=19_000),
+    "grader": Usage(model="", role="grader", calls=1, input=3_100, output=1),
+    "judge": Usage(model="", role="judge", calls=1, input=2_200, output=1),
+}
+
+
+def per_investigation(reports: Path) -> tuple[dict[str, Usage], str]:
+    """One investigation's usage by role: the median run of the newest offline report in
+    `reports`, or TYPICAL; and which it is."""
+    import statistics
+
+    from evals.report import Report, ReportError
+
+    newest = sorted(reports.glob("eval-offline-*.json"))[-1:] if reports.is_dir() else []
+    try:
+        report = Report.read(newest[0]) if newest else None
+    except ReportError:
+        report = None
+    if report is None or not report.records:
+        return TYPICAL, "the offline figures of 2026-12-02 (cost.TYPICAL)"
+    out: dict[str, Usage] = {}
+    for role in ("agent", "grader", "judge"):
+        runs = [[u for u in r.usage if u.role == role] for r in report.records]
+        if not any(runs):
+            continue
+        out[role] = Usage(
+            model="",
+            role=role,
+            **{
+                kind: round(statistics.median(sum(getattr(u, kind) for u in used) for used in runs))
+                for kind in ("calls", "input", "output", "cached")
+            },
+        )
+    return out or TYPICAL, f"the median run of {newest[0].name}"

@@ -14,6 +14,7 @@ import statistics
 import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -67,6 +68,7 @@ class RunRecord(BaseModel):
     removed: list[str] = Field(default_factory=list)  # sentences a guard cut from the answer
     reachable: dict[str, bool] = Field(default_factory=dict)  # offline: evidence seen
     harmed: bool | None = None  # offline: a guard made the reference's answer worse
+    reasoning: str | None = None  # offline: what the reference's conclusion went by
     judge: dict[str, Any] | None = None  # live: the LLM judge's verdict
 
 
@@ -268,6 +270,7 @@ def _offline_checks(
     )
     record.reachable = {e: e in seen for e in scenario.truth.evidence}
     record.harmed = harmed(out.reference.drafts, posted, scenario, proposals)
+    record.reasoning = out.reference.why or None
 
 
 def harmed(drafts: list[str], posted: Score, scenario: Scenario, proposals: list[Proposal]) -> bool:
@@ -292,6 +295,10 @@ def summarise(records: list[RunRecord]) -> dict[str, Any]:
             "stdev": round(statistics.pstdev(totals), 3),
             "f1": round(statistics.fmean(r.score["f1"] for r in runs), 3),
             "chain": round(statistics.fmean(r.score["chain"] for r in runs), 3),
+            "grade": Counter(r.score.get("grade", "wrong area") for r in runs).most_common(1)[0][0],
+            "grades": dict(Counter(r.score.get("grade", "wrong area") for r in runs)),
+            "refused": sum(r.score.get("refused", 0) for r in runs),
+            "nothing_wrong": sum(bool(r.score.get("nothing_wrong")) for r in runs),
             "action_right": sum(r.score["action_right"] for r in runs),
             "wrong_action": sum(r.score["wrong_action"] for r in runs),
             "invented": sum(r.score["invented"] for r in runs),
@@ -310,7 +317,8 @@ def summarise(records: list[RunRecord]) -> dict[str, Any]:
 def _usage_row(runs: list[RunRecord]) -> dict[str, Any]:
     """Per investigation (mean over the runs): model calls, input, output and cached tokens
     and the estimated price; the spread of input tokens over the runs."""
-    sums = [cost.total(r.usage) for r in runs]
+    priced = cost.OFFLINE_PRICED_AS if runs[0].mode == "offline" else None
+    sums = [cost.total(r.usage, priced) for r in runs]
     row: dict[str, Any] = {
         k: round(statistics.fmean(s[k] for s in sums)) for k in ("calls", "input", "output")
     }
