@@ -152,3 +152,8 @@ def test_where_nothing_is_wrong_a_proposal_even_a_refused_one_misses_the_action(
 def test_saying_nothing_is_wrong_where_something_is_scores_zero(bad_deploy: Scenario) -> None:
     graded = score(NOTHING, bad_deploy, [], invented=0)
     assert graded.nothing_wrong and graded.total == 0.0 and graded.grade == "wrong area"
+
+
+def test_where_nothing_is_wrong_an_answer_that_does_not_say_so_scores_zero() -> None:
+    graded = score("I could not find where the errors start.", load("alert-misfire"), [], 0)
+    assert (graded.nothing_wrong, graded.total) == (False, 0.0)

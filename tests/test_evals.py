@@ -154,6 +154,30 @@ async def test_the_truth_cannot_leak_into_the_answer(name: str, redis_url: str) 
     assert changed.score != kept.score  # the truth did change: the same answer scores apart
 
 
+@pytest.mark.parametrize("name", ["alert-misfire", "crawler-404s"])
+async def test_the_reference_says_nothing_is_wrong_where_errors_are_the_background(
+    name: str, redis_url: str
+) -> None:
+    record = await run_once(load(name), 1, time.time(), redis_url=redis_url)
+    assert record.score["nothing_wrong"] and record.score["grade"] == "bullseye"
+    assert record.proposals == [] and record.score["total"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("name", "source"),
+    [
+        ("node-not-ready", "get_kubernetes_events"),  # NodeNotReady on the pods there
+        ("hpa-at-max", "query_prometheus"),  # the autoscaler's current and maximum replicas
+    ],
+)
+async def test_the_reference_reads_events_and_an_autoscaler_and_proposes_nothing(
+    name: str, source: str, redis_url: str
+) -> None:
+    record = await run_once(load(name), 1, time.time(), redis_url=redis_url)
+    assert source in record.tools and all(record.reachable.values())
+    assert record.score["grade"] == "bullseye" and record.proposals == []
+
+
 @pytest.mark.parametrize(
     ("name", "source"),
     [
