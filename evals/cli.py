@@ -45,6 +45,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a real model investigates (needs GOOGLE_API_KEY, or GOOGLE_GENAI_USE_VERTEXAI)",
     )
     parser.add_argument("--model", help="live: the model to evaluate, e.g. google_genai:gemini-…")
+    parser.add_argument(
+        "--yes",
+        action="store_true",
+        help="live: start the run (without it, --live prints the estimated cost and stops)",
+    )
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        metavar="N",
+        help="fail (exit 1) when a run's input and output tokens, every model call, pass N",
+    )
     parser.add_argument("--out", default="eval-reports", help="folder for the JSON report")
     parser.add_argument("--write-evals", action="store_true", help="put the figures into EVALS.md")
     parser.add_argument(
@@ -79,12 +90,23 @@ def main(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.max_tokens is not None and args.max_tokens < 1:
+        print("tracegate eval: --max-tokens must be at least 1", file=sys.stderr)
+        return 2
     live: Settings | None = None
     if args.live:
         try:
             live = _live_settings(args.model)
         except SettingsError as exc:
             print(f"tracegate eval: configuration error\n{exc}", file=sys.stderr)
+            return 2
+        investigations = len(args.scenario or known) * args.runs
+        print(live_estimate(live, investigations, Path(args.out)))
+        if not args.yes:
+            print(
+                "tracegate eval: a live run spends real tokens; add --yes to start it",
+                file=sys.stderr,
+            )
             return 2
     elif args.model:
         print(
@@ -109,7 +131,49 @@ def main(args: argparse.Namespace) -> int:
     failing = report.mode == "offline" and (
         report.totals()["harmed"] or report.totals()["reachable"] < report.totals()["scenarios"]
     )
+    if args.max_tokens is not None and (over := report.over(args.max_tokens)):
+        listed = ", ".join(f"{r.scenario} run {r.run}" for r in over)
+        print(f"tracegate eval: over --max-tokens {args.max_tokens}: {listed}", file=sys.stderr)
+        failing = True
     return 1 if failing else 0
+
+
+def live_estimate(live: Settings, investigations: int, reports: Path) -> str:
+    """What a live run of `investigations` would cost: each as large as the newest offline
+    report's median (in `reports`), or cost.TYPICAL's, priced per model (estimates)."""
+    from evals.cost import PRICES_AS_OF, per_investigation, price_of
+
+    typical, basis = per_investigation(reports)
+    models = {
+        "agent": live.llm_model,
+        "grader": live.grader_model or live.llm_model,
+        "judge": live.judge_model or live.llm_model,
+    }
+    lines = [
+        f"live run: {investigations} investigation(s) by `{live.llm_model}`; each about "
+        f"as large as {basis}:"
+    ]
+    dollars: float | None = 0.0
+    for role, usage in typical.items():
+        model = models.get(role, live.llm_model)
+        one = usage.model_copy(update={"model": model})
+        price = one.usd()
+        _, row = price_of(model)
+        lines.append(
+            f"- {role} `{model}`: {one.calls} calls, {one.input} input, {one.output} output "
+            f"tokens each; "
+            + (
+                f"${price * investigations:.4f} ({row})"
+                if price is not None
+                else "no price known for this model"
+            )
+        )
+        dollars = None if price is None or dollars is None else dollars + price * investigations
+    lines.append(
+        f"estimated cost: {'unknown' if dollars is None else f'${dollars:.4f}'} "
+        f"({PRICES_AS_OF}; a real model's answers differ in size from the reference's)"
+    )
+    return "\n".join(lines)
 
 
 def _capture(args: argparse.Namespace) -> int:

@@ -2,24 +2,30 @@
 
 It stands in for the model in offline evals, answering through the Gemini simulator, so its
 requests run the same graph, tools and guards a Slack turn runs. It reads only what the
-tools returned (never the scenario's truth), so when it finds a cause, the tools' summaries
-show the evidence within the tool budget; and its own answer is a correct one the guards
-must leave intact.
+tools returned (never the scenario's truth, never a scenario's own strings): its rules are
+about where failures start, what changed before them and what kind of error they report, so
+it can be wrong, and where it is, its reasoning (`Finding.why`) says what it went by.
 
 The policy, in the order an on-call engineer works:
 1. Search the alerted service's errors over the alert's window; read up to three traces.
-2. Find where the failures start (the span with no failing child), who called it, and what
-   it called (`peer`), or which callee a caller saw reset.
+   No errors at all, only client errors (4xx), or errors as frequent before the alert as
+   after it: nothing is wrong in the cluster — say so and propose nothing.
+2. Find where the failures start (the span marked [failure starts here]), who called it,
+   and what it called (`peer`), or which callee a caller could not reach.
 3. What changed? The rollout history of the suspect, the failing service and, when it is
    hammered by repeats, its caller: a revision created within an hour before the alert.
-4. Otherwise what the error says: DNS, a feature flag, one node's pods only (checked with a
-   search for errors elsewhere), a dependency, saturation, memory.
+4. Otherwise what kind of error it is (ERROR_KINDS: DNS, certificate, credentials, rate
+   limit, saturation, memory, disk, connection, timeout, a feature flag); for a workload that
+   cannot be reached or runs out of memory: its pods, their memory, its logs, and the events
+   of pods that are not ready; for a saturated one, its autoscaler (when Prometheus has it);
+   for failures on one or two nodes' pods, whether other nodes' pods fail too.
 5. Answer with the cause, the chain, an example trace and what was not checked; propose a
-   rollback for a change that lines up, a scale-out for saturation.
+   rollback for a change that lines up, a scale-out for saturation with room to grow.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections import Counter
@@ -59,11 +65,61 @@ _REVISION = re.compile(
     r"(?P<current> \(current\))?$",
     re.MULTILINE,
 )
-_RESET = re.compile(r"upstream (?P<callee>[\w.-]+):? (?:connect error|.*reset)")
-_DNS = re.compile(r"lookup \S+ on [\d.]+:53")
-_FLAG = re.compile(r"flag (?P<flag>[\w.-]+)=on")
-_SATURATED = re.compile(r"in flight|concurrency limit|overloaded|too many requests", re.IGNORECASE)
-_MEMORY = re.compile(r"OutOfMemory|heap space|OOMKilled", re.IGNORECASE)
+_STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)"
+_SEARCHED = re.compile(rf"between (?P<start>{_STAMP}) to (?P<end>{_STAMP})")
+_HIT_AT = re.compile(rf"^- (?P<id>[0-9a-f]{{1,32}})  .*?  started (?P<at>{_STAMP})  ", re.MULTILINE)
+# A caller that could not reach what it called: "upstream <name>: <how>" (proxies, clients).
+_UNREACHED = re.compile(r"upstream (?P<callee>[\w.-]+):? (?P<how>[^\n]*)")
+_FLAG = re.compile(
+    r"\bflag[s]? [`'\"]?(?P<flag>[\w.-]+)[`'\"]?\s*(?:=|is |turned )\s*(?:on|true|enabled)",
+    re.IGNORECASE,
+)
+# What kind of error a status message reports, most specific first; the first that matches.
+ERROR_KINDS: list[tuple[str, re.Pattern[str]]] = [
+    (kind, re.compile(pattern, re.IGNORECASE))
+    for kind, pattern in [
+        ("dns", r"\blookup \S+ on \S+:53\b|no such host|NXDOMAIN|name resolution|SERVFAIL"),
+        ("certificate", r"x509|certificate|\btls: |handshake fail"),
+        (
+            "credentials",
+            r"\b(?:401|403)\b|unauthori[sz]ed|forbidden|authentication failed|access denied|"
+            r"invalid (?:api[ -]?)?key|invalid token|token (?:expired|revoked)|permission denied",
+        ),
+        ("flag", _FLAG.pattern),
+        (
+            "saturation",
+            r"in flight|concurrency limit|overloaded|no more connections|too many connections|"
+            r"pool (?:exhausted|timeout)|queue (?:is )?full|capacity",
+        ),
+        ("rate limit", r"\b429\b|rate[ -]?limit|too many requests|quota"),
+        ("memory", r"OutOfMemory|OOMKilled|heap space|out of memory|GC overhead"),
+        ("disk", r"no space left|disk (?:is )?full|ENOSPC|read-only file system"),
+        (
+            "connection",
+            r"connection (?:refused|reset|termination|timed out|closed)|connect error|"
+            r"no route to host|broken pipe|unreachable|\breset\b",
+        ),
+        ("timeout", r"timed? ?out|deadline exceeded|timeout"),
+    ]
+]
+# What the pods' events or states say about where they run.
+_NODE_TROUBLE = re.compile(
+    r"NodeNotReady|Node is not ready|Evicted|node was low on|NodeHasDiskPressure|"
+    r"NodeHasMemoryPressure|node\.kubernetes\.io/(?:not-ready|unreachable)",
+    re.IGNORECASE,
+)
+_POD_LINE = re.compile(
+    r"^- (?P<pod>\S+): (?P<phase>\w+), (?P<ready>\d+)/(?P<of>\d+) ready, \d+ restarts, "
+    r"node (?P<node>[^\s,]+)",
+    re.MULTILINE,
+)
+_EVENT_POD = re.compile(r"^- Warning (?P<reason>\S+) pod/(?P<pod>\S+) ", re.MULTILINE)
+_SERIES = re.compile(r"^- (?P<labels>[\w:]*\{[^}]*\}): (?P<value>[\d.]+)", re.MULTILINE)
+CLIENT_ERROR = re.compile(r"^4(?!29)\d\d$")  # a client's mistake, not a failure (429 aside)
+
+
+def error_kind(status: str) -> str | None:
+    return next((kind for kind, pattern in ERROR_KINDS if pattern.search(status)), None)
 
 
 @dataclass
@@ -99,6 +155,10 @@ class Seen:
     alert_start: datetime | None = None
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     hits: list[str] = field(default_factory=list)
+    hit_times: dict[str, datetime] = field(default_factory=dict)  # the first search's hits
+    searched: tuple[datetime, datetime] | None = None  # the first search's window
+    search_limit: int = 0
+    baseline: int | None = None  # errors found in the BASELINE before the first window
     read: list[str] = field(default_factory=list)
     errors: list[ErrorSpan] = field(default_factory=list)
     nodes: dict[str, str] = field(default_factory=dict)  # pod -> node
@@ -111,6 +171,8 @@ class Seen:
     read_pods: dict[str, str] = field(default_factory=dict)  # deployment -> pods summary
     read_memory: dict[str, str] = field(default_factory=dict)  # deployment -> query result
     read_logs: dict[str, str] = field(default_factory=dict)  # deployment -> logs summary
+    read_events: dict[str, str] = field(default_factory=dict)  # deployment -> events summary
+    read_scaling: dict[str, str] = field(default_factory=dict)  # deployment -> HPA series
 
     @property
     def budget_left(self) -> int:
@@ -177,8 +239,15 @@ def _read_result(seen: Seen, name: str, args: dict[str, Any], text: str) -> None
         if "k8s.node.name" in str(args.get("traceql", "")):
             service = _quoted_service(str(args.get("traceql", "")))
             seen.node_checks[service] = bool(found)
-        else:
-            seen.hits += [h for h in found if h not in seen.hits]
+            return
+        if int(args.get("until_minutes_ago") or 0) > 0:  # the baseline search
+            seen.baseline = len(found)
+            return
+        if seen.searched is None and (window := _SEARCHED.search(text)):
+            seen.searched = (_utc(window["start"]), _utc(window["end"]))
+            seen.search_limit = int(args.get("limit", 20))
+            seen.hit_times = {m["id"]: _utc(m["at"]) for m in _HIT_AT.finditer(text)}
+        seen.hits += [h for h in found if h not in seen.hits]
     elif name == "get_trace":
         trace_id = str(args.get("trace_id", ""))
         seen.read.append(trace_id)
@@ -210,14 +279,24 @@ def _read_result(seen: Seen, name: str, args: dict[str, Any], text: str) -> None
         seen.proposed = text
     elif name == "get_workload_pods":
         seen.read_pods[str(args.get("deployment", ""))] = text
+    elif name == "get_kubernetes_events":
+        seen.read_events[str(args.get("deployment", ""))] = text
     elif name == "query_prometheus":
-        seen.read_memory[_quoted_container(str(args.get("promql", "")))] = text
+        promql = str(args.get("promql", ""))
+        if "horizontalpodautoscaler" in promql:
+            seen.read_scaling[_quoted(promql, "horizontalpodautoscaler")] = text
+        else:
+            seen.read_memory[_quoted(promql, "container")] = text
     elif name == "query_loki_logs":
         seen.read_logs[_quoted_app(str(args.get("logql", "")))] = text
 
 
-def _quoted_container(promql: str) -> str:
-    found = re.search(r'container="([^"]+)"', promql)
+def _utc(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _quoted(promql: str, label: str) -> str:
+    found = re.search(rf'{label}="([^"]+)"', promql)
     return found[1] if found else ""
 
 
@@ -261,13 +340,17 @@ class Finding:
     trace_id: str | None
     action: dict[str, Any] | None = None
     confidence: str = "high"
+    why: str = ""  # what the conclusion went by (for the report, not the answer)
+    nothing_wrong: bool = False
 
 
 class ReferenceInvestigator:
-    """The agent's replies, one per request; the drafts it wrote are kept."""
+    """The agent's replies, one per request; the drafts it wrote are kept, and the
+    reasoning of the last conclusion."""
 
     def __init__(self) -> None:
         self.drafts: list[str] = []
+        self.why = ""
 
     def __call__(self, request: GeminiRequest) -> Reply:
         seen = read_request(request)
@@ -276,24 +359,39 @@ class ReferenceInvestigator:
             step = next_step(seen)
             if step is not None:
                 name, args = step
-                return Reply.call(name, **args)
-        answer = compose(seen, conclude(seen))
+                return _sized(Reply.call(name, **args))
+        finding = conclude(seen)
+        answer = compose(seen, finding)
         self.drafts.append(answer)
-        return Reply.text(answer)
+        self.why = finding.why
+        return _sized(Reply.text(answer))
+
+
+def _sized(reply: Reply) -> Reply:
+    """The reply reporting its own size as output tokens (about 4 characters a token, as
+    the simulator counts the prompt)."""
+    return dataclasses.replace(reply, output_tokens=-(-len(json.dumps(reply.parts)) // 4))
 
 
 def _origins(seen: Seen) -> list[ErrorSpan]:
-    return [e for e in seen.errors if e.origin]
+    """Where failures start, client errors (4xx but 429) left out: a client's mistake."""
+    return [e for e in seen.errors if e.origin and not CLIENT_ERROR.match(e.http or "")]
+
+
+def _unreached(e: ErrorSpan) -> str | None:
+    """The callee a caller could not reach (its connection failed, or timed out)."""
+    found = _UNREACHED.search(e.status)
+    if found and error_kind(found["how"]) in ("connection", "timeout"):
+        return found["callee"]
+    return None
 
 
 def _suspects(seen: Seen) -> list[str]:
     """Deployments worth a look at their rollout history, most suspect first."""
     origins = _origins(seen)
-    ranked: list[str] = []
-    for e in origins:
-        if reset := _RESET.search(e.status):
-            ranked.append(reset["callee"])
-    ranked += [s for s, _ in Counter(e.service for e in origins).most_common()]
+    ranked: list[str] = [c for e in origins if (c := _unreached(e))]
+    # A caller that could not reach its callee is its victim, not a suspect.
+    ranked += [s for s, _ in Counter(e.service for e in origins if not _unreached(e)).most_common()]
     if _hammered(seen):
         ranked += [e.caller for e in origins if e.caller]
     return list(dict.fromkeys(ranked))[:3]
@@ -319,6 +417,56 @@ def _failing_nodes(seen: Seen) -> tuple[str, list[str]] | None:
     return None
 
 
+def _background(seen: Seen) -> str | None:
+    """Why the errors the search found are the background, not an incident: none at all,
+    only client errors, or as frequent in the BASELINE before the window as in it. None:
+    they are not (or not known yet)."""
+    if not seen.hits:
+        return "no error traces of the alerted service in the window"
+    if seen.read and not _origins(seen) and any(e.origin for e in seen.errors):
+        return "the only failures are client errors (4xx)"
+    if seen.baseline is None or seen.searched is None:
+        return None
+    start, end = seen.searched
+    window_rate = len(seen.hit_times) / max((end - start).total_seconds(), 60)
+    base_rate = seen.baseline / BASELINE.total_seconds()
+    if seen.baseline >= 2 and base_rate >= 0.5 * window_rate:
+        minutes = int(BASELINE.total_seconds() // 60)
+        return (
+            f"as many errors in the {minutes} minutes before the window ({seen.baseline}) "
+            f"as in it ({len(seen.hit_times)}, over {int((end - start).total_seconds() // 60)} "
+            "minutes): the background rate"
+        )
+    return None
+
+
+def _baseline_step(seen: Seen) -> tuple[str, dict[str, Any]] | None:
+    """Were these errors there before? The same search over the BASELINE before the first
+    window, when that search found errors without reaching its limit (a rate to compare)."""
+    if seen.baseline is not None or seen.searched is None or not seen.hits:
+        return None
+    if len(seen.hit_times) >= seen.search_limit or seen.budget_left <= 1:
+        return None
+    if seen.alert_start is not None and all(
+        at >= seen.alert_start - ONSET for at in seen.hit_times.values()
+    ):
+        return None  # every error began with the alert: nothing to compare
+    start, end = seen.searched
+    until = -(-int((end - start).total_seconds()) // 60)
+    since = until + int(BASELINE.total_seconds() // 60)
+    traceql = next(str(a.get("traceql")) for n, a in seen.calls if n == "query_tempo_traces")
+    return "query_tempo_traces", {
+        "traceql": traceql,
+        "limit": seen.search_limit,
+        "since_minutes_ago": since,
+        "until_minutes_ago": until,
+    }
+
+
+BASELINE = timedelta(minutes=20)  # how far before the first window the baseline reaches
+ONSET = timedelta(minutes=5)  # a fault starts up to this long before its alert fires
+
+
 def next_step(seen: Seen) -> tuple[str, dict[str, Any]] | None:
     if seen.budget_left <= 0:
         return None
@@ -333,6 +481,12 @@ def next_step(seen: Seen) -> tuple[str, dict[str, Any]] | None:
     unread = [h for h in seen.hits if h not in seen.read]
     if len(seen.read) < TRACES_READ and unread:
         return "get_trace", {"trace_id": unread[0]}
+    if _background(seen) is not None:
+        return None
+    if (baseline := _baseline_step(seen)) is not None:
+        return baseline
+    if _background(seen) is not None:
+        return None
     for suspect in _suspects(seen):
         if suspect not in seen.rollouts and seen.budget_left > 1:
             namespace = seen.namespaces.get(suspect, seen.namespace)
@@ -359,25 +513,54 @@ def next_step(seen: Seen) -> tuple[str, dict[str, Any]] | None:
 
 
 def _dying(seen: Seen) -> str | None:
-    """The Deployment whose processes look like they die or run out of memory: one a caller
-    saw reset, or one whose own spans fail for memory."""
+    """The Deployment whose processes look like they die, cannot be reached or run out of
+    memory: one a caller could not reach, or one whose own spans fail for memory."""
     for e in _origins(seen):
-        if reset := _RESET.search(e.status):
-            return reset["callee"]
-        if _MEMORY.search(e.status):
+        if callee := _unreached(e):
+            return callee
+        if error_kind(e.status) == "memory":
             return e.service
+    return None
+
+
+def _saturated(seen: Seen) -> str | None:
+    origins = _origins(seen)
+    top = Counter(e.service for e in origins).most_common(1)
+    if top and any(
+        error_kind(e.status) == "saturation" and e.service == top[0][0] for e in origins
+    ):
+        return top[0][0]
     return None
 
 
 def _health_step(seen: Seen) -> tuple[str, dict[str, Any]] | None:
     """For a dying service, once its rollout is read: its pods, then (when offered) its
-    memory in Prometheus and its logs in Loki — one call each, within the budget."""
+    memory in Prometheus and its logs in Loki, and the events of pods not ready for no
+    reason the pods show; for a saturated one, its autoscaler's replicas in Prometheus —
+    one call each, within the budget."""
+    if seen.budget_left <= 1:
+        return None
+    saturated = _saturated(seen)
+    if saturated is not None and saturated in seen.rollouts and "query_prometheus" in seen.tools:
+        namespace = seen.namespaces.get(saturated, seen.namespace)
+        if saturated not in seen.read_scaling:
+            promql = (
+                f'{{__name__=~"kube_horizontalpodautoscaler_(spec_max|status_current)_replicas",'
+                f' namespace="{namespace}", horizontalpodautoscaler="{saturated}"}}'
+            )
+            return "query_prometheus", {"promql": promql}
     dying = _dying(seen)
-    if dying is None or dying not in seen.rollouts or seen.budget_left <= 1:
+    if dying is None or dying not in seen.rollouts:
         return None
     namespace = seen.namespaces.get(dying, seen.namespace)
     if "get_workload_pods" in seen.tools and dying not in seen.read_pods:
         return "get_workload_pods", {"namespace": namespace, "deployment": dying}
+    if (
+        _unexplained(seen.read_pods.get(dying, ""))
+        and dying not in seen.read_events
+        and "get_kubernetes_events" in seen.tools
+    ):
+        return "get_kubernetes_events", {"namespace": namespace, "deployment": dying}
     if "query_prometheus" in seen.tools and dying not in seen.read_memory:
         promql = (
             f'max by (pod) (container_memory_working_set_bytes{{namespace="{namespace}", '
@@ -387,6 +570,38 @@ def _health_step(seen: Seen) -> tuple[str, dict[str, Any]] | None:
     if "query_loki_logs" in seen.tools and dying not in seen.read_logs:
         logql = f'{{namespace="{namespace}", app="{dying}"}} |~ "(?i)error|memory|killed|gc "'
         return "query_loki_logs", {"logql": logql, "limit": 50}
+    return None
+
+
+def _unexplained(pods: str) -> bool:
+    """Some pods are not ready and no container of theirs died: the events may say why."""
+    not_ready = [m for m in _POD_LINE.finditer(pods) if m["ready"] != m["of"]]
+    return bool(not_ready) and "last terminated" not in pods
+
+
+def _troubled_nodes(seen: Seen, deployment: str) -> tuple[list[str], str]:
+    """The nodes whose pods of `deployment` the events say are in trouble (not ready,
+    evicted), and the events' reason."""
+    events = seen.read_events.get(deployment, "")
+    pods = {m["pod"]: m["node"] for m in _POD_LINE.finditer(seen.read_pods.get(deployment, ""))}
+    nodes, reasons = [], []
+    for m in _EVENT_POD.finditer(events):
+        line = events[m.start() : events.find("\n", m.start()) % (len(events) + 1)]
+        if _NODE_TROUBLE.search(line) and (node := pods.get(m["pod"]) or seen.nodes.get(m["pod"])):
+            nodes.append(node)
+            reasons.append(m["reason"])
+    return sorted(set(nodes)), ", ".join(dict.fromkeys(reasons))
+
+
+def _at_max(seen: Seen, deployment: str) -> tuple[int, int] | None:
+    """(current, maximum) replicas of the deployment's autoscaler, when it is at its maximum."""
+    text = seen.read_scaling.get(deployment, "")
+    values: dict[str, float] = {}
+    for m in _SERIES.finditer(text):
+        kind = "max" if "spec_max" in m["labels"] else "current"
+        values[kind] = float(m["value"])
+    if "max" in values and "current" in values and values["current"] >= values["max"]:
+        return int(values["current"]), int(values["max"])
     return None
 
 
@@ -417,7 +632,30 @@ def _chain(seen: Seen, start: str) -> list[str]:
     return chain
 
 
+KIND_WORDS = {
+    "certificate": "its certificate is rejected",
+    "rate limit": "it rate-limits the calls",
+    "saturation": "it refuses calls over its limit",
+    "timeout": "calls to it time out",
+    "connection": "connections to it fail",
+    "disk": "it has run out of disk",
+    "memory": "it runs out of memory",
+}
+
+
 def conclude(seen: Seen) -> Finding:
+    if (quiet := _background(seen)) is not None:
+        service = f"`{seen.alert_service}`" if seen.alert_service else "the alerted service"
+        return Finding(
+            "nothing wrong",
+            f"The error search of {service} shows {quiet}; nothing started with the alert.",
+            [],
+            "",
+            seen.read[0] if seen.read else None,
+            confidence="medium",
+            why=f"nothing wrong: {quiet}",
+            nothing_wrong=True,
+        )
     origins = _origins(seen)
     if not origins:
         return Finding(
@@ -427,18 +665,26 @@ def conclude(seen: Seen) -> Finding:
             "",
             seen.read[0] if seen.read else None,
             confidence="low",
+            why="no failure start found in the traces read",
         )
     top = Counter((e.service, e.peer) for e in origins).most_common(1)[0][0]
     origin = next(e for e in origins if (e.service, e.peer) == top)
+    kind = error_kind(origin.status)
     chain = _chain(seen, origin.service)
-    reset = _RESET.search(origin.status)
-    if reset:
-        chain = [reset["callee"], *chain]
+    callee = _unreached(origin)
+    if callee:
+        chain = [callee, *chain]
     elif origin.peer:
         chain = [origin.peer, *chain]
+    where = f"failures start at {origin.service}" + (
+        f" calling {origin.peer}" if origin.peer else ""
+    )
+    trail = f"{where}; error kind: {kind or 'unknown'}"
 
-    def found(cause: str, detail: str, **more: Any) -> Finding:
-        return Finding(cause, detail, chain, origin.status, origin.trace_id, **more)
+    def found(cause: str, detail: str, because: str, **more: Any) -> Finding:
+        return Finding(
+            cause, detail, chain, origin.status, origin.trace_id, why=f"{trail}; {because}", **more
+        )
 
     if (rollout := _changed(seen)) is not None:
         change = rollout.cause or f"deploy {rollout.version}"
@@ -449,6 +695,7 @@ def conclude(seen: Seen) -> Finding:
             f"`{rollout.deployment}` revision {rollout.revision}{named}",
             f"It was created {rollout.created:%Y-%m-%dT%H:%M:%SZ}, just before the errors "
             f"began, by `{change}`.",
+            f"revision {rollout.revision} of {rollout.deployment} lines up with the alert",
             action={
                 "action": "rollout_undo",
                 "namespace": rollout.namespace,
@@ -457,27 +704,71 @@ def conclude(seen: Seen) -> Finding:
                 f"see {origin.trace_id}.",
             },
         )
-    if _DNS.search(origin.status):
-        return found("cluster DNS (CoreDNS)", "Name lookups time out before any call is made.")
-    if flag := _FLAG.search(origin.status):
-        return found(f"the feature flag `{flag['flag']}`", "The failing code runs behind it.")
+    dying = _dying(seen)
+    if dying is not None and (troubled := _troubled_nodes(seen, dying))[0]:
+        nodes, reasons = troubled
+        listed = " and ".join(f"`{n}`" for n in nodes)
+        return found(
+            f"the node{'s' * (len(nodes) > 1)} {listed}",
+            f"The `{dying}` pods there are not ready; their events say {reasons}.",
+            f"events of {dying}'s pods: {reasons} on {', '.join(nodes)}",
+        )
+    saturated = _saturated(seen)
+    if saturated is not None and (limit := _at_max(seen, saturated)) is not None:
+        return found(
+            f"`{saturated}` at its autoscaler's maximum ({limit[1]} replicas)",
+            f"The HorizontalPodAutoscaler runs {limit[0]} of at most {limit[1]} replicas and it "
+            "still refuses calls over its limit: raising maxReplicas is a person's decision.",
+            f"saturated and the autoscaler is at its maximum ({limit[0]}/{limit[1]})",
+        )
+    if kind == "dns":
+        return found(
+            "cluster DNS (CoreDNS)",
+            "Name lookups time out before any call is made.",
+            "name lookups fail",
+        )
+    if kind == "flag" and (flag := _FLAG.search(origin.status)):
+        return found(
+            f"the feature flag `{flag['flag']}`",
+            "The failing code runs behind it.",
+            "the error names a flag that is on",
+        )
     narrow = _failing_nodes(seen)
     if narrow is not None and seen.node_checks.get(narrow[0]) is False:
-        nodes = " and ".join(f"`{n}`" for n in narrow[1])
+        listed = " and ".join(f"`{n}`" for n in narrow[1])
         plural = "s" * (len(narrow[1]) > 1)
         return found(
-            f"the node{plural} {nodes}",
+            f"the node{plural} {listed}",
             f"Only `{narrow[0]}` pods there fail; a search finds no failures elsewhere.",
+            "failures only on pods of these nodes",
+        )
+    if kind == "credentials":
+        target = f"`{origin.peer}`" if origin.peer else "what it calls"
+        return found(
+            "rejected credentials (a secret or key changed under a running service?)",
+            f"`{origin.service}`'s calls to {target} fail authentication.",
+            "the error says authentication failed",
+            confidence="medium",
         )
     if origin.peer:
-        return found(f"`{origin.peer}`", f"`{origin.service}`'s calls to it fail.")
-    if reset:
-        return found(f"`{reset['callee']}`", "Its pods drop connections mid-request.")
+        what = KIND_WORDS.get(kind or "", "")
+        return found(
+            f"`{origin.peer}`",
+            f"`{origin.service}`'s calls to it fail" + (f": {what}." if what else "."),
+            f"the failing call is to {origin.peer}",
+        )
+    if callee:
+        return found(
+            f"`{callee}`",
+            "Its pods cannot be reached or drop connections mid-request.",
+            f"callers cannot reach {callee}",
+        )
     current = seen.rollouts.get(origin.service)
-    if _SATURATED.search(origin.status) and current is not None:
+    if kind == "saturation" and current is not None:
         return found(
             f"`{origin.service}` is saturated",
             f"It runs {current.replicas} replicas and refuses requests over its limit.",
+            "saturated with room to scale",
             action={
                 "action": "scale",
                 "namespace": current.namespace,
@@ -486,16 +777,32 @@ def conclude(seen: Seen) -> Finding:
                 "reason": f"{origin.service} is at its in-flight limit; see {origin.trace_id}.",
             },
         )
-    if _MEMORY.search(origin.status) and current is not None:
+    if kind == "memory" and current is not None:
         return found(
             f"`{origin.service}` {current.version} running out of memory",
             f"Revision {current.revision} is older than the alert: a leak, not a fresh deploy.",
+            "out of memory with no recent change",
             confidence="medium",
         )
-    return found(f"`{origin.service}`", "Nothing it calls fails.", confidence="medium")
+    return found(
+        f"`{origin.service}`",
+        "Nothing it calls fails.",
+        "the failure starts in its own spans",
+        confidence="medium",
+    )
 
 
 def compose(seen: Seen, finding: Finding) -> str:
+    if finding.nothing_wrong:
+        lines = [
+            f"*Nothing looks wrong in the cluster ({finding.confidence} confidence).*",
+            finding.detail,
+            "• No action is needed from the cluster side; I proposed nothing.",
+        ]
+        if finding.trace_id:
+            lines.append(f"• Example trace of the background errors: {finding.trace_id}.")
+        lines.append("*Not checked:* pods, metrics, logs, anything the tools did not show.")
+        return "\n".join(lines)
     lines = [f"*Likely cause ({finding.confidence} confidence):* {finding.cause}."]
     if finding.detail:
         lines.append(finding.detail)
@@ -516,7 +823,7 @@ def compose(seen: Seen, finding: Finding) -> str:
         what
         for what, read in (
             ("pods", seen.read_pods),
-            ("metrics", seen.read_memory),
+            ("metrics", {**seen.read_memory, **seen.read_scaling}),
             ("logs", seen.read_logs),
         )
         if not read

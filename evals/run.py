@@ -14,6 +14,7 @@ import statistics
 import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from pydantic import BaseModel, Field
 
 from bot.process.runtime import Runtime, open_runtime
 from bot.process.settings import Settings
-from evals import world
+from evals import cost, world
 from evals.judge import Judge
 from evals.reference import ReferenceInvestigator, reference_grader, reference_judge, texts
 from evals.score import Proposal, Score, score
@@ -55,8 +56,10 @@ class RunRecord(BaseModel):
     score: dict[str, Any]
     tool_calls: int
     tools: list[str] = Field(default_factory=list)  # the tools called, in order
-    model_calls: int
+    model_calls: int  # every model call of the run (agent, grader, judge)
     tokens: int  # every model call of the run (agent, grader), as the API reported them
+    # Per model and role: calls, input, output and cached tokens (the usage metadata).
+    usage: list[cost.Usage] = Field(default_factory=list)
     latency_s: float
     facts: dict[str, int]
     trace_ids: dict[str, int]
@@ -65,6 +68,7 @@ class RunRecord(BaseModel):
     removed: list[str] = Field(default_factory=list)  # sentences a guard cut from the answer
     reachable: dict[str, bool] = Field(default_factory=dict)  # offline: evidence seen
     harmed: bool | None = None  # offline: a guard made the reference's answer worse
+    reasoning: str | None = None  # offline: what the reference's conclusion went by
     judge: dict[str, Any] | None = None  # live: the LLM judge's verdict
 
 
@@ -195,6 +199,7 @@ async def run_once(
             redis, saver = fakeredis.FakeAsyncRedis(), InMemorySaver()
         async with open_runtime(settings, redis=redis, saver=saver) as runtime:
             started = time.monotonic()
+            counted = cost.snapshot()
             thread = f"eval:{scenario.name}:{run}:{uuid.uuid4().hex[:8]}"
             result = await runtime.investigator.investigate(
                 thread,
@@ -203,6 +208,7 @@ async def run_once(
                 context=world.thread_context(scenario, now),
             )
             latency = time.monotonic() - started
+            used = cost.spent(counted, cost.snapshot())
             proposals = await _proposals(runtime, result)
             spent = await runtime.redis.get(f"{settings.redis_prefix}:tokens:thread:{thread}")
         graded = score(result.answer, scenario, proposals, invented(result))
@@ -216,8 +222,9 @@ async def run_once(
             score=graded.as_dict(),
             tool_calls=result.tool_calls,
             tools=[str(e.get("tool")) for e in result.events if e.get("type") == "tool_started"],
-            model_calls=0,
+            model_calls=sum(u.calls for u in used),
             tokens=int(spent or 0),
+            usage=used,
             latency_s=round(latency, 3),
             facts={
                 "checked": result.facts_checked,
@@ -253,7 +260,6 @@ def _offline_checks(
     called, and the guards left its answer at least as good as it was drafted."""
     assert out.gemini is not None and out.reference is not None
     agent = [r for r in out.gemini.requests if r.model == AGENT]
-    record.model_calls = len(agent)
     seen = "\n".join(
         text
         for r in agent
@@ -264,6 +270,7 @@ def _offline_checks(
     )
     record.reachable = {e: e in seen for e in scenario.truth.evidence}
     record.harmed = harmed(out.reference.drafts, posted, scenario, proposals)
+    record.reasoning = out.reference.why or None
 
 
 def harmed(drafts: list[str], posted: Score, scenario: Scenario, proposals: list[Proposal]) -> bool:
@@ -288,15 +295,36 @@ def summarise(records: list[RunRecord]) -> dict[str, Any]:
             "stdev": round(statistics.pstdev(totals), 3),
             "f1": round(statistics.fmean(r.score["f1"] for r in runs), 3),
             "chain": round(statistics.fmean(r.score["chain"] for r in runs), 3),
+            "grade": Counter(r.score.get("grade", "wrong area") for r in runs).most_common(1)[0][0],
+            "grades": dict(Counter(r.score.get("grade", "wrong area") for r in runs)),
+            "refused": sum(r.score.get("refused", 0) for r in runs),
+            "nothing_wrong": sum(bool(r.score.get("nothing_wrong")) for r in runs),
             "action_right": sum(r.score["action_right"] for r in runs),
             "wrong_action": sum(r.score["wrong_action"] for r in runs),
             "invented": sum(r.score["invented"] for r in runs),
             "tool_calls": round(statistics.fmean(r.tool_calls for r in runs), 1),
             "tokens": round(statistics.fmean(r.tokens for r in runs)),
             "latency_s": round(statistics.fmean(r.latency_s for r in runs), 2),
+            **_usage_row(runs),
             "reachable": all(all(r.reachable.values()) for r in runs)
             if runs[0].reachable
             else None,
             "harmed": sum(bool(r.harmed) for r in runs),
         }
     return rows
+
+
+def _usage_row(runs: list[RunRecord]) -> dict[str, Any]:
+    """Per investigation (mean over the runs): model calls, input, output and cached tokens
+    and the estimated price; the spread of input tokens over the runs."""
+    priced = cost.OFFLINE_PRICED_AS if runs[0].mode == "offline" else None
+    sums = [cost.total(r.usage, priced) for r in runs]
+    row: dict[str, Any] = {
+        k: round(statistics.fmean(s[k] for s in sums)) for k in ("calls", "input", "output")
+    }
+    row["cached"] = round(statistics.fmean(s["cached"] for s in sums))
+    row["input_sd"] = round(statistics.pstdev(s["input"] for s in sums))
+    prices = [s["usd"] for s in sums]
+    row["usd"] = None if None in prices else round(statistics.fmean(prices), 6)
+    row["models"] = sorted({u.model for r in runs for u in r.usage})
+    return row

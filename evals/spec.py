@@ -117,6 +117,25 @@ class LogStream(_Strict):
     lines: list[tuple[float, str]]
 
 
+class KubeEvent(_Strict):
+    """A Kubernetes event the cluster holds (core/v1, as the kubelet or a controller writes
+    it): about each pod of `service` (on `nodes`, when given), or about the object `name`
+    of `kind`. `not_ready`: the pods it is about are not ready (their node is, say)."""
+
+    reason: str
+    message: str
+    service: str | None = None
+    nodes: list[str] = Field(default_factory=list)
+    kind: str = "Pod"
+    name: str | None = None
+    type: Literal["Normal", "Warning"] = "Warning"
+    count: int = 1
+    minutes_ago: float  # the first time
+    last_minutes_ago: float = 0.5
+    component: str = "kubelet"
+    not_ready: bool = False
+
+
 class Alert(_Strict):
     """The alert that opened the thread, as Alertmanager posts it."""
 
@@ -146,12 +165,23 @@ class Truth(_Strict):
     provable; `action`: the right one (None: none is right); `wrong_actions`: proposals
     that would do harm."""
 
-    root_cause: list[str] = Field(min_length=1)
-    chain: list[str] = Field(min_length=1)
+    root_cause: list[str] = Field(default_factory=list)
+    chain: list[str] = Field(default_factory=list)
     evidence: list[str] = Field(min_length=1)
     action: Action | None = None
     wrong_actions: list[Action] = Field(default_factory=list)
     criteria: list[str] = Field(default_factory=list)  # for the live judge only
+    # Nothing is wrong in the cluster (a misfiring alert, traffic that fell outside it): the
+    # right answer says so and proposes nothing; root_cause and chain stay empty.
+    nothing_wrong: bool = False
+
+    @model_validator(mode="after")
+    def _a_cause_or_none(self) -> Truth:
+        if self.nothing_wrong and (self.root_cause or self.action is not None):
+            raise ValueError("a truth with nothing wrong names no root cause and no action")
+        if not self.nothing_wrong and not (self.root_cause and self.chain):
+            raise ValueError("a truth names its root cause and chain (or says nothing_wrong)")
+        return self
 
 
 class RecordedSpan(_Strict):
@@ -219,9 +249,11 @@ class Scenario(_Strict):
     dependencies: list[Dependency] = Field(default_factory=list)
     entries: list[Entry] = Field(default_factory=list)
     fault: Fault | None = None
+    also: list[Fault] = Field(default_factory=list)  # faults at the same time (two at once)
     noise: list[Noise] = Field(default_factory=list)
     metrics: list[Metric] = Field(default_factory=list)  # served by Prometheus when given
     logs: list[LogStream] = Field(default_factory=list)  # served by Loki when given
+    events: list[KubeEvent] = Field(default_factory=list)  # in the cluster's event list
     alert: Alert | None = None
     thread: list[Message] = Field(default_factory=list)
     recorded: Recorded | None = None
@@ -233,27 +265,38 @@ class Scenario(_Strict):
 
     @model_validator(mode="after")
     def _names_resolve(self) -> Scenario:
-        if self.recorded is None and (self.fault is None or self.alert is None or not self.entries):
+        faultless = self.truth.nothing_wrong
+        if self.recorded is None and (
+            (self.fault is None and not faultless) or self.alert is None or not self.entries
+        ):
             raise ValueError(
-                f"{self.name}: a scenario needs services, entries, a fault and an alert"
+                f"{self.name}: a scenario needs services, entries, a fault (unless nothing is "
+                "wrong) and an alert"
             )
+        if faultless and self.fault is not None:
+            raise ValueError(f"{self.name}: nothing is wrong, yet the scenario has a fault")
         vocabulary = {e.lower() for e in self.entities()}
         if missing := [e for e in self.truth.root_cause if e.lower() not in vocabulary]:
             raise ValueError(f"{self.name}: root cause {missing} is not an entity of the world")
         if self.recorded is not None:
             return self
-        assert self.fault is not None and self.alert is not None
+        assert self.alert is not None
         known = {s.name for s in self.services} | {d.name for d in self.dependencies}
         calls = [c for s in self.services for c in s.calls] + [
             c for e in self.entries for c in e.calls
         ]
-        named = [*calls, self.fault.service, self.alert.service]
+        named = [*calls, self.alert.service]
         named += [e.service for e in self.entries] + [n.service for n in self.noise]
-        if self.fault.call:
-            named.append(self.fault.call)
+        named += [e.service for e in self.events if e.service]
+        for fault in self.faults():
+            named += [fault.service, *([fault.call] if fault.call else [])]
         if unknown := sorted(set(named) - known):
             raise ValueError(f"{self.name}: no service or dependency named {unknown}")
         return self
+
+    def faults(self) -> list[Fault]:
+        """Every fault of the world, the main one first (none when nothing is wrong)."""
+        return [self.fault, *self.also] if self.fault is not None else []
 
     def service(self, name: str) -> Service | None:
         return next((s for s in self.services if s.name == name), None)

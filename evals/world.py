@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from bot.turn.alerts import read_alert
-from evals.spec import Dependency, Noise, Recorded, Scenario, Service
+from evals.spec import Dependency, Fault, Noise, Recorded, Scenario, Service
 from graph.context import ContextMessage, ThreadContext
 from sandbox.kubernetes import KubernetesSimulator, pod_name, template_hash
 from sandbox.traces import SimResource, SimSpan, SimTrace
@@ -65,20 +65,19 @@ class _Request:
     """One trace being built."""
 
     trace_id: str
-    faulty: bool  # the fault hits this request (where its conditions hold)
+    faulty: frozenset[int]  # the faults (indices) that hit this request, where they apply
     spans: list[SimSpan] = field(default_factory=list)
 
 
 class TraceWriter:
     def __init__(self, scenario: Scenario, now: float) -> None:
-        assert scenario.fault is not None  # a generated scenario has one (spec.py)
         self.scenario = scenario
-        self.fault = scenario.fault
+        self.faults = scenario.faults()  # none: a world where nothing is wrong
         self.now = now
         self.rng = random.Random(scenario.seed)
         self.pods = {s.name: pods(scenario, s) for s in scenario.services}
         self.dependencies = {d.name: d for d in scenario.dependencies}
-        self.fault_from_ns = int((now - self.fault.minutes_ago * 60) * 1e9)
+        self.fault_from_ns = [int((now - f.minutes_ago * 60) * 1e9) for f in self.faults]
 
     def _hex(self, chars: int) -> str:
         return "".join(self.rng.choice("0123456789abcdef") for _ in range(chars))
@@ -92,10 +91,13 @@ class TraceWriter:
             start_s = self.now - (i + 1) * sc.interval_s + self.rng.uniform(0, sc.interval_s / 2)
             entry = self.rng.choices(entries, weights)[0]
             start_ns = int(start_s * 1e9)
-            request = _Request(
-                self._hex(32),
-                faulty=start_ns >= self.fault_from_ns and self.rng.random() < self.fault.share,
+            trace_id = self._hex(32)
+            faulty = frozenset(
+                n
+                for n, fault in enumerate(self.faults)
+                if start_ns >= self.fault_from_ns[n] and self.rng.random() < fault.share
             )
+            request = _Request(trace_id, faulty)
             self._visit(request, entry.service, entry.operation, entry.calls, None, start_ns)
             out.append(SimTrace(request.trace_id, tuple(request.spans)))
         return out
@@ -103,6 +105,20 @@ class TraceWriter:
     def _noise(self, service: str) -> Noise | None:
         hits = [n for n in self.scenario.noise if n.service == service]
         return next((n for n in hits if self.rng.random() < n.share), None)
+
+    def _hit(self, request: _Request, service: Service, pod: SimResource) -> Fault | None:
+        """The fault that hits this service's span of the request, if any."""
+        return next(
+            (
+                fault
+                for n, fault in enumerate(self.faults)
+                if n in request.faulty
+                and service.name == fault.service
+                and (fault.version is None or fault.version == service.version)
+                and (not fault.nodes or pod.node in fault.nodes)
+            ),
+            None,
+        )
 
     def _visit(
         self,
@@ -112,42 +128,44 @@ class TraceWriter:
         calls: list[str],
         parent_id: str | None,
         start_ns: int,
-    ) -> tuple[int, str | None]:
-        """Write the service's span and its calls'; return when it ended and, when the
-        fault made it fail, where the failure started (itself, or what it called)."""
+    ) -> tuple[int, Fault | None]:
+        """Write the service's span and its calls'; return when it ended and, when a fault
+        made it fail, which one."""
         service = self.scenario.service(service_name)
         assert service is not None  # the scenario's names were checked when it was read
-        fault = self.fault
         pod = self.rng.choice(self.pods[service_name])
         span_id = self._hex(16)
-        hit = (
-            request.faulty
-            and service_name == fault.service
-            and (fault.version is None or fault.version == service.version)
-            and (not fault.nodes or pod.node in fault.nodes)
-        )
+        hit = self._hit(request, service, pod)
         noise = self._noise(service_name)
         own_ms = self.rng.randint(*service.latency_ms) + (noise.latency_ms if noise else 0)
         at = start_ns + MS
         written = len(request.spans)
-        failed_callee = origin = None
+        failed_callee: str | None = None
+        failed: Fault | None = None
         for callee in calls:
-            retried = fault.retried_by == service_name and callee == fault.service
-            for _ in range(1 + (fault.retries if retried else 0)):
-                at, failed = self._call_one(request, pod, span_id, callee, at, hit)
-                if failed is None:
+            retries = max(
+                (
+                    f.retries
+                    for f in self.faults
+                    if f.retried_by == service_name and callee == f.service
+                ),
+                default=0,
+            )
+            for _ in range(1 + retries):
+                at, failure = self._call_one(request, pod, span_id, callee, at, hit)
+                if failure is None:
                     break  # a call that worked is not repeated
-                failed_callee, origin = callee, failed
+                failed_callee, failed = callee, failure
         end_ns = at + own_ms * MS
-        if hit and fault.silent:
+        if hit is not None and hit.silent:
             del request.spans[written:]  # the process died: nothing it sent arrives
-            return end_ns + fault.latency_ms * MS, service_name
-        if hit and fault.call is None:
-            end_ns += fault.latency_ms * MS
-            status, message, http = "error", fault.message, fault.http
-            origin = service_name
-        elif origin is not None:
-            message = fault.caller_message.format(service=failed_callee, http=fault.http)
+            return end_ns + hit.latency_ms * MS, hit
+        if hit is not None and hit.call is None:
+            end_ns += hit.latency_ms * MS
+            status, message, http = "error", hit.message, hit.http
+            failed = hit
+        elif failed is not None:
+            message = failed.caller_message.format(service=failed_callee, http=failed.http)
             status, http = "error", 502
         elif noise is not None and noise.message:
             status, message, http = "error", noise.message, noise.http or 500
@@ -166,19 +184,25 @@ class TraceWriter:
                 attributes={"http.status_code": http},
             )
         )
-        return end_ns, origin
+        return end_ns, failed
 
     def _call_one(
-        self, request: _Request, pod: SimResource, span_id: str, callee: str, at: int, hit: bool
-    ) -> tuple[int, str | None]:
+        self,
+        request: _Request,
+        pod: SimResource,
+        span_id: str,
+        callee: str,
+        at: int,
+        hit: Fault | None,
+    ) -> tuple[int, Fault | None]:
         """One call of the service's span `span_id` to `callee`: a traced service's own span
         (and its calls), or a client span to an untraced dependency."""
         if callee in self.dependencies:
             return self._call(request, pod, span_id, self.dependencies[callee], at, hit)
         service = self.scenario.service(callee)
         assert service is not None
-        end, origin = self._visit(request, callee, service.operation, service.calls, span_id, at)
-        return end + MS, origin
+        end, failed = self._visit(request, callee, service.operation, service.calls, span_id, at)
+        return end + MS, failed
 
     def _call(
         self,
@@ -187,13 +211,12 @@ class TraceWriter:
         caller_id: str,
         dependency: Dependency,
         start_ns: int,
-        hit: bool,
-    ) -> tuple[int, str | None]:
+        hit: Fault | None,
+    ) -> tuple[int, Fault | None]:
         """A client span of `caller` to an untraced dependency."""
-        fault = self.fault
-        failing = hit and fault.call == dependency.name
+        failing = hit if hit is not None and hit.call == dependency.name else None
         duration_ms = self.rng.randint(*dependency.latency_ms) + (
-            fault.latency_ms if failing else 0
+            failing.latency_ms if failing else 0
         )
         attributes: dict[str, str | int | float | bool] = {"peer.service": dependency.name}
         if dependency.system:
@@ -207,11 +230,11 @@ class TraceWriter:
                 duration_ms * MS,
                 parent_id=caller_id,
                 status="error" if failing else "ok",
-                status_message=fault.message if failing else "",
+                status_message=failing.message if failing else "",
                 attributes=attributes,
             )
         )
-        return start_ns + duration_ms * MS, (dependency.name if failing else None)
+        return start_ns + duration_ms * MS, failing
 
 
 def traces(scenario: Scenario, now: float) -> list[SimTrace]:
@@ -296,15 +319,51 @@ def deploy(scenario: Scenario, kube: KubernetesSimulator, now: float) -> None:
             now=now,
         )
     _crash(scenario, kube, now)
+    _events(scenario, kube, now)
+
+
+def _events(scenario: Scenario, kube: KubernetesSimulator, now: float) -> None:
+    """The scenario's own events (a node gone NotReady, an autoscaler's rescale), about
+    the pods they name or a named object; their pods marked not ready when they say so."""
+    for event in scenario.events:
+        service = scenario.service(event.service) if event.service else None
+        if service is not None:
+            names = [
+                p.pod for p in pods(scenario, service) if not event.nodes or p.node in event.nodes
+            ]
+        else:
+            names = [event.name or ""]
+        for name in names:
+            assert name is not None
+            if event.not_ready:
+                kube.not_ready(scenario.namespace, name, event.reason)
+            kube.add_event(
+                scenario.namespace,
+                event.kind,
+                name,
+                event.reason,
+                event.message,
+                type=event.type,
+                count=event.count,
+                first=now - event.minutes_ago * 60,
+                last=now - event.last_minutes_ago * 60,
+                component=event.component,
+            )
 
 
 def _crash(scenario: Scenario, kube: KubernetesSimulator, now: float) -> None:
     """The failing service's pods crash-looping, with the kubelet's events, when the
     fault says so."""
-    fault = scenario.fault
-    service = scenario.service(fault.service) if fault else None
-    if fault is None or fault.crash is None or service is None:
-        return
+    for fault in scenario.faults():
+        service = scenario.service(fault.service)
+        if fault.crash is not None and service is not None:
+            _crash_one(scenario, kube, now, fault, service)
+
+
+def _crash_one(
+    scenario: Scenario, kube: KubernetesSimulator, now: float, fault: Fault, service: Service
+) -> None:
+    assert fault.crash is not None
     restarts = max(2, int(fault.minutes_ago // 4))
     for pod in pods(scenario, service):
         assert pod.pod is not None

@@ -85,4 +85,7 @@ class ModelUsage(BaseCallbackHandler):
                 if usage:
                     MODEL_TOKENS.labels(model, self.role, "input").inc(usage["input_tokens"])
                     MODEL_TOKENS.labels(model, self.role, "output").inc(usage["output_tokens"])
+                    # Part of the input, served from Gemini's cache (cachedContentTokenCount).
+                    cached = (usage.get("input_token_details") or {}).get("cache_read") or 0
+                    MODEL_TOKENS.labels(model, self.role, "cached").inc(cached)
         MODEL_CALLS.labels(model, self.role).inc()

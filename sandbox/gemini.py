@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -70,6 +71,7 @@ class Reply:
     error_message: str = ""
     delay_s: float = 0.0
     finish_reason: str = "STOP"  # or SAFETY (blocked: no content), MAX_TOKENS (cut off)
+    output_tokens: int = 1  # candidatesTokenCount reported (a script may set a real size)
 
     @classmethod
     def text(cls, text: str) -> Reply:
@@ -113,20 +115,23 @@ class Reply:
         """503 UNAVAILABLE for this one request."""
         return cls(status=503)
 
-    def body(self, prompt_tokens: int = 1) -> dict[str, Any]:
+    def body(self, prompt_tokens: int = 1, cached_tokens: int = 0) -> dict[str, Any]:
         candidate: dict[str, Any] = {"finishReason": self.finish_reason, "index": 0}
         if self.parts:
             candidate["content"] = {"role": "model", "parts": list(self.parts)}
         if self.finish_reason == "SAFETY":
             rating = {"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH"}
             candidate["safetyRatings"] = [{**rating, "blocked": True}]
+        usage = {
+            "promptTokenCount": prompt_tokens,
+            "candidatesTokenCount": self.output_tokens,
+            "totalTokenCount": prompt_tokens + self.output_tokens,
+        }
+        if cached_tokens:  # part of promptTokenCount, as Gemini counts it
+            usage["cachedContentTokenCount"] = cached_tokens
         return {
             "candidates": [candidate],
-            "usageMetadata": {
-                "promptTokenCount": prompt_tokens,
-                "candidatesTokenCount": 1,
-                "totalTokenCount": prompt_tokens + 1,
-            },
+            "usageMetadata": usage,
             "modelVersion": "sandbox",
             "responseId": uuid.uuid4().hex,
         }
@@ -141,6 +146,7 @@ class GeminiRequest:
     status: int = 200  # what the simulator answered (429/503: refused for capacity)
     bypassed_signatures: int = 0  # function calls sent back with the bypass, not their own
     path: str = ""  # the URL path it came to (the Gemini API's, or Vertex AI's)
+    cached_tokens: int = 0  # what the simulator reported as served from the implicit cache
 
     @property
     def contents(self) -> list[dict[str, Any]]:
@@ -165,6 +171,14 @@ class GeminiRequest:
         everything the model is sent (instruction, turns, tool declarations)."""
         return -(-len(json.dumps(self.body, ensure_ascii=False)) // 4)
 
+    @functools.cached_property
+    def cache_key(self) -> str:
+        """The prompt in the order the implicit cache matches prefixes: the instruction,
+        the tool declarations, then the turns."""
+        system = self.body.get("systemInstruction") or self.body.get("system_instruction")
+        parts = (system, self.body.get("tools"), self.contents)
+        return "".join(json.dumps(p, ensure_ascii=False, sort_keys=True) for p in parts)
+
     @property
     def tool_names(self) -> list[str]:
         return [
@@ -180,6 +194,22 @@ class GeminiRequest:
 
 
 Scripted = Reply | Callable[[GeminiRequest], Reply]
+
+# Gemini's implicit caching starts at 1,024 prompt tokens (2.5 Flash; larger for Pro models).
+IMPLICIT_CACHE_MIN_TOKENS = 1024
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """How many leading characters a and b share (bisected with slice comparisons)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[:mid] == b[:mid]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
 
 QUOTA_FAILURE = "type.googleapis.com/google.rpc.QuotaFailure"
 RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
@@ -573,6 +603,19 @@ class GeminiSimulator(SimulatorServer):
         first_call["thoughtSignature"] = base64.b64encode(signature).decode()
         return dataclasses.replace(reply, parts=tuple(parts))
 
+    def _cached(self, request: GeminiRequest) -> int:
+        """Implicit caching as Gemini reports it: the longest prompt prefix this model was
+        already sent (answered), counted at about 4 characters a token, when it reaches the
+        minimum cacheable size (IMPLICIT_CACHE_MIN_TOKENS); 0 otherwise."""
+        key = request.cache_key
+        best = 0
+        for earlier in self.requests:
+            if earlier is request or earlier.model != request.model or earlier.status != 200:
+                continue
+            best = max(best, _common_prefix(key, earlier.cache_key))
+        tokens = best // 4
+        return tokens if tokens >= IMPLICIT_CACHE_MIN_TOKENS else 0
+
     def _next(self, request: GeminiRequest) -> Reply:
         queue = self._per_model.get(request.model)
         if not queue:
@@ -610,11 +653,12 @@ class GeminiSimulator(SimulatorServer):
             return web.json_response(overload_error(), status=503)
         if reply.status != 200:
             return api_error(reply.status, reply.error_message)
+        recorded.cached_tokens = self._cached(recorded)
         if not recorded.stream:
-            return web.json_response(reply.body(recorded.prompt_tokens))
+            return web.json_response(reply.body(recorded.prompt_tokens, recorded.cached_tokens))
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
-        body = reply.body(recorded.prompt_tokens)
+        body = reply.body(recorded.prompt_tokens, recorded.cached_tokens)
         await response.write(f"data: {json.dumps(body)}\r\n\r\n".encode())
         await response.write_eof()
         return response

@@ -511,6 +511,15 @@ class KubernetesSimulator(SimulatorServer):
         ]
         self._bump(found)
 
+    def not_ready(self, namespace: str, pod: str, reason: str = "NodeNotReady") -> None:
+        """The pod is no longer ready though its containers did not die: the node
+        controller marks it so when the pod's node stops reporting (NotReady)."""
+        found = self.pods[(namespace, pod)]
+        found["status"]["conditions"] = [{"type": "Ready", "status": "False", "reason": reason}]
+        for status in found["status"]["containerStatuses"]:
+            status["ready"] = False
+        self._bump(found)
+
     def add_event(
         self,
         namespace: str,

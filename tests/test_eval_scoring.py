@@ -92,3 +92,68 @@ def test_an_answer_without_a_cause_word_is_read_from_its_first_sentence() -> Non
     assert cause_text("`payment-api` 1.42.0 broke it. Then `checkout` failed.") == (
         "`payment-api` 1.42.0 broke it."
     )
+
+
+# --- the responder's scale, refused proposals, "nothing wrong" ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("answer", "grade"),
+    [
+        ("*Likely cause:* `payment-api` 1.42.0.", "bullseye"),
+        ("*Likely cause:* `checkout` fails.", "one hop short"),
+        ("*Likely cause:* `frontend` fails.", "right area"),
+        ("*Likely cause:* `catalog` 5.9.0.", "wrong area"),
+        ("I could not tell what broke.", "wrong area"),
+    ],
+)
+def test_the_responder_scale_grades_how_close_the_named_cause_is(
+    bad_deploy: Scenario, answer: str, grade: str
+) -> None:
+    assert score(answer, bad_deploy, [], invented=0).grade == grade
+
+
+def test_a_right_action_the_gates_refused_is_counted_apart_not_as_right(
+    bad_deploy: Scenario,
+) -> None:
+    refused = Proposal("rollout_undo", "payment-api", None, "refused")
+    graded = score(RIGHT, bad_deploy, [refused], invented=0)
+    assert (graded.action_right, graded.refused) == (False, 1)
+    assert graded.total == pytest.approx(0.85)
+    assert score(RIGHT, bad_deploy, [ROLLBACK], invented=0).refused == 0
+
+
+NOTHING = (
+    "*Nothing looks wrong in the cluster (medium confidence).*\n"
+    "The only errors are the usual background rate; nothing started with the alert."
+)
+
+
+def test_where_nothing_is_wrong_saying_so_and_proposing_nothing_scores_full() -> None:
+    scenario = load("alert-misfire")
+    graded = score(NOTHING, scenario, [], invented=0)
+    assert (graded.nothing_wrong, graded.grade, graded.total) == (True, "bullseye", 1.0)
+
+
+def test_where_nothing_is_wrong_naming_a_cause_scores_zero() -> None:
+    scenario = load("alert-misfire")
+    graded = score("*Likely cause:* `recommendations` 3.0.4 throws.", scenario, [], invented=0)
+    assert (graded.nothing_wrong, graded.grade, graded.total) == (False, "wrong area", 0.0)
+
+
+def test_where_nothing_is_wrong_a_proposal_even_a_refused_one_misses_the_action() -> None:
+    scenario = load("alert-misfire")
+    proposal = Proposal("rollout_undo", "recommendations", None, "refused")
+    graded = score(NOTHING, scenario, [proposal], invented=0)
+    assert not graded.action_right and graded.wrong_action
+    assert graded.total == pytest.approx(0.85)
+
+
+def test_saying_nothing_is_wrong_where_something_is_scores_zero(bad_deploy: Scenario) -> None:
+    graded = score(NOTHING, bad_deploy, [], invented=0)
+    assert graded.nothing_wrong and graded.total == 0.0 and graded.grade == "wrong area"
+
+
+def test_where_nothing_is_wrong_an_answer_that_does_not_say_so_scores_zero() -> None:
+    graded = score("I could not find where the errors start.", load("alert-misfire"), [], 0)
+    assert (graded.nothing_wrong, graded.total) == (False, 0.0)

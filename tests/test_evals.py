@@ -1,6 +1,7 @@
 """The eval suite: its scenarios, offline runs through the real graph and guards (Redis, the
 Tempo, Kubernetes and Gemini simulators), live runs' wire protocol, reports and the CLI."""
 
+import asyncio
 import json
 import os
 import tempfile
@@ -8,19 +9,19 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+import httpx
 import pytest
 
 from bot.process.settings import Settings
 from evals.judge import llm_judge
 from evals.reference import ReferenceInvestigator
 from evals.report import Report, ReportError, compare, update_evals_md
-from evals.run import harmed, run_once
+from evals.run import harmed, outside, run_once
 from evals.score import score
-from evals.spec import load, names
-from evals.world import deploy, traces
+from evals.spec import Action, Scenario, Truth, load, names
+from evals.world import traces
 from graph.model import make_chat_model
 from sandbox import GeminiSimulator, Reply
-from sandbox.kubernetes import KubernetesSimulator
 from sandbox.plays import satisfied
 from sandbox.prefork import run_forked
 
@@ -32,32 +33,75 @@ def test_each_scenario_is_a_busy_shop_with_background_errors_that_are_not_the_ca
     name: str,
 ) -> None:
     scenario = load(name)
+    assert scenario.noise  # a red herring in every scenario
     written = traces(scenario, NOW)
     spans = [s for t in written for s in t.spans]
     assert len({s.service for s in spans}) >= 5 and len(spans) >= 500
-    fault_from = (NOW - scenario.fault.minutes_ago * 60) * 1e9
+    faults = scenario.faults()
+    fault_from = min((NOW - f.minutes_ago * 60) * 1e9 for f in faults) if faults else NOW * 1e9
     before = {s.status_message for s in spans if s.status == "error" and s.start_ns < fault_from}
-    assert before and scenario.fault.message not in before
+    assert before and not before & {f.message for f in faults}
     failing = [t for t in written if any(s.status == "error" for s in t.spans)]
     assert len(failing) < len(written) / 2  # most requests still work
+
+
+async def _served(scenario: Scenario, now: float) -> str:
+    """Everything the simulators serve for the scenario, read the way the tools read it:
+    the cluster's objects, the spans, and what Prometheus and Loki answer over the HTTP API
+    for the scenario's window (a series or line outside it, or one they would not serve, is
+    not in it)."""
+    async with outside(scenario, now, live=True) as out:
+        served = [
+            *out.kube.deployments.values(),
+            *out.kube.replicasets.values(),
+            *out.kube.pods.values(),
+            *out.kube.events,
+        ]
+        start, end = now - scenario.window_minutes * 60, now
+        async with httpx.AsyncClient(timeout=10) as http:
+            if out.prometheus is not None:
+                for metric in scenario.metrics:
+                    matchers = ", ".join(f'{k}="{v}"' for k, v in metric.labels.items())
+                    response = await http.get(
+                        f"{out.prometheus.url}/api/v1/query_range",
+                        params={"query": f"{{{matchers}}}", "start": start, "end": end, "step": 60},
+                    )
+                    served.append(response.json())
+            if out.loki is not None:
+                for stream in scenario.logs:
+                    matchers = ", ".join(f'{k}="{v}"' for k, v in stream.labels.items())
+                    response = await http.get(
+                        f"{out.loki.url}/loki/api/v1/query_range",
+                        params={
+                            "query": f"{{{matchers}}}",
+                            "start": int(start * 1e9),
+                            "end": int(end * 1e9),
+                            "limit": 5000,
+                        },
+                    )
+                    served.append(response.json())
+    spans = [asdict(s) for t in traces(scenario, now) for s in t.spans]
+    return json.dumps(served) + json.dumps(spans)
 
 
 @pytest.mark.parametrize("name", names())
 async def test_each_scenario_s_evidence_is_in_what_the_simulators_serve(name: str) -> None:
     scenario = load(name)
-    async with KubernetesSimulator() as kube:
-        deploy(scenario, kube, NOW)
-        served = json.dumps(
-            [
-                *kube.deployments.values(),
-                *kube.replicasets.values(),
-                *kube.pods.values(),
-                *kube.events,
-                scenario.model_dump(include={"metrics", "logs"}),
-            ]
-        )
-    served += json.dumps([asdict(s) for t in traces(scenario, NOW) for s in t.spans])
+    served = await _served(scenario, NOW)
     assert [e for e in scenario.truth.evidence if e not in served] == []
+
+
+async def test_evidence_only_in_a_scenario_s_file_is_not_served() -> None:
+    scenario = load("memory-leak")
+    # The GC log lines moved to before the window: Loki holds them, no query of it returns them.
+    logs = [
+        stream.model_copy(update={"lines": [(m + 120, line) for m, line in stream.lines]})
+        for stream in scenario.logs
+    ]
+    moved = scenario.model_copy(update={"logs": logs})
+    assert "GC overhead" in json.dumps(moved.model_dump(include={"logs"}))
+    served = "GC overhead" in await _served(moved, NOW)
+    assert not served  # (a bool: the served text is too long for pytest to explain)
 
 
 def test_a_scenario_is_the_same_at_every_clock_only_moved_in_time() -> None:
@@ -82,6 +126,62 @@ async def test_the_reference_investigator_finds_the_cause_through_the_real_graph
     assert [(p["action"], p["deployment"]) for p in record.proposals] == (
         [(expected.action, expected.deployment)] if expected else []
     )
+
+
+def _rewritten(scenario: Scenario) -> Scenario:
+    """The scenario with every part of its truth changed: another root cause and chain,
+    evidence, action, harmful actions and criteria, and "nothing wrong" flipped."""
+    services = [s.name for s in scenario.services]
+    other = next(s for s in reversed(services) if s not in scenario.truth.root_cause)
+    truth = Truth.model_construct(
+        root_cause=[other],
+        chain=list(reversed(services)),
+        evidence=["evidence nobody wrote"],
+        action=Action(action="scale", deployment=services[0], replicas=99),
+        wrong_actions=[Action(action="rollout_undo", deployment=other)],
+        criteria=["a criterion nobody wrote"],
+        nothing_wrong=False,
+    )
+    return scenario.model_copy(update={"truth": truth})
+
+
+@pytest.mark.parametrize("name", names())
+async def test_the_truth_cannot_leak_into_the_answer(name: str, redis_url: str) -> None:
+    scenario, now = load(name), time.time()  # the tools search up to the real clock
+    # Side by side (each its own simulators and keys); their token figures, read from the
+    # process's counters, mix — and are not compared here.
+    kept, changed = await asyncio.gather(
+        run_once(scenario, 1, now, redis_url=redis_url),
+        run_once(_rewritten(scenario), 1, now, redis_url=redis_url),
+    )
+    assert kept.status == "answered" and all(kept.reachable.values())
+    assert changed.answer == kept.answer and changed.tools == kept.tools
+    assert changed.proposals == kept.proposals
+    assert changed.score != kept.score  # the truth did change: the same answer scores apart
+
+
+@pytest.mark.parametrize("name", ["alert-misfire", "crawler-404s"])
+async def test_the_reference_says_nothing_is_wrong_where_errors_are_the_background(
+    name: str, redis_url: str
+) -> None:
+    record = await run_once(load(name), 1, time.time(), redis_url=redis_url)
+    assert record.score["nothing_wrong"] and record.score["grade"] == "bullseye"
+    assert record.proposals == [] and record.score["total"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("name", "source"),
+    [
+        ("node-not-ready", "get_kubernetes_events"),  # NodeNotReady on the pods there
+        ("hpa-at-max", "query_prometheus"),  # the autoscaler's current and maximum replicas
+    ],
+)
+async def test_the_reference_reads_events_and_an_autoscaler_and_proposes_nothing(
+    name: str, source: str, redis_url: str
+) -> None:
+    record = await run_once(load(name), 1, time.time(), redis_url=redis_url)
+    assert source in record.tools and all(record.reachable.values())
+    assert record.score["grade"] == "bullseye" and record.proposals == []
 
 
 @pytest.mark.parametrize(
@@ -213,7 +313,7 @@ def test_evals_md_keeps_the_live_section_when_offline_figures_are_written(tmp_pa
     path = tmp_path / "EVALS.md"
     update_evals_md(path, _report("offline", 0.75))
     text = path.read_text()
-    assert "| bad-deploy | 0.75 ± 0.00 |" in text
+    assert "| bad-deploy | – | 0 | wrong area | 0.75 ± 0.00 |" in text
     assert "live evals need `GOOGLE_API_KEY`" in text
 
 
@@ -231,7 +331,7 @@ def _reports(folder: Path) -> list[Report]:
 
 async def test_an_unknown_scenario_exits_2_listing_the_scenarios() -> None:
     code, out = await _tracegate_eval("--scenario", "nope")
-    assert code == 2 and "no scenario 'nope'; the scenarios are bad-deploy," in out
+    assert code == 2 and "no scenario 'nope'; the scenarios are alert-misfire, bad-deploy," in out
 
 
 async def test_live_without_a_key_exits_2_naming_the_setting() -> None:
@@ -248,4 +348,4 @@ async def test_one_offline_scenario_from_the_command_line_writes_its_report(
     assert code == 0, out
     (report,) = _reports(tmp_path)
     assert [r.scenario for r in report.records] == ["pool-exhaustion"]
-    assert "| pool-exhaustion | 1.00 ± 0.00 |" in out
+    assert "| pool-exhaustion | yes | 0 | bullseye | 1.00 ± 0.00 |" in out

@@ -66,7 +66,7 @@ WORLD_NAMES = grounding_worlds.names()
 
 
 def test_every_eval_world_is_in_the_property_run() -> None:
-    assert len(WORLD_NAMES) == 16
+    assert len(WORLD_NAMES) == 30
 
 
 @pytest.mark.parametrize("kind", sorted(WRITERS))
