@@ -5,7 +5,7 @@ them), once as configured and once with every tool result of the turn sent whole
 
 Tokens are the Gemini simulator's `promptTokenCount`: the whole request's JSON (system
 instruction, tool declarations, contents, config) at 4 characters a token, the same count
-before and after. Per run: every model call's tokens as the thread's budget counted them
+before and after. Per run: every model call's input tokens, from its usage metadata
 (agent, grader and the action judge); the breakdown says where the agent's and the
 grader's went, from the requests themselves.
 
@@ -112,7 +112,8 @@ async def variant(overrides: dict[str, Any] | None, seen: Requests) -> dict[str,
                 breakdown[ROLES.get(request.model, request.model)][part] += count
     n = len(records)
     return {
-        "tokens": [r.tokens for r in records],
+        # Input only (the goal's figure): each call's promptTokenCount, cached included.
+        "tokens": [sum(u.input for u in r.usage) for r in records],
         "calls": [r.model_calls for r in records],
         "reachable": sum(all(r.reachable.values()) for r in records),
         "harmed": sum(bool(r.harmed) for r in records),
