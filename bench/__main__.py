@@ -8,6 +8,7 @@ BENCH_REPEATS=N       runs per figure (default 3); each figure is the median of 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
 import os
@@ -16,7 +17,7 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -31,10 +32,11 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.redis.aio import AsyncRedisSaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from redis.asyncio.connection import Connection
 
 from bench import alerts, charts, grounding, tokens
 from bench.harness import bare_bolt, bench_settings, mention_acks
-from bot.process.redis_client import RedisSpec, connect_redis
+from bot.process.redis_client import FailoverConnection, RedisSpec, connect_redis
 from bot.process.server import running_bot
 from gates.cluster import KubernetesCluster
 from gates.config import ActionPolicy
@@ -110,6 +112,17 @@ async def _ack_run(url: str, slack: SlackSimulator, mentions: int) -> tuple[floa
     return statistics.median(samples), percentile(samples, 0.99)
 
 
+@contextlib.contextmanager
+def _python_packer() -> Iterator[None]:
+    """redis-py's asyncio packer in place of FailoverConnection's hiredis one, for a while."""
+    packer = FailoverConnection.pack_command
+    FailoverConnection.pack_command = Connection.pack_command  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        FailoverConnection.pack_command = packer  # type: ignore[method-assign]
+
+
 async def bench_ack(redis_url: str, mentions: int = 50) -> list[Row]:
     """B1: Slack wants a 200 within 3 s; `mentions` new mentions at once."""
     results: dict[str, list[tuple[float, float]]] = {}
@@ -133,10 +146,14 @@ async def bench_ack(redis_url: str, mentions: int = 50) -> list[Row]:
                     await _ack_run(url, slack, mentions)
             # Round by round, so both see the same machine load; the queue-mode bot only
             # records, so it leaves nothing running between rounds.
-            results["bare"], results["queue"] = [], []
+            # Issue #38: the same bot with the hiredis command packer off (redis-py's own
+            # Python packer), round by round with the others, to see what it earns.
+            results["bare"], results["queue"], results["packer"] = [], [], []
             for _ in range(ACK_ROUNDS):
                 results["bare"].append(await _ack_run(bare_url, slack, mentions))
                 results["queue"].append(await _ack_run(bot.url, slack, mentions))
+                with _python_packer():
+                    results["packer"].append(await _ack_run(bot.url, slack, mentions))
         await runner.cleanup()
         inline_mode = bench_settings(slack, gemini, tempo, redis_url, worker_mode="inline")
         async with running_bot(inline_mode, host="127.0.0.1") as bot:
@@ -152,6 +169,7 @@ async def bench_ack(redis_url: str, mentions: int = 50) -> list[Row]:
     for key, variant, target in (
         ("bare", "bare Bolt AsyncApp (baseline)", ""),
         ("queue", "serve, WORKER_MODE=queue", "≤ 1.2×"),
+        ("packer", "serve, WORKER_MODE=queue, redis-py's Python packer (hiredis's off)", ""),
         ("inline", "serve, WORKER_MODE=inline (runs the turns too)", ""),
     ):
         runs = results[key]
