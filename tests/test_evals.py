@@ -4,6 +4,7 @@ Tempo, Kubernetes and Gemini simulators), live runs' wire protocol, reports and 
 import asyncio
 import json
 import os
+import re
 import tempfile
 import time
 from dataclasses import asdict
@@ -145,6 +146,14 @@ def _rewritten(scenario: Scenario) -> Scenario:
     return scenario.model_copy(update={"truth": truth})
 
 
+def _clock_free(answer: str) -> str:
+    """The answer without the counts that depend on when its searches ran: the tools search
+    up to the real clock, so two runs a second apart can count one error more or a minute
+    longer at a window's edge ("as in it (7, over 27 minutes)"). Names, versions, actions
+    and every other figure are compared as written."""
+    return re.sub(r"\((\d+)(, over \d+ minutes)?\)", "(#)", answer)
+
+
 @pytest.mark.parametrize("name", names())
 async def test_the_truth_cannot_leak_into_the_answer(name: str, redis_url: str) -> None:
     scenario, now = load(name), time.time()  # the tools search up to the real clock
@@ -155,7 +164,8 @@ async def test_the_truth_cannot_leak_into_the_answer(name: str, redis_url: str) 
         run_once(_rewritten(scenario), 1, now, redis_url=redis_url),
     )
     assert kept.status == "answered" and all(kept.reachable.values())
-    assert changed.answer == kept.answer and changed.tools == kept.tools
+    assert _clock_free(changed.answer) == _clock_free(kept.answer)
+    assert changed.tools == kept.tools
     assert changed.proposals == kept.proposals
     assert changed.score != kept.score  # the truth did change: the same answer scores apart
 
