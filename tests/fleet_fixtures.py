@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis.asyncio as aioredis
 
+from gates.store import ActionStore
 from sandbox import GeminiSimulator, Reply, TempoSimulator
 from sandbox.fleet import Fleet, RedisStackServer, TracegateProcess, fleet_env
 from sandbox.scenarios import Scenario
@@ -125,16 +127,24 @@ def approve_value(card: SlackMessage) -> str:
 
 
 async def approval_card(
-    slack: SlackSimulator, root: str, timeout_s: float = 60
+    slack: SlackSimulator, root: str, fleet: Fleet, timeout_s: float = 60
 ) -> tuple[SlackMessage, str]:
-    """The thread's approval card once posted (processes answer in their own time), and the
-    request id on its Approve button."""
+    """The thread's approval card once posted and its location stored with the request (a
+    click before that is refused as not on the card: a person cannot click that fast, a
+    test can), and the request id on its Approve button."""
     deadline = time.monotonic() + timeout_s
-    while True:
-        card = next(
-            (m for m in slack.thread("C1", root) if "approve_action" in str(m.blocks)), None
-        )
-        if card is not None:
-            return card, approve_value(card)
-        assert time.monotonic() < deadline, f"no approval card within {timeout_s:g}s"
-        await asyncio.sleep(0.05)
+    redis = aioredis.from_url(fleet.env["REDIS_URL"])
+    store = ActionStore(redis, fleet.env["REDIS_PREFIX"])
+    try:
+        while True:
+            card = next(
+                (m for m in slack.thread("C1", root) if "approve_action" in str(m.blocks)), None
+            )
+            if card is not None:
+                request_id = approve_value(card)
+                if (await store.get(request_id)).card is not None:
+                    return card, request_id
+            assert time.monotonic() < deadline, f"no approval card within {timeout_s:g}s"
+            await asyncio.sleep(0.05)
+    finally:
+        await redis.aclose()

@@ -310,7 +310,7 @@ async def _stopped_while_following(
     root = slack.new_ts()
     await driver.mention("fix checkout", ts=root, user=REQUESTER)
 
-    posted, request_id = await approval_card(slack, root)
+    posted, request_id = await approval_card(slack, root, fleet)
     await driver.click(
         "approve_action", request_id, user=APPROVER, channel="C1", message_ts=posted.ts
     )

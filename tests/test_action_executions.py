@@ -46,7 +46,7 @@ async def test_a_worker_killed_mid_write_leaves_one_execution_whoever_retries_it
     driver = driver_for(serve.url)
     root = slack.new_ts()
     await driver.mention("fix checkout", ts=root, user=REQUESTER)
-    card, request_id = await approval_card(slack, root)
+    card, request_id = await approval_card(slack, root, fleet)
     kube.faults.hang = ("PATCH",)  # the rollback is sent and never answered
 
     await driver.click(

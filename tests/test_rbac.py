@@ -165,7 +165,7 @@ async def test_serve_makes_no_kubernetes_call_and_a_worker_executes_the_approval
     root = slack.new_ts()
     await driver.mention("fix checkout", ts=root, user=REQUESTER)
 
-    posted, request_id = await approval_card(slack, root)
+    posted, request_id = await approval_card(slack, root, fleet)
     await driver.click(
         "approve_action", request_id, user=APPROVER, channel="C1", message_ts=posted.ts
     )

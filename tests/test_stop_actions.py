@@ -206,7 +206,7 @@ async def test_a_stop_in_one_process_refuses_an_approval_clicked_in_another(
     root = slack.new_ts()
     await at_first.mention("fix checkout", ts=root, user=REQUESTER)
 
-    posted, request_id = await approval_card(slack, root)
+    posted, request_id = await approval_card(slack, root, fleet)
     await at_first.home_opened(APPROVER)
     await until(lambda: "stop_actions" in str(slack.homes.get(APPROVER)), "the Home tab", 20)
     status, _ = await at_first.home_click("stop_actions", user=APPROVER)
