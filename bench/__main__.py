@@ -578,6 +578,7 @@ async def _fleet(
         turns = threads * turns_per_thread
         gemini.script(*[lambda r: answer_by_question(r, delay_s=delay_s)] * (turns * 2 + 10))
         env = fleet_env(slack, gemini, tempo, redis_url, "bench")
+        env["SLACK_BOT_TOKEN"] = slack.bot_token  # the simulator refuses any other token
         # The shipped placeholder throttle, not the tests' edit at every step: throughput
         # as production runs it.
         del env["PROGRESS_INTERVAL"]
