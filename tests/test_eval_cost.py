@@ -63,7 +63,6 @@ async def test_a_run_records_each_role_s_calls_and_tokens(redis_url: str) -> Non
     roles = {u.role: u for u in record.usage}
     assert roles["agent"].calls == record.tool_calls + 1  # a call per tool, then the answer
     assert roles["agent"].cached > 0 and roles["agent"].output > roles["agent"].calls
-    assert record.model_calls == sum(u.calls for u in record.usage)
     # The thread's token budget counted the same calls' input and output.
     assert record.tokens == sum(u.input + u.output for u in record.usage if u.role != "judge")
 
