@@ -549,13 +549,24 @@ class ActionPipeline:
         """Close an open breaker (a target `ns/name`, or None for the global one); audited
         either way. Returns whether it was reset, and what to tell the user."""
         scope = target or GLOBAL
-        if not self.is_approver(user, in_approver_group):
-            denial = "only an approver may reset the circuit breaker"
-            await self.store.audit_event("breaker_reset_denied", user, denial, scope)
-            return False, f"{denial} (ACTION_APPROVERS / ACTION_APPROVER_GROUP)"
+        denial = await self._not_an_approver(
+            user, in_approver_group, "breaker_reset_denied", "reset the circuit breaker", scope
+        )
+        if denial:
+            return False, denial
         await self.breaker.reset(scope)
         await self.store.audit_event("breaker_reset", user, f"breaker for {scope} reset", scope)
         return True, f"breaker for {scope} reset"
+
+    async def _not_an_approver(
+        self, user: str, in_approver_group: bool, event: str, what: str, scope: str
+    ) -> str:
+        """'' for an approver; else the denial (audited as `event`) to tell the user."""
+        if self.is_approver(user, in_approver_group):
+            return ""
+        denial = f"only an approver may {what}"
+        await self.store.audit_event(event, user, denial, scope)
+        return f"{denial} (ACTION_APPROVERS / ACTION_APPROVER_GROUP)"
 
     async def stop_actions(
         self, user: str, in_approver_group: bool, reason: str = ""
@@ -563,23 +574,25 @@ class ActionPipeline:
         """Stop every action in every process (the kill-switch gate refuses from its next
         run on); approvers only, audited either way. Returns the stop (None if refused) and
         what to tell the user."""
-        if not self.is_approver(user, in_approver_group):
-            denial = "only an approver may stop actions"
-            await self.store.audit_event("actions_stop_denied", user, denial, "*")
-            return None, f"{denial} (ACTION_APPROVERS / ACTION_APPROVER_GROUP)"
+        denial = await self._not_an_approver(
+            user, in_approver_group, "actions_stop_denied", "stop actions", GLOBAL
+        )
+        if denial:
+            return None, denial
         stopped = await self.switch.stop(user, reason)
-        await self.store.audit_event("actions_stopped", user, stopped.describe(), "*")
+        await self.store.audit_event("actions_stopped", user, stopped.describe(), GLOBAL)
         return stopped, stopped.describe()
 
     async def start_actions(self, user: str, in_approver_group: bool) -> tuple[bool, str]:
         """Lift the runtime stop (ACTIONS_ENABLED stays the ceiling); approvers only, audited."""
-        if not self.is_approver(user, in_approver_group):
-            denial = "only an approver may start actions again"
-            await self.store.audit_event("actions_start_denied", user, denial, "*")
-            return False, f"{denial} (ACTION_APPROVERS / ACTION_APPROVER_GROUP)"
+        denial = await self._not_an_approver(
+            user, in_approver_group, "actions_start_denied", "start actions again", GLOBAL
+        )
+        if denial:
+            return False, denial
         was_stopped = await self.switch.start()
         note = "actions started again" if was_stopped else "actions were not stopped"
-        await self.store.audit_event("actions_started", user, note, "*")
+        await self.store.audit_event("actions_started", user, note, GLOBAL)
         ceiling = "" if self.policy.actions_enabled else " (ACTIONS_ENABLED is off: dry runs only)"
         return was_stopped, note + ceiling
 

@@ -23,17 +23,21 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-from matplotlib.dates import AutoDateLocator, ConciseDateFormatter, date2num
-from matplotlib.figure import Figure
-from matplotlib.patches import Patch
-from matplotlib.ticker import EngFormatter, FuncFormatter
 from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from graph.charts import ChartSpec, Marker, MetricData, TraceData
 from graph.tools.prometheus import number
+from graph.untrusted import clip
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+# matplotlib is imported where a chart is drawn (a worker, after an answer), not when the
+# module is: `serve` and the CLI never draw, and the import is ~0.5 s of every start-up.
 
 log = logging.getLogger(__name__)
 
@@ -61,23 +65,22 @@ class Chart:
     png: bytes
 
 
-def _clip(text: str, limit: int) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
 def _literal(text: str) -> str:
     """Text drawn as it is: matplotlib reads `$…$` as mathtext."""
     return text.replace("$", r"\$")
 
 
 # Where Unix time 0 falls on a date axis (matplotlib's date numbers: days since its epoch).
-_UNIX_EPOCH = float(date2num(datetime(1970, 1, 1, tzinfo=UTC)))  # type: ignore[no-untyped-call]
+@cache
+def _unix_epoch() -> float:
+    from matplotlib.dates import date2num
+
+    return float(date2num(datetime(1970, 1, 1, tzinfo=UTC)))  # type: ignore[no-untyped-call]
 
 
 def _utc(at: float) -> float:
     """A Unix time on a date axis."""
-    return _UNIX_EPOCH + at / 86400.0
+    return _unix_epoch() + at / 86400.0
 
 
 def _hhmm(at: float) -> str:
@@ -88,13 +91,13 @@ def _title(query: str) -> str:
     """The query on up to two lines of TITLE_CHARS, broken at a space, clipped after that."""
     lines = textwrap.wrap(" ".join(query.split()), TITLE_CHARS, break_on_hyphens=False)
     if len(lines) > 2:
-        lines = [lines[0], _clip(" ".join(lines[1:]), TITLE_CHARS)]
+        lines = [lines[0], clip(" ".join(lines[1:]), TITLE_CHARS)]
     return _literal("\n".join(lines))
 
 
 def _legend(labels: dict[str, str]) -> str:
     shown = ", ".join(f"{k}={v}" for k, v in sorted(labels.items()) if k != "__name__")
-    return _clip(shown or labels.get("__name__", "") or "(no labels)", LEGEND_CHARS)
+    return clip(shown or labels.get("__name__", "") or "(no labels)", LEGEND_CHARS)
 
 
 def _png(figure: Figure) -> bytes:
@@ -104,6 +107,8 @@ def _png(figure: Figure) -> bytes:
 
 
 def _value_formatter(unit: str) -> Any:
+    from matplotlib.ticker import EngFormatter, FuncFormatter
+
     if unit == "bytes":
         return EngFormatter(unit="B", places=0, sep="")
     if unit == "bytes/s":
@@ -115,6 +120,9 @@ def _value_formatter(unit: str) -> Any:
 
 def render_metric(spec: ChartSpec) -> bytes:
     """A range query's top series over the window, UTC time axis, the markers labelled."""
+    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+    from matplotlib.figure import Figure
+
     data = spec["data"]
     assert data["kind"] == "metric"
     unit = spec.get("unit", "")
@@ -181,6 +189,9 @@ def _draw_markers(axes: Any, markers: Sequence[Marker], start: float, end: float
 def render_waterfall(spec: ChartSpec) -> bytes:
     """A trace's spans as bars by start and duration, one row each, labelled with service
     and span name; failed spans in amber, the span where the failure starts in red."""
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
     data = spec["data"]
     assert data["kind"] == "trace"
     rows = data["rows"]
@@ -214,7 +225,7 @@ def render_waterfall(spec: ChartSpec) -> bytes:
                 color=ORIGIN_COLOUR,
                 fontweight="bold",
             )
-    labels = [_literal(_clip(f"{r['service']}: {r['name']}", ROW_LABEL_CHARS)) for r in rows]
+    labels = [_literal(clip(f"{r['service']}: {r['name']}", ROW_LABEL_CHARS)) for r in rows]
     axes.set_yticks(range(len(rows)), labels, fontsize=8, family="monospace")
     axes.set_ylim(len(rows) - 0.5, -0.5)  # the first span on top
     axes.set_xlabel(f"ms since the trace started ({_hhmm(start / 1e9)})")
@@ -258,7 +269,7 @@ def metric_alt(spec: ChartSpec) -> str:
                 f"max {number(max(values))}."
             )
     parts += [f"Marker: {m['label']} at {_hhmm(m['at'])}." for m in spec["markers"]]
-    return _clip(" ".join(parts), ALT_CHARS)
+    return clip(" ".join(parts), ALT_CHARS)
 
 
 def trace_alt(spec: ChartSpec) -> str:
@@ -270,7 +281,7 @@ def trace_alt(spec: ChartSpec) -> str:
         if origins
         else "; no failed span"
     )
-    return _clip(
+    return clip(
         f"Waterfall of trace {data['trace_id']}: {data['total_spans']} spans, "
         f"{len(data['rows'])} drawn by start time and duration{where}.",
         ALT_CHARS,
@@ -293,7 +304,7 @@ def draw(index: int, raw: dict[str, Any], turn_id: str) -> Chart:
         return Chart(
             key=chart_key(index, raw),
             filename=f"metric-{tag}-{index}.png",
-            title=_clip(metric["query"], TITLE_CHARS),
+            title=clip(metric["query"], TITLE_CHARS),
             alt=metric_alt(spec),
             png=render_metric(spec),
         )
@@ -321,7 +332,7 @@ def refusal(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError):
         return f"timeout: no answer from Slack within {UPLOAD_TIMEOUT_S:.0f} s"
     if isinstance(exc, SlackRequestError):
-        return f"upload refused ({_clip(str(exc), 120)})"
+        return f"upload refused ({clip(str(exc), 120)})"
     return type(exc).__name__
 
 

@@ -149,7 +149,7 @@ class Home:
             return "Actions are not configured on this bot (KUBECONFIG)."
         if refusal is not None:
             event = "actions_stop_denied" if value == "stop" else "actions_start_denied"
-            await self.actions.store.audit_event(event, user, refusal, "*")
+            await self.actions.store.audit_event(event, user, refusal, GLOBAL)
             return refusal
         if value == "stop":
             _, message = await self.actions.stop_actions(user, in_group, "stopped from App Home")

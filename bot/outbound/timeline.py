@@ -24,6 +24,7 @@ from slack_sdk.models.messages.chunk import TaskUpdateChunk
 
 from bot.outbound.blocks import explore_url
 from bot.outbound.mrkdwn import escape
+from graph.untrusted import clip
 
 Chunk = dict[str, Any]
 TITLE_CHARS = 120  # a task's title, after escaping
@@ -66,14 +67,9 @@ class _Args(dict[str, Any]):
         return "…"
 
 
-def _clip(text: str, limit: int) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def _safe(text: Any, limit: int) -> str:
     """Untrusted text (model arguments, telemetry) as a short, escaped line."""
-    return _clip(escape(str(text)), limit)
+    return clip(escape(str(text)), limit)
 
 
 def task(
@@ -191,7 +187,7 @@ class Timeline:
             # Only our own templates are formatted, the arguments their values: a tool name
             # the model made up ("x{0}", "a{deployment:50000000}") is text, never a template.
             shown = template.format_map(args) if template else "Running " + _safe(tool, 40)
-            title = _clip(shown, TITLE_CHARS)
+            title = clip(shown, TITLE_CHARS)
             return [
                 *self._end("tool", "complete"),
                 self._start("tool", title, self._sources(tool, given)),
