@@ -7,7 +7,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, cast
 
@@ -18,13 +18,14 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import GraphRecursionError
 from langgraph.types import StateSnapshot
+from pydantic import BaseModel
 
 from gates.pipeline import ActionPipeline
 from graph.build import InvestigationGraph, build_graph
 from graph.capacity import BudgetExceeded, CallScope, ModelBusy, ModelGuard, call_scope
 from graph.charts import charts_for_answer
 from graph.checkpoint import FENCE, Fence, Superseded, open_checkpointer
-from graph.config import GraphLimits, LokiSpec, ModelSpec, PrometheusSpec, TempoSpec
+from graph.config import GraphLimits, ModelSpec, TempoSpec
 from graph.context import ThreadContext
 from graph.grader import Grader
 from graph.grounding.evidence import (
@@ -43,12 +44,9 @@ from graph.nodes.tools import failed_tools_notice
 from graph.progress import TurnContext
 from graph.result import InvestigationResult, RubricReport, Status
 from graph.state import InvestigationState
-from graph.tools import as_declared
-from graph.tools.kubernetes import kubernetes_tools
-from graph.tools.loki import LokiClient, loki_tools
-from graph.tools.pods import kubernetes_read_tools
-from graph.tools.prometheus import PrometheusClient, prometheus_tools
-from graph.tools.tempo import TempoClient, tempo_tools
+from graph.tools import ToolSet
+from graph.tools.registry import TOOLSETS, open_tools
+from graph.tools.tempo import TempoClient
 from graph.trace_guard import TraceVerifier, ids_with
 
 __all__ = [
@@ -529,18 +527,20 @@ async def open_investigator(
     on_evaluation: OnEvaluation | None = None,
     saver: BaseCheckpointSaver[str] | None = None,
     guard: ModelGuard | None = None,
-    prometheus: PrometheusSpec | None = None,
-    loki: LokiSpec | None = None,
+    configured: Mapping[str, BaseModel] | None = None,
+    toolsets: Sequence[ToolSet] = TOOLSETS,
 ) -> AsyncIterator[Investigator]:
     """Everything an investigation needs, opened together and closed together.
 
     With `actions`, the agent can read rollout history and propose actions through it.
-    The grader uses `grader_model` (default: the agent's model) and the read-only Tempo tools.
+    The grader uses `grader_model` (default: the agent's model) and the read-only evidence tools.
     Checkpoints are kept on `redis` under `prefix` (REDIS_PREFIX); `saver` replaces the
     Redis checkpointer (the demo's embedded mode; `redis` is then unused). `guard` takes every
     model call (agent, grader) through the shared limit, the budgets and the quota waits.
-    `prometheus` and `loki`, when configured, add their query tools (and nothing else
-    depends on them: a source that fails is a failed tool call).
+    The agent gets the tools of each of `toolsets` whose prerequisites hold: its settings
+    in `configured` (by the set's name; Tempo's are `tempo`), the cluster (`actions`) for the
+    sets that need it. Nothing else depends on an optional source: one that fails is a
+    failed tool call.
     """
     chat_model = make_chat_model(model, guard=guard) if isinstance(model, ModelSpec) else model
     if grader_model is None:
@@ -554,21 +554,8 @@ async def open_investigator(
     else:
         grading_model = grader_model
     client = TempoClient(tempo)
-    metrics = PrometheusClient(prometheus) if prometheus else None
-    logs = LokiClient(loki) if loki else None
     try:
-        evidence_tools = tempo_tools(client)
-        evidence_tools += prometheus_tools(metrics) if metrics else []
-        evidence_tools += loki_tools(logs) if logs else []
-        cluster_tools = (
-            kubernetes_tools(actions) + kubernetes_read_tools(actions.cluster, actions.policy)
-            if actions
-            else []
-        )
-        evidence_tools, cluster_tools = as_declared(evidence_tools), as_declared(cluster_tools)
-        tools = evidence_tools + cluster_tools
         verifier = TraceVerifier(client, limits.trace_verify_concurrency)
-        grader = Grader(grading_model, evidence_tools, limits.grader_max_steps)
         records = actions.store if actions else None
         sources = (
             LiveSources(actions.cluster, client, actions.policy.allowed_namespaces)
@@ -577,6 +564,10 @@ async def open_investigator(
         )
 
         async with AsyncExitStack() as opened:
+            tools = await opened.enter_async_context(
+                open_tools(toolsets, {"tempo": tempo, **(configured or {})}, client, actions)
+            )
+            grader = Grader(grading_model, tools.grader, limits.grader_max_steps)
             checkpointer = saver
             if checkpointer is None:
                 if redis is None:
@@ -586,7 +577,7 @@ async def open_investigator(
                 )
             graph = build_graph(
                 chat_model,
-                tools,
+                tools.agent,
                 verifier,
                 grader,
                 checkpointer,
@@ -598,6 +589,3 @@ async def open_investigator(
             yield Investigator(graph, limits, default_rubric)
     finally:
         await client.aclose()
-        for source in (metrics, logs):
-            if source is not None:
-                await source.aclose()

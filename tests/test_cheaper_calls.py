@@ -11,7 +11,6 @@ from graph.config import TempoSpec
 from graph.grader import MAX_RESULT_CHARS, transcript
 from graph.history import EARLIER_MARK, bound_history, in_turn, summary_view
 from graph.state import InvestigationState
-from graph.tools import as_declared
 from graph.tools.tempo import TempoClient, tempo_tools
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -92,7 +91,7 @@ def test_the_state_keeps_the_current_turns_results_whole_and_model_turns_untouch
 
 async def test_tool_declarations_are_sent_on_one_line_without_the_docstrings_layout() -> None:
     client = TempoClient(TempoSpec(url="http://127.0.0.1:9"))  # never asked: nothing is called
-    declared = as_declared(tempo_tools(client))
+    declared = tempo_tools(client)
     await client.aclose()
 
     for tool in declared:

@@ -52,8 +52,10 @@ async def test_configured_sources_offer_their_tools_and_unconfigured_ones_do_not
         GraphLimits(),
         redis_client,
         prefix=PREFIX,
-        prometheus=PrometheusSpec(url=prometheus.url),
-        loki=LokiSpec(url=loki.url),
+        configured={
+            "prometheus": PrometheusSpec(url=prometheus.url),
+            "loki": LokiSpec(url=loki.url),
+        },
     ) as full:
         await full.investigate(thread_id + "-2", "why?", "U1")
     without, with_sources = gemini.requests[0].tool_names, gemini.requests[1].tool_names
@@ -80,7 +82,7 @@ async def test_prometheus_down_mid_turn_is_a_failed_tool_call_in_steps_and_notic
         GraphLimits(),
         redis_client,
         prefix=PREFIX,
-        prometheus=PrometheusSpec(url=prometheus.url),
+        configured={"prometheus": PrometheusSpec(url=prometheus.url)},
     ) as investigator:
         result = await investigator.investigate(thread_id, "why?", "U1")
     (finished,) = [e for e in result.events if e["type"] == "tool_finished"]

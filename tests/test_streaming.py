@@ -22,6 +22,7 @@ from bot.outbound.timeline import Timeline
 from bot.process.redis_client import RedisSpec, connect_redis
 from bot.process.server import RunningBot
 from bot.turn.store import TurnStore
+from graph.tools.registry import shown_by_name
 from sandbox import GeminiSimulator, Reply
 from sandbox.fleet import RedisStackServer
 from sandbox.scenarios import Scenario
@@ -307,11 +308,17 @@ async def test_slack_closes_a_stream_nobody_stopped(
 
 
 # --- the timeline itself (pure) -----------------------------------------------------------
+def _started(tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    """A call's start as the tools node reports it: titled as the tool declares."""
+    event: dict[str, Any] = {"type": "tool_started", "tool": tool, "args": args}
+    if declared := shown_by_name().get(tool):
+        event["title"] = declared.title_for(args)
+    return event
+
+
 def test_model_arguments_on_the_timeline_are_escaped_and_short() -> None:
-    timeline = Timeline("https://grafana.example.com", "tempo")
-    (chunk,) = timeline.update(
-        {"type": "tool_started", "tool": "get_trace", "args": {"trace_id": "<!channel> " * 40}}
-    )
+    timeline = Timeline()
+    (chunk,) = timeline.update(_started("get_trace", {"trace_id": "<!channel> " * 40}))
     assert "<!channel>" not in chunk["title"] and "&lt;!channel&gt;" in chunk["title"]
     assert len(chunk["title"]) <= 120
 
@@ -319,14 +326,14 @@ def test_model_arguments_on_the_timeline_are_escaped_and_short() -> None:
 def test_a_resumed_run_closes_the_dead_run_s_tasks_and_never_reuses_their_ids() -> None:
     dead = Timeline(run=1)
     dead.opening()
-    dead.update({"type": "tool_started", "tool": "get_trace", "args": {"trace_id": "abc"}})
+    dead.update(_started("get_trace", {"trace_id": "abc"}))
     dead.update({"type": "waiting_for_model"})
     resumed = Timeline(run=2)
 
     closed = resumed.interrupted(dead.dump())
 
     assert [(c["title"], c["status"]) for c in closed] == [("Reading trace abc", "error")]
-    (next_tool,) = resumed.update({"type": "tool_started", "tool": "get_trace", "args": {}})[-1:]
+    (next_tool,) = resumed.update(_started("get_trace", {}))[-1:]
     assert next_tool["id"] not in {c["id"] for c in closed}
     # The wait the dead run was in ends with this run's first model call.
     assert [c["status"] for c in resumed.update({"type": "model_started"})] == ["complete"]
@@ -377,7 +384,7 @@ async def test_a_wait_for_model_capacity_shows_on_the_timeline_and_ends_when_the
     ],
 )
 def test_each_step_is_titled_by_what_it_does(tool: str, args: dict[str, Any], title: str) -> None:
-    chunk = Timeline().update({"type": "tool_started", "tool": tool, "args": args})[-1]
+    chunk = Timeline().update(_started(tool, args))[-1]
 
     assert (chunk["title"], chunk["status"]) == (title, "in_progress")
 
@@ -388,7 +395,7 @@ def test_each_step_is_titled_by_what_it_does(tool: str, args: dict[str, Any], ti
 def test_a_tool_name_the_model_made_up_is_shown_as_text_never_formatted(tool: str) -> None:
     """Not a template: no IndexError, no Python internals, no 50 MB padding of a field."""
     args = {"traceql": "{ status = error }", "deployment": "payment-api", "pod": "cart-7d-x"}
-    chunk = Timeline().update({"type": "tool_started", "tool": tool, "args": args})[-1]
+    chunk = Timeline().update(_started(tool, args))[-1]
 
     assert chunk["title"] == "Running " + tool.replace("<", "&lt;").replace(">", "&gt;")
 
@@ -416,9 +423,7 @@ async def test_chunks_are_kept_while_redis_cannot_save_their_tasks_and_sent_when
     try:
         await redis_server.stop()
         with pytest.raises(RedisError):
-            await stream.progress(
-                {"type": "tool_started", "tool": "get_trace", "args": {"trace_id": "abc"}}
-            )
+            await stream.progress(_started("get_trace", {"trace_id": "abc"}))
         assert [c["title"] for c in stream.pending] == ["Reading trace abc"]
         await redis_server.start()
         await stream.flush()

@@ -9,7 +9,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 
 from graph.config import LokiSpec, PrometheusSpec, TempoSpec
 from graph.nodes.tools import MAX_TOOL_RESULT_CHARS, tool_node
-from graph.tools import RESULT_CHARS, budgeted
+from graph.tools import Shown, declared, result_budget
 from graph.tools.errors import ToolFailed
 from graph.tools.loki import LokiClient, loki_tools
 from graph.tools.prometheus import PrometheusClient, prometheus_tools
@@ -57,7 +57,7 @@ async def test_a_result_longer_than_the_cap_is_cut_and_says_so() -> None:
 
 
 async def test_a_result_over_its_tools_budget_is_cut_at_a_line_break_and_says_so() -> None:
-    result = await _call(budgeted(list_lines, 100))
+    result = await _call(declared({"list_lines": Shown("Listing", budget=100)}, [list_lines])[0])
     whole = list_lines.invoke({}).splitlines()
 
     kept, note = result.text.rsplit("\n", 1)
@@ -74,8 +74,8 @@ async def test_every_evidence_tool_names_its_own_output_budget() -> None:
     for client in (tempo, loki, prometheus):
         await client.aclose()
 
-    budgets = {t.name: (t.metadata or {}).get(RESULT_CHARS) for t in tools}
-    assert all(isinstance(b, int) and 0 < b < MAX_TOOL_RESULT_CHARS for b in budgets.values())
+    budgets = {t.name: result_budget(t) for t in tools}
+    assert all(0 < b < MAX_TOOL_RESULT_CHARS for b in budgets.values())
 
 
 async def test_an_unexpected_failure_is_an_error_naming_its_kind_never_its_text() -> None:

@@ -18,6 +18,7 @@ from graph.action_claims import remove_claims, true_state, unsupported_claims
 from graph.grounding.evidence import TEXT
 from graph.links import tempo_link
 from graph.result import InvestigationResult, RubricReport
+from graph.tools.registry import shown_by_name
 from graph.trace_ids import rewrite_trace_ids
 
 Block = dict[str, Any]
@@ -117,12 +118,8 @@ SEEN_IN_TEXT = "seen only in a message or log"
 MAX_SOURCE_LABEL = 60
 
 
-SOURCE_LABELS = {
-    "query_tempo_traces": "Tempo search",
-    "query_loki_logs": "Loki query",
-    "query_prometheus": "Prometheus query",
-    "query_prometheus_range": "Prometheus query",
-}
+# What a link to a tool's result is called, as each tool declares it.
+SOURCE_LABELS = {name: s.cited_as for name, s in shown_by_name().items() if s.cited_as}
 
 
 def source_label(call: str) -> str:

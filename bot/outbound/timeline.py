@@ -2,11 +2,11 @@
 
 Slack's streamed messages show tasks one after another, each `in_progress` and then
 `complete` or `error` (a chunk that repeats a task's `id` updates it). Every tool call is a
-task ("Searching Tempo for …" with its result line and a Grafana Explore link as the
-source, "Reading trace 4bf9…" with the trace's link); so is each guard: the trace check
-("Checking 3 trace IDs"), the grounding check ("Checking 7 facts"), the action-claim check,
-each rubric pass, and a proposal. Model text never appears here: the answer is added only
-when the turn delivers it, after every guard passed.
+task, titled as its tool declares (`graph.tools.Shown`: "Searching Tempo: …"), with its
+result line and, when the result cites one, a Grafana Explore link; so is each guard:
+the trace check ("Checking 3 trace IDs"), the grounding check ("Checking 7 facts"), the
+action-claim check, each rubric pass, and a proposal. Model text never appears here: the
+answer is added only when the turn delivers it, after every guard passed.
 
 Pure: events in, chunks out, each validated with slack_sdk's own model. Everything shown
 comes from the model's arguments or from telemetry, so it goes through `escape` and is cut
@@ -22,7 +22,6 @@ from typing import Any
 
 from slack_sdk.models.messages.chunk import TaskUpdateChunk
 
-from bot.outbound.blocks import explore_url
 from bot.outbound.mrkdwn import escape
 from graph.untrusted import clip
 
@@ -30,26 +29,6 @@ Chunk = dict[str, Any]
 TITLE_CHARS = 120  # a task's title, after escaping
 OUTPUT_CHARS = 200  # a task's result line
 
-# What a tool call is called on the timeline, from its arguments.
-_TOOL_TITLES = {
-    "query_tempo_traces": "Searching Tempo: {traceql}",
-    "get_trace": "Reading trace {trace_id}",
-    "get_rollout_history": "Reading the rollout history of {deployment}",
-    "propose_action": "Proposing {action} of {deployment}",
-    "get_workload_pods": "Reading the pods of {deployment}",
-    "get_kubernetes_events": "Reading Kubernetes events of {target}",
-    "get_pod_logs": "Reading the logs of {pod}",
-    "query_loki_logs": "Searching logs: {logql}",
-    "query_prometheus": "Querying Prometheus: {promql}",
-    "query_prometheus_range": "Querying Prometheus over time: {promql}",
-    "list_prometheus_label_values": "Listing Prometheus values of {label}",
-}
-
-
-_PROPOSALS = {
-    "rollout_undo": "Proposing a rollback of {deployment}",
-    "scale": "Proposing to scale {deployment} to {replicas}",
-}
 _RUBRIC_OUTPUTS = {
     "satisfied": "satisfied",
     "needs_revision": "needs revision: sent back to the agent",
@@ -92,8 +71,6 @@ class Timeline:
     """The tasks of one turn's stream. `update` turns one progress event into the chunks
     that show it; `finish` closes whatever is still running."""
 
-    grafana_url: str | None = None
-    datasource: str = "tempo"
     run: int = 1  # the turn's run: task ids of a resumed run never reuse a dead run's
     _open: dict[str, Chunk] = field(default_factory=dict)  # kind -> its running task
     _counts: dict[str, int] = field(default_factory=dict)  # kind -> tasks of that kind
@@ -152,15 +129,6 @@ class Timeline:
             )
         ]
 
-    def _sources(self, tool: str, args: dict[str, Any]) -> list[dict[str, str]] | None:
-        if not self.grafana_url:
-            return None
-        query = args.get("traceql") if tool == "query_tempo_traces" else args.get("trace_id")
-        if tool not in ("query_tempo_traces", "get_trace") or not isinstance(query, str):
-            return None
-        url = explore_url(self.grafana_url, self.datasource, query.strip())
-        return [{"type": "url", "url": url, "text": "Open in Grafana"}]
-
     def opening(self, *, queued: bool = False) -> list[Chunk]:
         """The first task: reading the question and the thread, or waiting for the
         thread's earlier question to be answered first."""
@@ -181,25 +149,25 @@ class Timeline:
             given = raw if isinstance(raw, dict) else {}
             args = _Args({k: _safe(v, 80) for k, v in given.items() if v not in ("", None)})
             args.setdefault("target", args.get("deployment") or args.get("pod") or "…")
-            template = _TOOL_TITLES.get(tool)
-            if tool == "propose_action":
-                template = _PROPOSALS.get(str(given.get("action")), template)
-            # Only our own templates are formatted, the arguments their values: a tool name
-            # the model made up ("x{0}", "a{deployment:50000000}") is text, never a template.
-            shown = template.format_map(args) if template else "Running " + _safe(tool, 40)
-            title = clip(shown, TITLE_CHARS)
-            return [
-                *self._end("tool", "complete"),
-                self._start("tool", title, self._sources(tool, given)),
-            ]
+            # The title is the tool's own template (its `Shown`, from the graph), the
+            # arguments its values: a tool name the model made up ("x{0}",
+            # "a{deployment:50000000}") has none, and is text, never a template.
+            template = event.get("title")
+            shown = (
+                template.format_map(args)
+                if isinstance(template, str)
+                else "Running " + _safe(tool, 40)
+            )
+            return [*self._end("tool", "complete"), self._start("tool", clip(shown, TITLE_CHARS))]
         if kind == "tool_finished":
             failed = event.get("outcome") == "failed" or event.get("status") == "error"
-            # A proposal's result line is written for the model; its own task follows.
-            summary = event.get("summary") if event.get("tool") != "propose_action" else None
+            summary = event.get("summary")  # none for a tool whose own task follows
             if summary:  # "12 traces match { … } between …": the count says it
                 counted = _COUNTED.match(str(summary))
                 summary = counted.group(1) if counted else summary
             output = _safe(summary, OUTPUT_CHARS) if summary else None
+            if (link := event.get("link")) and (running := self._open.get("tool")):
+                running["sources"] = [{"type": "url", "url": str(link), "text": "Open in Grafana"}]
             return self._end("tool", "error" if failed else "complete", output)
         if kind == "verification_started":
             n = int(event.get("trace_ids") or 0)

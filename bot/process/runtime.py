@@ -85,8 +85,7 @@ async def open_runtime(
             default_rubric=settings.rubric,
             saver=saver,
             guard=guard,
-            prometheus=settings.prometheus_spec(),
-            loki=settings.loki_spec(),
+            configured=settings.tool_settings(),
         ) as investigator:
             yield Runtime(investigator, actions, client, slack_http)
     finally:

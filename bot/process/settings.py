@@ -1110,6 +1110,11 @@ class Settings(BaseSettings):
             return None
         return self._typed(LokiSpec, grafana_url=self.grafana_url)
 
+    def tool_settings(self) -> dict[str, BaseModel]:
+        """The settings of each configured tool set, by its name."""
+        configured = {"prometheus": self.prometheus_spec(), "loki": self.loki_spec()}
+        return {name: spec for name, spec in configured.items() if spec is not None}
+
     def evidence_sources(self) -> list[str]:
         """The sources the agent reads, for the start-up line."""
         sources = ["Tempo"]

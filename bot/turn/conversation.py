@@ -452,8 +452,7 @@ class Conversations:
         await self.turns.finish(turn)
 
     def _timeline(self, turn: Turn) -> Timeline:
-        p = self.presentation
-        return Timeline(p.grafana_url, p.datasource, run=max(1, turn.attempts))
+        return Timeline(run=max(1, turn.attempts))
 
     def _stream(self, turn: Turn, fence: Fence) -> StreamProgress | None:
         """This run's side of the turn's stream; the tasks an earlier run left running

@@ -1,5 +1,7 @@
 """`tools`: LangGraph's `ToolNode` runs the latest model turn's tool calls; what is ours
-wraps each call: long results cut short, progress events, metrics, and the tool budget.
+wraps each call: long results cut short, progress events (titled as the tool's `Shown`
+says), metrics, the tool budget, and the evidence each result hands over (only the kinds
+of facts its tool declares).
 
 Tools raise when they fail (`ToolFailed`, or anything unexpected); `tool_error_text` turns
 the exception into the error result the model reads: what failed and whether retrying
@@ -20,12 +22,12 @@ from langgraph.prebuilt.tool_node import ToolCallRequest, ToolInvocationError
 from langgraph.types import Command
 
 from graph.charts import ChartData, Findings
-from graph.grounding.evidence import Fact
+from graph.grounding.evidence import CITE, TEXT, Fact
 from graph.metrics import TOOL_CALLS
 from graph.nodes.agent import ConfigNode
 from graph.progress import reporter
 from graph.state import InvestigationState
-from graph.tools import DEFAULT_RESULT_CHARS, result_budget
+from graph.tools import DEFAULT_RESULT_CHARS, Shown, result_budget, shown
 from graph.tools.errors import ToolFailed
 
 log = logging.getLogger(__name__)
@@ -67,23 +69,40 @@ async def bounded(request: ToolCallRequest, execute: Execute) -> ToolMessage | C
 async def _observed(request: ToolCallRequest, execute: Execute) -> ToolMessage | Command[Any]:
     """`bounded`, with progress events and the per-tool metric around it."""
     name = request.tool_call["name"]
+    args = request.tool_call["args"]
+    declared = shown(request.tool)
     report = reporter(request.runtime.context)
-    report({"type": "tool_started", "tool": name, "args": request.tool_call["args"]})
+    started: dict[str, Any] = {"type": "tool_started", "tool": name, "args": args}
+    if declared is not None:  # a tool the model made up has no title: it is shown by name
+        started["title"] = declared.title_for(args if isinstance(args, dict) else {})
+    report(started)
     result = await bounded(request, execute)
     status = result.status if isinstance(result, ToolMessage) else "success"
     outcome = "failed" if status == "error" else "succeeded"
     # The label is the tool's own name: a name the model made up would be a new series.
     TOOL_CALLS.labels(request.tool.name if request.tool else UNKNOWN_TOOL, outcome).inc()
-    report(
-        {
-            "type": "tool_finished",
-            "tool": name,
-            "status": status,
-            "outcome": outcome,
-            "summary": _first_line(result),  # the result's headline, for the timeline
-        }
-    )
+    finished: dict[str, Any] = {
+        "type": "tool_finished",
+        "tool": name,
+        "status": status,
+        "outcome": outcome,
+    }
+    if declared is None or declared.headline:
+        finished["summary"] = _first_line(result)  # the result's headline, for the timeline
+    if link := _link(result):
+        finished["link"] = link
+    report(finished)
     return result
+
+
+def _link(result: ToolMessage | Command[Any]) -> str | None:
+    """The first web link among the result's citations (a Grafana Explore URL)."""
+    artifact = result.artifact if isinstance(result, ToolMessage) else None
+    for each in artifact if isinstance(artifact, list) else ():
+        where = each.get("where", "") if each.get("kind") == CITE else ""
+        if where.startswith(("https://", "http://")):
+            return str(where)
+    return None
 
 
 def _first_line(result: ToolMessage | Command[Any]) -> str:
@@ -95,15 +114,32 @@ def _first_line(result: ToolMessage | Command[Any]) -> str:
     return line if len(line) <= SUMMARY_CHARS else line[: SUMMARY_CHARS - 1] + "…"
 
 
-def _evidence(messages: Sequence[Any]) -> tuple[list[Fact], list[ChartData]]:
-    """The facts tools handed over beside their text (their artifacts), and the chart data
-    of the same results, taken off the messages: the state keeps them once, in `evidence`
-    and `charts`, and the messages stay small."""
+def declares(declared: Shown | None, each: Fact) -> bool:
+    """Whether a tool hands over facts of this kind ("text": what free text it reads
+    names, of any kind). A tool with no `Shown` is not one of the registry's: a test's."""
+    if declared is None:
+        return True
+    return each["kind"] in declared.facts or (each.get("basis") == TEXT and TEXT in declared.facts)
+
+
+def _evidence(
+    messages: Sequence[Any], declared: dict[str, Shown | None]
+) -> tuple[list[Fact], list[ChartData]]:
+    """The facts tools handed over beside their text (their artifacts), of the kinds each
+    declares, and the chart data of the same results, taken off the messages: the state
+    keeps them once, in `evidence` and `charts`, and the messages stay small."""
     facts: list[Fact] = []
     charts: list[ChartData] = []
     for message in messages:
         if isinstance(message, ToolMessage) and isinstance(message.artifact, list):
-            facts += message.artifact
+            kept = [f for f in message.artifact if declares(declared.get(str(message.name)), f)]
+            if len(kept) < len(message.artifact):
+                log.warning(
+                    "%s handed over facts of kinds it does not declare; they are not evidence: %s",
+                    message.name,
+                    sorted({f["kind"] for f in message.artifact} - {f["kind"] for f in kept}),
+                )
+            facts += kept
             if isinstance(message.artifact, Findings) and message.artifact.chart is not None:
                 charts.append(message.artifact.chart)
             message.artifact = None
@@ -121,13 +157,14 @@ def tool_node(
 
 def make_tools(tools: Sequence[BaseTool]) -> ConfigNode:
     node = tool_node(tools, _observed)
+    declared = {t.name: shown(t) for t in tools}
 
     async def run_tools(state: InvestigationState, config: RunnableConfig) -> dict[str, Any]:
         last = state["messages"][-1]
         assert isinstance(last, AIMessage)
         result = cast(dict[str, Any], await node.ainvoke(state, config))
         used = state.get("tool_calls_used", 0) + len(last.tool_calls)
-        facts, charts = _evidence(result.get("messages") or [])
+        facts, charts = _evidence(result.get("messages") or [], declared)
         return {
             **result,
             "tool_calls_used": used,

@@ -1,31 +1,95 @@
-"""The agent's tools: one module per external system, one client class each."""
+"""The agent's tools, each declared where it is written.
+
+A tool module holds one external system's tools and a `TOOLSET` saying what they need
+(settings of their own, the Kubernetes API), how they are opened and closed, and, for each
+tool, how it is shown (`Shown`): its timeline title, its output budget, the kinds of facts
+it hands over as evidence and what a link to its result is called. `graph.tools.registry`
+lists the tool sets; the runner, the timeline, the answer's sources and the docs read them
+from there. LangChain's `@tool` keeps the rest together: name, description, arguments.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.tools import BaseTool
+from pydantic import BaseModel
 
-RESULT_CHARS = "result_chars"  # a tool's metadata: the most of one result the model is sent
+if TYPE_CHECKING:
+    from gates.pipeline import ActionPipeline
+    from graph.tools.tempo import TempoClient
+
 DEFAULT_RESULT_CHARS = 12_000  # for a tool that names no budget of its own
+SHOWN = "tracegate"  # the key of a tool's `Shown` in its metadata
 
 
-def budgeted(tool: BaseTool, chars: int) -> BaseTool:
-    """The tool with its output budget: what the model is sent of one result, at most (the
-    evidence a result hands over beside its text is taken whole)."""
-    tool.metadata = {**(tool.metadata or {}), RESULT_CHARS: chars}
-    return tool
+@dataclass(frozen=True)
+class Shown:
+    """How one tool appears outside the model's view."""
+
+    # The timeline's title, formatted with the call's arguments ("{promql}"); one the call
+    # lacks reads "…". A mapping: the title by the value of the argument it is keyed by.
+    title: str
+    budget: int = DEFAULT_RESULT_CHARS  # what the model is sent of one result, at most
+    facts: tuple[str, ...] = ()  # the kinds of facts it hands over as evidence
+    cited_as: str | None = None  # a link to its result, labelled ("Prometheus query")
+    headline: bool = True  # its result's first line is the task's result line
+    titles_by: tuple[str, Mapping[str, str]] | None = None  # (argument, value -> title)
+
+    def title_for(self, args: Mapping[str, Any]) -> str:
+        if self.titles_by is not None:
+            argument, titles = self.titles_by
+            return titles.get(str(args.get(argument)), self.title)
+        return self.title
+
+
+def shown(tool: BaseTool | None) -> Shown | None:
+    found = (tool.metadata or {}).get(SHOWN) if tool is not None else None
+    return found if isinstance(found, Shown) else None
 
 
 def result_budget(tool: BaseTool | None) -> int:
-    chars = (tool.metadata or {}).get(RESULT_CHARS) if tool is not None else None
-    return chars if isinstance(chars, int) else DEFAULT_RESULT_CHARS
+    declared = shown(tool)
+    return declared.budget if declared is not None else DEFAULT_RESULT_CHARS
 
 
-def as_declared(tools: Sequence[BaseTool]) -> list[BaseTool]:
-    """The tools with their descriptions as the model is sent them: a docstring's line
-    breaks and indentation collapsed to single spaces. Every declaration is sent with
-    every model call, so each character of it is paid for on each call."""
+@dataclass(frozen=True)
+class Bound:
+    """What a tool set's tools may be bound to when it is opened."""
+
+    settings: BaseModel | None  # the set's own settings, when it has any
+    tempo: TempoClient  # the trace guard's client: Tempo's tools share it
+    actions: ActionPipeline | None  # the cluster and the gates, when configured
+
+
+@dataclass(frozen=True)
+class ToolSet:
+    """One external system's tools, and what they need."""
+
+    name: str  # "prometheus"; its settings' group
+    label: str  # "Prometheus", as the start-up line names it
+    # The tools, bound and opened; closed when the investigation closes.
+    open: Callable[[Bound], AbstractAsyncContextManager[Sequence[BaseTool]]]
+    shown: Mapping[str, Shown]  # each tool's name -> how it is shown
+    # Its own settings: offered only when the deployment configures them (their URL set).
+    settings: type[BaseModel] | None = None
+    env_prefix: str = ""  # the settings' variables: PROMETHEUS_URL, PROMETHEUS_TIMEOUT
+    cluster: bool = False  # needs the Kubernetes API (and the action gates)
+    grader: bool = False  # read-only evidence the grader may look up too
+    needs: str = ""  # what to set, in words, for the docs
+
+
+def declared(shown: Mapping[str, Shown], tools: Sequence[BaseTool]) -> list[BaseTool]:
+    """`tools` with their `Shown` attached and their descriptions as the model is sent
+    them: a docstring's line breaks and indentation collapsed to single spaces (every
+    declaration is sent with every model call, so each character is paid for on each call).
+    A tool `shown` does not declare is a mistake, caught here."""
     for each in tools:
+        if each.name not in shown:
+            raise ValueError(f"{each.name} is not declared: give it a Shown")
+        each.metadata = {**(each.metadata or {}), SHOWN: shown[each.name]}
         each.description = " ".join(each.description.split())
     return list(tools)

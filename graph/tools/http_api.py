@@ -1,5 +1,4 @@
-"""What the metric and log sources share: an HTTP API reached with httpx, and the time
-window a query covers.
+"""What the metric and log sources share: an HTTP API reached with httpx.
 
 Prometheus (and Mimir, Thanos) and Loki answer the same way: JSON with a `status`, an error
 in the API's own words on 4xx, 5xx when they are in trouble. `SourceRefused` carries the
@@ -9,12 +8,14 @@ API's words back to the model (fix the query); `SourceUnavailable` says to try l
 from __future__ import annotations
 
 import asyncio
-import time
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, TypeVar
 
 import httpx
+from langchain_core.tools import BaseTool
 
-from graph.tools.tempo import default_window_minutes
+from graph.tools import Bound
 from graph.untrusted import clip
 
 MAX_ERROR = 300  # characters of an API's error text (untrusted, unbounded)
@@ -31,24 +32,6 @@ class SourceUnavailable(Exception):
 
 class SourceRefused(Exception):
     """The source refused the request (4xx): a bad query, in the API's own words."""
-
-
-def utc(seconds: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
-
-
-def window(
-    since_minutes_ago: int | None, until_minutes_ago: int, incident_start: float | None
-) -> tuple[float, float] | str:
-    """(start, end) in unix seconds, or why the window makes no sense. Without
-    `since_minutes_ago`: from 15 minutes before the thread's alert, else an hour ago, as
-    TraceQL searches are."""
-    now = time.time()
-    if since_minutes_ago is None:
-        since_minutes_ago = default_window_minutes(incident_start, now)
-    if since_minutes_ago <= until_minutes_ago or until_minutes_ago < 0:
-        return "since_minutes_ago must be larger than until_minutes_ago (e.g. 60 and 0)."
-    return now - since_minutes_ago * 60, now - until_minutes_ago * 60
 
 
 class HttpSource:
@@ -105,3 +88,23 @@ class HttpSource:
             return response.json()
         except ValueError:
             return None  # an error in plain text (Loki's), or a proxy's page
+
+
+Client = TypeVar("Client", bound=HttpSource)
+
+
+def opener(
+    client: Callable[[Any], Client], tools: Callable[[Client], Sequence[BaseTool]]
+) -> Callable[[Bound], AbstractAsyncContextManager[Sequence[BaseTool]]]:
+    """How a tool set over one HTTP API opens: a client from the set's settings, its tools
+    bound to it, the client closed with the investigation."""
+
+    @asynccontextmanager
+    async def opened(bound: Bound) -> AsyncIterator[Sequence[BaseTool]]:
+        opened_client = client(bound.settings)
+        try:
+            yield tools(opened_client)
+        finally:
+            await opened_client.aclose()
+
+    return opened

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -14,11 +15,11 @@ from gates.cluster import ClusterError, DeploymentNotFound, name_refusal
 from gates.model import ActionRequest, ClusterSnapshot
 from gates.pipeline import ActionPipeline
 from graph.action_claims import true_state
-from graph.grounding.evidence import ROLLOUT, Fact, citation, fact, image_facts
+from graph.grounding.evidence import CITE, ROLLOUT, Fact, citation, fact, image_facts
 from graph.links import kubectl
 from graph.progress import TurnContext, reporter
 from graph.state import InvestigationState
-from graph.tools import budgeted
+from graph.tools import Bound, Shown, ToolSet, declared
 from graph.tools.errors import ToolFailed
 from graph.trace_ids import find_trace_ids
 
@@ -109,6 +110,37 @@ def proposal_facts(request: ActionRequest) -> list[Fact]:
     return facts
 
 
+ROLLOUT_FACTS = (
+    "namespace",
+    "deployment",
+    "revision",
+    "replicaset",
+    "image",
+    "version",
+    "time",
+    CITE,
+)
+SHOWN = {
+    "get_rollout_history": Shown(
+        "Reading the rollout history of {deployment}", budget=3_000, facts=ROLLOUT_FACTS
+    ),
+    # Its result line is written for the model; the proposal's own task follows.
+    "propose_action": Shown(
+        "Proposing {action} of {deployment}",
+        budget=2_000,
+        facts=ROLLOUT_FACTS,
+        headline=False,
+        titles_by=(
+            "action",
+            {
+                "rollout_undo": "Proposing a rollback of {deployment}",
+                "scale": "Proposing to scale {deployment} to {replicas}",
+            },
+        ),
+    ),
+}
+
+
 def kubernetes_tools(pipeline: ActionPipeline) -> list[BaseTool]:
     """The rollout-history reader and the action proposer, bound to one pipeline."""
     cluster = pipeline.cluster
@@ -179,4 +211,19 @@ def kubernetes_tools(pipeline: ActionPipeline) -> list[BaseTool]:
         state = true_state(request)  # refused by a gate or by the reviewer, and why
         return f"{state[:1].upper()}{state[1:]}. Do not propose it again as is.", seen
 
-    return [budgeted(get_rollout_history, 3_000), budgeted(propose_action, 2_000)]
+    return declared(SHOWN, [get_rollout_history, propose_action])
+
+
+def _opened(bound: Bound) -> nullcontext[list[BaseTool]]:
+    assert bound.actions is not None  # a cluster tool set is opened only with the cluster
+    return nullcontext(kubernetes_tools(bound.actions))
+
+
+TOOLSET = ToolSet(
+    name="kubernetes",
+    label="Kubernetes (rollouts, actions)",
+    open=_opened,
+    shown=SHOWN,
+    cluster=True,
+    needs="a Kubernetes API (`KUBECONFIG`, or in the cluster)",
+)

@@ -13,23 +13,21 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 
 from langchain_core.tools import BaseTool, tool
-from langgraph.prebuilt import InjectedState
 
 from graph.charts import Findings, metric_data
 from graph.config import LokiSpec
-from graph.grounding.evidence import Fact, citation, fact, text_facts, times_from
+from graph.grounding.evidence import CITE, Fact, citation, fact, text_facts, times_from
 from graph.links import loki_link
-from graph.tools import budgeted
+from graph.tools import Shown, ToolSet, declared
 from graph.tools.errors import ToolFailed
 from graph.tools.http_api import (
     HttpSource,
     SourceRefused,
     SourceUnavailable,
-    utc,
-    window,
+    opener,
 )
 from graph.tools.prometheus import (
     LABEL_KINDS,
@@ -38,6 +36,7 @@ from graph.tools.prometheus import (
     series_facts,
     summarise_series,
 )
+from graph.tools.window import IncidentStart, Since, utc, window
 from graph.untrusted import clip, quoted
 
 MAX_LINES = 500  # lines one query reads (Loki's `limit`)
@@ -200,16 +199,26 @@ class LokiClient(HttpSource):
         return data
 
 
+SHOWN = {
+    "query_loki_logs": Shown(
+        "Searching logs: {logql}",
+        budget=MAX_SUMMARY,
+        facts=(*sorted(set(LABEL_KINDS.values())), "time", "text", CITE),
+        cited_as="Loki query",
+    ),
+}
+
+
 def loki_tools(client: LokiClient) -> list[BaseTool]:
     """The read-only Loki tool, bound to one client."""
 
     @tool(response_format="content_and_artifact")
     async def query_loki_logs(
         logql: str,
-        since_minutes_ago: int | None = None,
+        since_minutes_ago: Since = None,
         until_minutes_ago: int = 0,
         limit: int = 200,
-        incident_start: Annotated[float | None, InjectedState("incident_start")] = None,
+        incident_start: IncidentStart = None,
     ) -> tuple[str, list[Fact]]:
         """Search logs with LogQL, e.g. `{namespace="shop", app="cart"} |= "error"`: counts
         by level, frequent patterns, newest lines. Window as in query_tempo_traces.
@@ -248,4 +257,16 @@ def loki_tools(client: LokiClient) -> list[BaseTool]:
         text = summarise_logs(logql, lines, where, limit)
         return text + explore, log_facts(lines, source) + cited
 
-    return [budgeted(query_loki_logs, MAX_SUMMARY)]
+    return declared(SHOWN, [query_loki_logs])
+
+
+TOOLSET = ToolSet(
+    name="loki",
+    label="Loki",
+    open=opener(LokiClient, loki_tools),
+    shown=SHOWN,
+    settings=LokiSpec,
+    env_prefix="LOKI_",
+    grader=True,
+    needs="`LOKI_URL`",
+)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -20,6 +21,7 @@ from langchain_core.tools import BaseTool, tool
 from gates.cluster import ClusterError, KubernetesCluster, NotFound, name_refusal
 from gates.config import ActionPolicy
 from graph.grounding.evidence import (
+    CITE,
     Fact,
     citation,
     fact,
@@ -29,7 +31,7 @@ from graph.grounding.evidence import (
     times_from,
 )
 from graph.links import kubectl
-from graph.tools import budgeted
+from graph.tools import Bound, Shown, ToolSet, declared
 from graph.tools.errors import ToolFailed
 from graph.tools.kubernetes import retryable
 from graph.untrusted import clip, quoted
@@ -301,6 +303,35 @@ def tail(text: str, limit_bytes: int) -> tuple[list[str], str]:
     return kept[::-1], "; ".join(notes)
 
 
+SHOWN = {
+    "get_workload_pods": Shown(
+        "Reading the pods of {deployment}",
+        budget=4_000,
+        facts=(
+            "namespace",
+            "deployment",
+            "pod",
+            "node",
+            "replicaset",
+            "image",
+            "version",
+            "time",
+            CITE,
+        ),
+    ),
+    "get_kubernetes_events": Shown(
+        "Reading Kubernetes events of {target}",
+        budget=6_000,
+        facts=("pod", "replicaset", "node", "time", "text", CITE),
+    ),
+    "get_pod_logs": Shown(
+        "Reading the logs of {pod}",
+        budget=MAX_LOG_CHARS + 500,  # the newest lines, and their header
+        facts=("pod", "node", "text", CITE),
+    ),
+}
+
+
 def kubernetes_read_tools(cluster: KubernetesCluster, policy: ActionPolicy) -> list[BaseTool]:
     """The read-only pod, event and log tools, bound to one cluster and the namespace policy."""
 
@@ -428,8 +459,19 @@ def kubernetes_read_tools(cluster: KubernetesCluster, policy: ActionPolicy) -> l
         facts += text_facts("\n".join(lines), f"{source}: log lines")
         return "\n".join(body), facts
 
-    return [
-        budgeted(get_workload_pods, 4_000),
-        budgeted(get_kubernetes_events, 6_000),
-        budgeted(get_pod_logs, MAX_LOG_CHARS + 500),  # the newest lines, and their header
-    ]
+    return declared(SHOWN, [get_workload_pods, get_kubernetes_events, get_pod_logs])
+
+
+def _opened(bound: Bound) -> nullcontext[list[BaseTool]]:
+    assert bound.actions is not None  # a cluster tool set is opened only with the cluster
+    return nullcontext(kubernetes_read_tools(bound.actions.cluster, bound.actions.policy))
+
+
+TOOLSET = ToolSet(
+    name="kubernetes_reads",
+    label="Kubernetes (pods, events, logs)",
+    open=_opened,
+    shown=SHOWN,
+    cluster=True,
+    needs="a Kubernetes API (`KUBECONFIG`, or in the cluster), in the namespaces allowed",
+)

@@ -14,24 +14,23 @@ import math
 import re
 import time
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 
 from langchain_core.tools import BaseTool, tool
-from langgraph.prebuilt import InjectedState
 
 from graph.charts import Findings, metric_data
 from graph.config import PrometheusSpec
-from graph.grounding.evidence import Fact, citation, fact, times_from
+from graph.grounding.evidence import CITE, Fact, citation, fact, times_from
 from graph.links import prometheus_link
-from graph.tools import budgeted
+from graph.tools import Shown, ToolSet, declared
 from graph.tools.errors import ToolFailed
 from graph.tools.http_api import (
     HttpSource,
     SourceRefused,
     SourceUnavailable,
-    utc,
-    window,
+    opener,
 )
+from graph.tools.window import IncidentStart, Since, utc, window
 from graph.untrusted import clip, quoted
 
 MAX_SERIES_LISTED = 10  # series shown of one answer, the highest first
@@ -257,6 +256,24 @@ def explore_link(spec: PrometheusSpec, promql: str, start: float, end: float) ->
     return prometheus_link(spec.grafana_url, spec.datasource, promql, start, end)
 
 
+SERIES_FACTS = (*sorted(set(LABEL_KINDS.values())), "time", CITE)  # what labels name
+SHOWN = {
+    "query_prometheus": Shown(
+        "Querying Prometheus: {promql}",
+        budget=4_000,
+        facts=SERIES_FACTS,
+        cited_as="Prometheus query",
+    ),
+    "query_prometheus_range": Shown(
+        "Querying Prometheus over time: {promql}",
+        budget=4_000,
+        facts=SERIES_FACTS,
+        cited_as="Prometheus query",
+    ),
+    "list_prometheus_label_values": Shown("Listing Prometheus values of {label}", budget=3_000),
+}
+
+
 def prometheus_tools(client: PrometheusClient) -> list[BaseTool]:
     """The read-only Prometheus tools, bound to one client."""
 
@@ -281,9 +298,9 @@ def prometheus_tools(client: PrometheusClient) -> list[BaseTool]:
     @tool(response_format="content_and_artifact")
     async def query_prometheus_range(
         promql: str,
-        since_minutes_ago: int | None = None,
+        since_minutes_ago: Since = None,
         until_minutes_ago: int = 0,
-        incident_start: Annotated[float | None, InjectedState("incident_start")] = None,
+        incident_start: IncidentStart = None,
     ) -> tuple[str, list[Fact]]:
         """PromQL over a window (as in query_tempo_traces), e.g.
         `rate(http_requests_total{code=~"5.."}[5m])`: for the top 10 series, last, min and
@@ -337,8 +354,16 @@ def prometheus_tools(client: PrometheusClient) -> list[BaseTool]:
         )
         return f"{len(values)} {what}{where}: {shown}{more}\n{UNTRUSTED}"
 
-    return [
-        budgeted(query_prometheus, 4_000),
-        budgeted(query_prometheus_range, 4_000),
-        budgeted(list_prometheus_label_values, 3_000),
-    ]
+    return declared(SHOWN, [query_prometheus, query_prometheus_range, list_prometheus_label_values])
+
+
+TOOLSET = ToolSet(
+    name="prometheus",
+    label="Prometheus",
+    open=opener(PrometheusClient, prometheus_tools),
+    shown=SHOWN,
+    settings=PrometheusSpec,
+    env_prefix="PROMETHEUS_",
+    grader=True,
+    needs="`PROMETHEUS_URL`",
+)

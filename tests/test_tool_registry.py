@@ -1,0 +1,114 @@
+"""A tool is one module: a throwaway tool set added through the registry alone is offered
+to the model, titled on the timeline, hands over only the facts it declares, and is not
+offered when its settings are not configured."""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+
+import pytest
+import redis.asyncio as aioredis
+from langchain_core.tools import BaseTool, tool
+from pydantic import BaseModel, Field
+
+from bot.outbound.timeline import Timeline
+from graph.config import GraphLimits, ModelSpec, TempoSpec
+from graph.grounding.evidence import Fact, fact
+from graph.runner import open_investigator
+from graph.tools import Bound, Shown, ToolSet, declared
+from graph.tools.registry import TOOLSETS
+from sandbox import GeminiSimulator, Reply
+from tests.shared_redis import PREFIX
+
+
+# --- the throwaway tool's module: its settings, its tool, its TOOLSET -------------------------
+class EchoSpec(BaseModel):
+    url: str = Field(description="Where the echo service is. Set: the agent gets `read_echo`.")
+    loudness: int = Field(default=3, ge=1, description="How loud the echo is.")
+
+
+SHOWN = {"read_echo": Shown("Listening to the echo of {word}", facts=("service",))}
+
+
+def echo_tools(spec: EchoSpec) -> list[BaseTool]:
+    @tool(response_format="content_and_artifact")
+    async def read_echo(word: str) -> tuple[str, list[Fact]]:
+        """What the echo service says back for `word`."""
+        said = f"{word} " * spec.loudness
+        # The second fact is of a kind the tool does not declare: it is not evidence.
+        return said, [fact("service", word, "read_echo"), fact("pod", f"{word}-pod", "read_echo")]
+
+    return declared(SHOWN, [read_echo])
+
+
+def _open(bound: Bound) -> nullcontext[list[BaseTool]]:
+    assert isinstance(bound.settings, EchoSpec)
+    return nullcontext(echo_tools(bound.settings))
+
+
+ECHO = ToolSet(
+    name="echo",
+    label="Echo",
+    open=_open,
+    shown=SHOWN,
+    settings=EchoSpec,
+    env_prefix="ECHO_",
+    needs="`ECHO_URL`",
+)
+# ----------------------------------------------------------------------------------------------
+
+
+async def test_a_tool_added_through_the_registry_is_in_the_graph_and_titled_on_the_timeline(
+    model_spec: ModelSpec,
+    tempo_spec: TempoSpec,
+    redis_client: aioredis.Redis,
+    gemini: GeminiSimulator,
+    thread_id: str,
+) -> None:
+    gemini.script(Reply.call("read_echo", word="cart"), Reply.text("The echo said cart."))
+    async with open_investigator(
+        model_spec,
+        tempo_spec,
+        GraphLimits(),
+        redis_client,
+        prefix=PREFIX,
+        toolsets=[*TOOLSETS, ECHO],
+        configured={"echo": EchoSpec(url="http://echo.invalid")},
+    ) as investigator:
+        result = await investigator.investigate(thread_id, "what does the echo say?", "U1")
+        state = await investigator.graph.aget_state({"configurable": {"thread_id": thread_id}})
+        evidence = state.values["evidence"]
+
+    assert "read_echo" in gemini.requests[0].tool_names
+    (started,) = [e for e in result.events if e["type"] == "tool_started"]
+    (chunk,) = Timeline().update(started)
+    assert chunk["title"] == "Listening to the echo of cart"
+    from_echo = {(f["kind"], f["value"]) for f in evidence if f["source"] == "read_echo"}
+    assert from_echo == {("service", "cart")}  # the undeclared pod fact was left out
+
+
+async def test_a_tool_set_whose_settings_are_not_configured_is_not_offered(
+    model_spec: ModelSpec,
+    tempo_spec: TempoSpec,
+    redis_client: aioredis.Redis,
+    gemini: GeminiSimulator,
+    thread_id: str,
+) -> None:
+    gemini.script(Reply.text("nothing to see"))
+    async with open_investigator(
+        model_spec,
+        tempo_spec,
+        GraphLimits(),
+        redis_client,
+        prefix=PREFIX,
+        toolsets=[*TOOLSETS, ECHO],
+    ) as investigator:
+        await investigator.investigate(thread_id, "why?", "U1")
+
+    assert "read_echo" not in gemini.requests[0].tool_names
+    assert "query_tempo_traces" in gemini.requests[0].tool_names
+
+
+def test_a_tool_a_set_does_not_declare_is_refused() -> None:
+    with pytest.raises(ValueError, match="read_echo is not declared"):
+        declared({}, echo_tools(EchoSpec(url="http://echo.invalid")))
