@@ -17,10 +17,10 @@ from bot.process.settings import Settings
 from evals.judge import llm_judge
 from evals.reference import ReferenceInvestigator
 from evals.report import Report, ReportError, compare, update_evals_md
-from evals.run import harmed, outside, run_once
+from evals.run import Outside, harmed, outside, run_once
 from evals.score import score
 from evals.spec import Action, Scenario, Truth, load, names
-from evals.world import traces
+from evals.world import thread_context, traces
 from graph.model import make_chat_model
 from sandbox import GeminiSimulator, Reply
 from sandbox.plays import satisfied
@@ -154,7 +154,65 @@ def _clock_free(answer: str) -> str:
     return re.sub(r"\((\d+)(, over \d+ minutes)?\)", "(#)", answer)
 
 
+def _served(out: Outside) -> str:
+    """Everything the simulators of one run serve: traces, cluster objects, metrics, logs
+    (a cluster object's uid, also in messages, and an event's name suffix are random, as
+    Kubernetes makes them: left out)."""
+    kube = out.kube
+    served = {
+        "traces": out.tempo.traces,
+        "cluster": [
+            sorted(objects.items()) if isinstance(objects, dict) else objects
+            for objects in (kube.deployments, kube.replicasets, kube.pods, kube.events, kube.logs)
+        ],
+        "metrics": out.prometheus.series if out.prometheus else None,
+        "logs": out.loki.streams if out.loki else None,
+    }
+    written = json.dumps(served, sort_keys=True, default=repr)
+    written = re.sub(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", "uid", written)
+    return re.sub(r'\.[0-9a-f]{16}"', '."', written)
+
+
+def _first_difference(kept: str, changed: str) -> str | None:
+    """Where two long texts first differ, a few words either side (pytest's own diff of
+    two texts this long takes minutes)."""
+    at = next((i for i, (a, b) in enumerate(zip(kept, changed, strict=False)) if a != b), None)
+    if at is None:
+        return None if len(kept) == len(changed) else f"one ends at {min(len(kept), len(changed))}"
+    return f"{kept[max(0, at - 80) : at + 80]!r} became {changed[max(0, at - 80) : at + 80]!r}"
+
+
 @pytest.mark.parametrize("name", names())
+async def test_the_truth_cannot_reach_what_the_tools_serve_or_the_thread(name: str) -> None:
+    """Every scenario, its truth rewritten: the same world, the same thread."""
+    scenario = load(name)
+    async with (
+        outside(scenario, NOW, False) as kept,
+        outside(_rewritten(scenario), NOW, False) as changed,
+    ):
+        moved = _first_difference(_served(kept), _served(changed))
+    assert moved is None, f"the truth reached the world: {moved}"
+    # The thread's quoting markers carry a random nonce each render: left out.
+    kept_thread, changed_thread = (
+        re.sub(r"context-[0-9a-f]{8}", "context-", thread_context(s, NOW).render())
+        for s in (scenario, _rewritten(scenario))
+    )
+    assert changed_thread == kept_thread
+
+
+# End to end for scenarios of each kind (several faults, events, nothing wrong, metrics and
+# logs, a rollback, a scale): the world test above covers the rest of them.
+END_TO_END = [
+    "bad-deploy",
+    "two-faults",
+    "node-not-ready",
+    "alert-misfire",
+    "memory-leak",
+    "hpa-at-max",
+]
+
+
+@pytest.mark.parametrize("name", END_TO_END)
 async def test_the_truth_cannot_leak_into_the_answer(name: str, redis_url: str) -> None:
     scenario, now = load(name), time.time()  # the tools search up to the real clock
     # Side by side (each its own simulators and keys); their token figures, read from the
