@@ -35,6 +35,8 @@ from redis.exceptions import ResponseError
 from redisvl.exceptions import RedisSearchError
 
 FENCE = "tracegate_fence"  # configurable key: awaited before every checkpoint write
+# A run's fence: awaited before each write a run makes (a checkpoint, a Slack post); it raises
+# when the run no longer holds its thread's lease, so the stale run stops without writing.
 Fence = Callable[[], Awaitable[None]]
 
 

@@ -40,11 +40,11 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.outbound.timeline import Chunk, Timeline
+from graph.checkpoint import Fence
 
 log = logging.getLogger(__name__)
 
 StreamingMode = Literal["auto", "on", "off"]
-Fence = Callable[[], Awaitable[None]]
 SaveTasks = Callable[[str], Awaitable[None]]
 
 # Errors of chat.startStream that say this workspace or token cannot stream at all.
