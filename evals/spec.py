@@ -235,7 +235,7 @@ class Recorded(_Strict):
     answer: str = ""
 
 
-class Scenario(_Strict):
+class EvalScenario(_Strict):
     """A generated incident (services, entries, fault, alert) or a captured one (recorded)."""
 
     name: str
@@ -264,7 +264,7 @@ class Scenario(_Strict):
     other_entities: dict[str, list[str]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _names_resolve(self) -> Scenario:
+    def _names_resolve(self) -> EvalScenario:
         faultless = self.truth.nothing_wrong
         if self.recorded is None and (
             (self.fault is None and not faultless) or self.alert is None or not self.entries
@@ -337,7 +337,7 @@ class ScenarioError(ValueError):
     """A scenario file that cannot be used as it is, and what to fix."""
 
 
-def load(name: str, folder: Path = SCENARIOS) -> Scenario:
+def load(name: str, folder: Path = SCENARIOS) -> EvalScenario:
     path = folder / name / "scenario.json"
     if not path.is_file():
         known = ", ".join(names(folder)) or "none"
@@ -349,7 +349,7 @@ def load(name: str, folder: Path = SCENARIOS) -> Scenario:
                 f"{path}: a captured scenario without its truth; write truth.root_cause, chain, "
                 "evidence and action (docs/evals.md, 'From real incidents')"
             )
-        return Scenario.model_validate({"name": name, **document})
+        return EvalScenario.model_validate({"name": name, **document})
     except (ValueError, ValidationError, KeyError) as exc:
         if isinstance(exc, ScenarioError):
             raise
