@@ -19,6 +19,7 @@ from graph.grounding.evidence import TEXT
 from graph.links import tempo_link
 from graph.result import InvestigationResult, RubricReport
 from graph.trace_ids import rewrite_trace_ids
+from graph.untrusted import truncate
 
 Block = dict[str, Any]
 SECTION_LIMIT = 3000
@@ -292,7 +293,7 @@ def answer_message(
     blocks.append(
         {"type": "actions", "elements": [button("Steps", "show_steps", result.correlation_id)]}
     )
-    text = answer if len(answer) <= MESSAGE_TEXT_LIMIT else answer[: MESSAGE_TEXT_LIMIT - 1] + "…"
+    text = truncate(answer, MESSAGE_TEXT_LIMIT)
     return text or "(empty answer)", blocks
 
 
