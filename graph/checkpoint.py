@@ -2,8 +2,8 @@
 
 Only what a resume needs is kept: a thread's latest checkpoint (one key, overwritten at
 every step) and the pending writes of that checkpoint. Earlier checkpoints are history
-nobody reads (no time travel, no `get_state_history`), and keeping them made a thread's
-storage grow with the square of its length: every checkpoint holds the whole state.
+nobody reads (no time travel, no `get_state_history`), and keeping them would make a
+thread's storage grow with the square of its length: every checkpoint holds the whole state.
 """
 
 from __future__ import annotations
