@@ -29,7 +29,7 @@ class CriterionVerdict(BaseModel):
     why: str = Field(max_length=400)
 
 
-class Verdict(BaseModel):
+class AnswerVerdict(BaseModel):
     reasoning: float = Field(
         ge=0,
         le=1,
@@ -51,13 +51,13 @@ def judge_prompt(scenario: EvalScenario, answer: str) -> str:
 
 
 def llm_judge(model: BaseChatModel) -> Judge:
-    grader = model.with_structured_output(Verdict)
+    grader = model.with_structured_output(AnswerVerdict)
 
     async def judge(scenario: EvalScenario, answer: str) -> dict[str, Any]:
         verdict = await grader.ainvoke(
             [SystemMessage(INSTRUCTIONS), HumanMessage(judge_prompt(scenario, answer))]
         )
-        assert isinstance(verdict, Verdict)
+        assert isinstance(verdict, AnswerVerdict)
         met = sum(c.met for c in verdict.criteria)
         return {
             "reasoning": verdict.reasoning,
