@@ -237,7 +237,7 @@ def _read_result(seen: Seen, name: str, args: dict[str, Any], text: str) -> None
     if name == "query_tempo_traces":
         found = _HIT.findall(text)
         if "k8s.node.name" in str(args.get("traceql", "")):
-            service = _quoted_service(str(args.get("traceql", "")))
+            service = _value_of(str(args.get("traceql", "")), "resource.service.name", " = ")
             seen.node_checks[service] = bool(found)
             return
         if int(args.get("until_minutes_ago") or 0) > 0:  # the baseline search
@@ -284,29 +284,20 @@ def _read_result(seen: Seen, name: str, args: dict[str, Any], text: str) -> None
     elif name == "query_prometheus":
         promql = str(args.get("promql", ""))
         if "horizontalpodautoscaler" in promql:
-            seen.read_scaling[_quoted(promql, "horizontalpodautoscaler")] = text
+            seen.read_scaling[_value_of(promql, "horizontalpodautoscaler")] = text
         else:
-            seen.read_memory[_quoted(promql, "container")] = text
+            seen.read_memory[_value_of(promql, "container")] = text
     elif name == "query_loki_logs":
-        seen.read_logs[_quoted_app(str(args.get("logql", "")))] = text
+        seen.read_logs[_value_of(str(args.get("logql", "")), "app")] = text
 
 
 def _utc(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def _quoted(promql: str, label: str) -> str:
-    found = re.search(rf'{label}="([^"]+)"', promql)
-    return found[1] if found else ""
-
-
-def _quoted_app(logql: str) -> str:
-    found = re.search(r'app="([^"]+)"', logql)
-    return found[1] if found else ""
-
-
-def _quoted_service(traceql: str) -> str:
-    found = re.search(r'resource\.service\.name = "([^"]+)"', traceql)
+def _value_of(query: str, name: str, equals: str = "=") -> str:
+    """The quoted value `name` is matched to in a query this policy wrote ("" without one)."""
+    found = re.search(rf'{re.escape(name)}{re.escape(equals)}"([^"]+)"', query)
     return found[1] if found else ""
 
 
