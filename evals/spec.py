@@ -221,7 +221,7 @@ class RecordedMessage(_Strict):
     seconds_before: float  # before the capture
 
 
-class Recorded(_Strict):
+class CapturedThread(_Strict):
     """A real incident thread, captured (`tracegate eval capture`): what the turn saw —
     the thread, the traces and Deployments its tools read, the tool calls and the answer
     posted — redacted, with every time shifted to the run's clock when it is replayed."""
@@ -256,7 +256,7 @@ class EvalScenario(_Strict):
     events: list[KubeEvent] = Field(default_factory=list)  # in the cluster's event list
     alert: Alert | None = None
     thread: list[Message] = Field(default_factory=list)
-    recorded: Recorded | None = None
+    recorded: CapturedThread | None = None
     question: str
     truth: Truth
     # Causes that are no service or dependency (a node's zone, a feature flag, DNS), with

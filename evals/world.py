@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from bot.turn.alerts import read_alert
-from evals.spec import Dependency, EvalScenario, Fault, Noise, Recorded, Service
+from evals.spec import CapturedThread, Dependency, EvalScenario, Fault, Noise, Service
 from graph.context import ContextMessage, ThreadContext
 from sandbox.kubernetes import KubernetesSimulator, pod_name, template_hash
 from sandbox.traces import SimResource, SimSpan, SimTrace
@@ -243,7 +243,7 @@ def traces(scenario: EvalScenario, now: float) -> list[SimTrace]:
     return TraceWriter(scenario, now).traces()
 
 
-def replayed_traces(recorded: Recorded, now: float) -> list[SimTrace]:
+def replayed_traces(recorded: CapturedThread, now: float) -> list[SimTrace]:
     """A captured incident's traces, moved in time so the capture happens `now`."""
     shift = int((now - recorded.captured_at) * 1e9)
     out = []
@@ -417,7 +417,7 @@ def thread_context(scenario: EvalScenario, now: float) -> ThreadContext:
     return ThreadContext(alerts=[alert] if alert else [], messages=messages)
 
 
-def _replayed_context(recorded: Recorded, now: float) -> ThreadContext:
+def _replayed_context(recorded: CapturedThread, now: float) -> ThreadContext:
     messages = [
         ContextMessage(
             at=datetime.fromtimestamp(now - m.seconds_before, UTC), author=m.author, text=m.text
