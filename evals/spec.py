@@ -59,7 +59,7 @@ class Dependency(_Strict):
     aliases: list[str] = Field(default_factory=list)  # what people call it in answers
 
 
-class Entry(_Strict):
+class EntryPoint(_Strict):
     """A kind of request: its root span on `service`, calling `calls` (not the service's own)."""
 
     service: str
@@ -136,7 +136,7 @@ class KubeEvent(_Strict):
     not_ready: bool = False
 
 
-class Alert(_Strict):
+class ScenarioAlert(_Strict):
     """The alert that opened the thread, as Alertmanager posts it."""
 
     alertname: str
@@ -247,14 +247,14 @@ class EvalScenario(_Strict):
     interval_s: int = 20  # one request every interval, over the window
     services: list[Service] = Field(default_factory=list)
     dependencies: list[Dependency] = Field(default_factory=list)
-    entries: list[Entry] = Field(default_factory=list)
+    entries: list[EntryPoint] = Field(default_factory=list)
     fault: Fault | None = None
     also: list[Fault] = Field(default_factory=list)  # faults at the same time (two at once)
     noise: list[Noise] = Field(default_factory=list)
     metrics: list[Metric] = Field(default_factory=list)  # served by Prometheus when given
     logs: list[LogStream] = Field(default_factory=list)  # served by Loki when given
     events: list[KubeEvent] = Field(default_factory=list)  # in the cluster's event list
-    alert: Alert | None = None
+    alert: ScenarioAlert | None = None
     thread: list[Message] = Field(default_factory=list)
     recorded: CapturedThread | None = None
     question: str

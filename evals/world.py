@@ -383,7 +383,7 @@ def _crash_one(
         )
 
 
-def alert_text(scenario: EvalScenario, now: float) -> str:
+def alertmanager_slack_text(scenario: EvalScenario, now: float) -> str:
     """The alert as Alertmanager's common Slack template posts it."""
     a = scenario.alert
     assert a is not None
@@ -403,7 +403,7 @@ def thread_context(scenario: EvalScenario, now: float) -> ThreadContext:
         return _replayed_context(scenario.recorded, now)
     assert scenario.alert is not None
     posted = datetime.fromtimestamp(now - scenario.alert.minutes_ago * 60 + 30, UTC)
-    text = alert_text(scenario, now)
+    text = alertmanager_slack_text(scenario, now)
     alert = read_alert(text, "Alertmanager", posted)
     messages = [ContextMessage(at=posted, author="app Alertmanager", text=text)]
     messages += [
