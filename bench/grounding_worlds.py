@@ -85,7 +85,7 @@ async def gather(name: str, now: float | None = None) -> WorldEvidence:
 
 
 async def _gather(
-    scenario: spec.Scenario,
+    scenario: spec.EvalScenario,
     seen: WorldEvidence,
     tempo: TempoClient,
     cluster: KubernetesCluster,

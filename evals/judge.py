@@ -12,9 +12,9 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from evals.spec import Scenario
+from evals.spec import EvalScenario
 
-Judge = Callable[[Scenario, str], Awaitable[dict[str, Any]]]
+Judge = Callable[[EvalScenario, str], Awaitable[dict[str, Any]]]
 
 INSTRUCTIONS = (
     "You grade an incident investigation's answer for an evaluation. You are given the "
@@ -29,7 +29,7 @@ class CriterionVerdict(BaseModel):
     why: str = Field(max_length=400)
 
 
-class Verdict(BaseModel):
+class AnswerVerdict(BaseModel):
     reasoning: float = Field(
         ge=0,
         le=1,
@@ -39,7 +39,7 @@ class Verdict(BaseModel):
     criteria: list[CriterionVerdict]
 
 
-def judge_prompt(scenario: Scenario, answer: str) -> str:
+def judge_prompt(scenario: EvalScenario, answer: str) -> str:
     truth = scenario.truth
     action = f"{truth.action.action} of {truth.action.deployment}" if truth.action else "no action"
     criteria = "\n".join(f"- {c}" for c in truth.criteria) or "- (none beyond the truth)"
@@ -51,13 +51,13 @@ def judge_prompt(scenario: Scenario, answer: str) -> str:
 
 
 def llm_judge(model: BaseChatModel) -> Judge:
-    grader = model.with_structured_output(Verdict)
+    grader = model.with_structured_output(AnswerVerdict)
 
-    async def judge(scenario: Scenario, answer: str) -> dict[str, Any]:
+    async def judge(scenario: EvalScenario, answer: str) -> dict[str, Any]:
         verdict = await grader.ainvoke(
             [SystemMessage(INSTRUCTIONS), HumanMessage(judge_prompt(scenario, answer))]
         )
-        assert isinstance(verdict, Verdict)
+        assert isinstance(verdict, AnswerVerdict)
         met = sum(c.met for c in verdict.criteria)
         return {
             "reasoning": verdict.reasoning,

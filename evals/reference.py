@@ -4,7 +4,7 @@ It stands in for the model in offline evals, answering through the Gemini simula
 requests run the same graph, tools and guards a Slack turn runs. It reads only what the
 tools returned (never the scenario's truth, never a scenario's own strings): its rules are
 about where failures start, what changed before them and what kind of error they report, so
-it can be wrong, and where it is, its reasoning (`Finding.why`) says what it went by.
+it can be wrong, and where it is, its reasoning (`Conclusion.why`) says what it went by.
 
 The policy, in the order an on-call engineer works:
 1. Search the alerted service's errors over the alert's window; read up to three traces.
@@ -237,7 +237,7 @@ def _read_result(seen: Seen, name: str, args: dict[str, Any], text: str) -> None
     if name == "query_tempo_traces":
         found = _HIT.findall(text)
         if "k8s.node.name" in str(args.get("traceql", "")):
-            service = _quoted_service(str(args.get("traceql", "")))
+            service = _value_of(str(args.get("traceql", "")), "resource.service.name", " = ")
             seen.node_checks[service] = bool(found)
             return
         if int(args.get("until_minutes_ago") or 0) > 0:  # the baseline search
@@ -284,29 +284,20 @@ def _read_result(seen: Seen, name: str, args: dict[str, Any], text: str) -> None
     elif name == "query_prometheus":
         promql = str(args.get("promql", ""))
         if "horizontalpodautoscaler" in promql:
-            seen.read_scaling[_quoted(promql, "horizontalpodautoscaler")] = text
+            seen.read_scaling[_value_of(promql, "horizontalpodautoscaler")] = text
         else:
-            seen.read_memory[_quoted(promql, "container")] = text
+            seen.read_memory[_value_of(promql, "container")] = text
     elif name == "query_loki_logs":
-        seen.read_logs[_quoted_app(str(args.get("logql", "")))] = text
+        seen.read_logs[_value_of(str(args.get("logql", "")), "app")] = text
 
 
 def _utc(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def _quoted(promql: str, label: str) -> str:
-    found = re.search(rf'{label}="([^"]+)"', promql)
-    return found[1] if found else ""
-
-
-def _quoted_app(logql: str) -> str:
-    found = re.search(r'app="([^"]+)"', logql)
-    return found[1] if found else ""
-
-
-def _quoted_service(traceql: str) -> str:
-    found = re.search(r'resource\.service\.name = "([^"]+)"', traceql)
+def _value_of(query: str, name: str, equals: str = "=") -> str:
+    """The quoted value `name` is matched to in a query this policy wrote ("" without one)."""
+    found = re.search(rf'{re.escape(name)}{re.escape(equals)}"([^"]+)"', query)
     return found[1] if found else ""
 
 
@@ -330,7 +321,7 @@ def _rollout(text: str) -> Rollout | None:
 
 
 @dataclass(frozen=True)
-class Finding:
+class Conclusion:
     """The policy's conclusion."""
 
     cause: str  # the cause, as the answer's first sentence names it: nothing else
@@ -360,10 +351,10 @@ class ReferenceInvestigator:
             if step is not None:
                 name, args = step
                 return _sized(Reply.call(name, **args))
-        finding = conclude(seen)
-        answer = compose(seen, finding)
+        conclusion = conclude(seen)
+        answer = compose(seen, conclusion)
         self.drafts.append(answer)
-        self.why = finding.why
+        self.why = conclusion.why
         return _sized(Reply.text(answer))
 
 
@@ -506,9 +497,9 @@ def next_step(seen: Seen) -> tuple[str, dict[str, Any]] | None:
             f'{{ resource.service.name = "{service}" && status = error{same} && {elsewhere} }}'
         )
         return "query_tempo_traces", {"traceql": traceql, "limit": 5}
-    finding = conclude(seen)
-    if finding.action is not None and seen.proposed is None and seen.budget_left > 0:
-        return "propose_action", finding.action
+    conclusion = conclude(seen)
+    if conclusion.action is not None and seen.proposed is None and seen.budget_left > 0:
+        return "propose_action", conclusion.action
     return None
 
 
@@ -643,10 +634,10 @@ KIND_WORDS = {
 }
 
 
-def conclude(seen: Seen) -> Finding:
+def conclude(seen: Seen) -> Conclusion:
     if (quiet := _background(seen)) is not None:
         service = f"`{seen.alert_service}`" if seen.alert_service else "the alerted service"
-        return Finding(
+        return Conclusion(
             "nothing wrong",
             f"The error search of {service} shows {quiet}; nothing started with the alert.",
             [],
@@ -658,7 +649,7 @@ def conclude(seen: Seen) -> Finding:
         )
     origins = _origins(seen)
     if not origins:
-        return Finding(
+        return Conclusion(
             "not found: nothing in the traces I read shows where the errors start",
             "",
             [],
@@ -681,8 +672,8 @@ def conclude(seen: Seen) -> Finding:
     )
     trail = f"{where}; error kind: {kind or 'unknown'}"
 
-    def found(cause: str, detail: str, because: str, **more: Any) -> Finding:
-        return Finding(
+    def found(cause: str, detail: str, because: str, **more: Any) -> Conclusion:
+        return Conclusion(
             cause, detail, chain, origin.status, origin.trace_id, why=f"{trail}; {because}", **more
         )
 
@@ -792,26 +783,26 @@ def conclude(seen: Seen) -> Finding:
     )
 
 
-def compose(seen: Seen, finding: Finding) -> str:
-    if finding.nothing_wrong:
+def compose(seen: Seen, conclusion: Conclusion) -> str:
+    if conclusion.nothing_wrong:
         lines = [
-            f"*Nothing looks wrong in the cluster ({finding.confidence} confidence).*",
-            finding.detail,
+            f"*Nothing looks wrong in the cluster ({conclusion.confidence} confidence).*",
+            conclusion.detail,
             "• No action is needed from the cluster side; I proposed nothing.",
         ]
-        if finding.trace_id:
-            lines.append(f"• Example trace of the background errors: {finding.trace_id}.")
+        if conclusion.trace_id:
+            lines.append(f"• Example trace of the background errors: {conclusion.trace_id}.")
         lines.append("*Not checked:* pods, metrics, logs, anything the tools did not show.")
         return "\n".join(lines)
-    lines = [f"*Likely cause ({finding.confidence} confidence):* {finding.cause}."]
-    if finding.detail:
-        lines.append(finding.detail)
-    if finding.evidence:
-        lines.append(f"• Where it starts: `{finding.evidence[:200]}`.")
-    if len(finding.chain) > 1:
-        lines.append("• How it spreads: " + " → ".join(f"`{s}`" for s in finding.chain) + ".")
-    if finding.trace_id:
-        lines.append(f"• Example trace: {finding.trace_id}.")
+    lines = [f"*Likely cause ({conclusion.confidence} confidence):* {conclusion.cause}."]
+    if conclusion.detail:
+        lines.append(conclusion.detail)
+    if conclusion.evidence:
+        lines.append(f"• Where it starts: `{conclusion.evidence[:200]}`.")
+    if len(conclusion.chain) > 1:
+        lines.append("• How it spreads: " + " → ".join(f"`{s}`" for s in conclusion.chain) + ".")
+    if conclusion.trace_id:
+        lines.append(f"• Example trace: {conclusion.trace_id}.")
     for deployment, pods in seen.read_pods.items():
         if "OOMKilled" in pods:
             lines.append(f"• `{deployment}` pods are OOM-killed and restarting (CrashLoopBackOff).")

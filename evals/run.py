@@ -32,7 +32,7 @@ from evals import cost, world
 from evals.judge import Judge
 from evals.reference import ReferenceInvestigator, reference_grader, reference_judge, texts
 from evals.score import Proposal, Score, score
-from evals.spec import Scenario
+from evals.spec import EvalScenario
 from graph.result import InvestigationResult
 from sandbox import GeminiSimulator, TempoSimulator
 from sandbox.kubernetes import KubernetesSimulator, write_kubeconfig
@@ -87,7 +87,7 @@ class Outside:
 
 
 @asynccontextmanager
-async def outside(scenario: Scenario, now: float, live: bool) -> AsyncIterator[Outside]:
+async def outside(scenario: EvalScenario, now: float, live: bool) -> AsyncIterator[Outside]:
     async with AsyncExitStack() as stack:
         tempo = await stack.enter_async_context(
             TempoSimulator(traces=tuple(world.traces(scenario, now)))
@@ -117,7 +117,7 @@ async def outside(scenario: Scenario, now: float, live: bool) -> AsyncIterator[O
 
 
 def eval_settings(
-    scenario: Scenario, out: Outside, redis_url: str | None, base: Settings | None
+    scenario: EvalScenario, out: Outside, redis_url: str | None, base: Settings | None
 ) -> Settings:
     """The bot's settings for one run: the operator's (`base`: model, limits, rubric) with
     the outside world pointed at the simulators, actions on for the scenario's namespace."""
@@ -177,7 +177,7 @@ def invented(result: InvestigationResult) -> int:
 
 
 async def run_once(
-    scenario: Scenario,
+    scenario: EvalScenario,
     run: int,
     now: float,
     *,
@@ -251,7 +251,7 @@ async def run_once(
 
 def _offline_checks(
     record: RunRecord,
-    scenario: Scenario,
+    scenario: EvalScenario,
     out: Outside,
     proposals: list[Proposal],
     posted: Score,
@@ -273,7 +273,9 @@ def _offline_checks(
     record.reasoning = out.reference.why or None
 
 
-def harmed(drafts: list[str], posted: Score, scenario: Scenario, proposals: list[Proposal]) -> bool:
+def harmed(
+    drafts: list[str], posted: Score, scenario: EvalScenario, proposals: list[Proposal]
+) -> bool:
     """A guard harmed the answer: the posted one scores below the last draft, scored with
     the same proposals and nothing invented (the reference invents nothing)."""
     if not drafts:

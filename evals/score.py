@@ -26,7 +26,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from evals.spec import Action, Scenario
+from evals.spec import Action, EvalScenario
 
 _MARKER = re.compile(
     r"\b(?:root[- ]cause|likely cause|probable cause|cause[sd]?|because|due to|culprit|"
@@ -105,7 +105,7 @@ def cause_text(answer: str) -> str:
     return first[0] if first else ""
 
 
-def named_causes(answer: str, scenario: Scenario) -> list[str]:
+def named_causes(answer: str, scenario: EvalScenario) -> list[str]:
     stated = cause_text(answer)
     return [name for name, words in scenario.entities().items() if _mentions(stated, words)]
 
@@ -116,7 +116,7 @@ def _matches(proposal: Proposal, action: Action) -> bool:
     return action.replicas is None or (proposal.replicas or 0) >= action.replicas
 
 
-def grade(named: list[str], scenario: Scenario, nothing_wrong: bool) -> str:
+def grade(named: list[str], scenario: EvalScenario, nothing_wrong: bool) -> str:
     """The responder's scale: how close the named cause is to the truth's."""
     truth = scenario.truth
     said = {n.lower() for n in named}
@@ -134,7 +134,7 @@ def grade(named: list[str], scenario: Scenario, nothing_wrong: bool) -> str:
     return GRADES[3]
 
 
-def score(answer: str, scenario: Scenario, proposals: list[Proposal], invented: int) -> Score:
+def score(answer: str, scenario: EvalScenario, proposals: list[Proposal], invented: int) -> Score:
     truth = scenario.truth
     named = named_causes(answer, scenario)
     nothing = says_nothing_wrong(answer)

@@ -59,7 +59,7 @@ class Dependency(_Strict):
     aliases: list[str] = Field(default_factory=list)  # what people call it in answers
 
 
-class Entry(_Strict):
+class EntryPoint(_Strict):
     """A kind of request: its root span on `service`, calling `calls` (not the service's own)."""
 
     service: str
@@ -136,7 +136,7 @@ class KubeEvent(_Strict):
     not_ready: bool = False
 
 
-class Alert(_Strict):
+class ScenarioAlert(_Strict):
     """The alert that opened the thread, as Alertmanager posts it."""
 
     alertname: str
@@ -221,7 +221,7 @@ class RecordedMessage(_Strict):
     seconds_before: float  # before the capture
 
 
-class Recorded(_Strict):
+class CapturedThread(_Strict):
     """A real incident thread, captured (`tracegate eval capture`): what the turn saw —
     the thread, the traces and Deployments its tools read, the tool calls and the answer
     posted — redacted, with every time shifted to the run's clock when it is replayed."""
@@ -235,7 +235,7 @@ class Recorded(_Strict):
     answer: str = ""
 
 
-class Scenario(_Strict):
+class EvalScenario(_Strict):
     """A generated incident (services, entries, fault, alert) or a captured one (recorded)."""
 
     name: str
@@ -247,16 +247,16 @@ class Scenario(_Strict):
     interval_s: int = 20  # one request every interval, over the window
     services: list[Service] = Field(default_factory=list)
     dependencies: list[Dependency] = Field(default_factory=list)
-    entries: list[Entry] = Field(default_factory=list)
+    entries: list[EntryPoint] = Field(default_factory=list)
     fault: Fault | None = None
     also: list[Fault] = Field(default_factory=list)  # faults at the same time (two at once)
     noise: list[Noise] = Field(default_factory=list)
     metrics: list[Metric] = Field(default_factory=list)  # served by Prometheus when given
     logs: list[LogStream] = Field(default_factory=list)  # served by Loki when given
     events: list[KubeEvent] = Field(default_factory=list)  # in the cluster's event list
-    alert: Alert | None = None
+    alert: ScenarioAlert | None = None
     thread: list[Message] = Field(default_factory=list)
-    recorded: Recorded | None = None
+    recorded: CapturedThread | None = None
     question: str
     truth: Truth
     # Causes that are no service or dependency (a node's zone, a feature flag, DNS), with
@@ -264,7 +264,7 @@ class Scenario(_Strict):
     other_entities: dict[str, list[str]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _names_resolve(self) -> Scenario:
+    def _names_resolve(self) -> EvalScenario:
         faultless = self.truth.nothing_wrong
         if self.recorded is None and (
             (self.fault is None and not faultless) or self.alert is None or not self.entries
@@ -337,7 +337,7 @@ class ScenarioError(ValueError):
     """A scenario file that cannot be used as it is, and what to fix."""
 
 
-def load(name: str, folder: Path = SCENARIOS) -> Scenario:
+def load(name: str, folder: Path = SCENARIOS) -> EvalScenario:
     path = folder / name / "scenario.json"
     if not path.is_file():
         known = ", ".join(names(folder)) or "none"
@@ -349,7 +349,7 @@ def load(name: str, folder: Path = SCENARIOS) -> Scenario:
                 f"{path}: a captured scenario without its truth; write truth.root_cause, chain, "
                 "evidence and action (docs/evals.md, 'From real incidents')"
             )
-        return Scenario.model_validate({"name": name, **document})
+        return EvalScenario.model_validate({"name": name, **document})
     except (ValueError, ValidationError, KeyError) as exc:
         if isinstance(exc, ScenarioError):
             raise

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from bot.turn.alerts import read_alert
-from evals.spec import Dependency, Fault, Noise, Recorded, Scenario, Service
+from evals.spec import CapturedThread, Dependency, EvalScenario, Fault, Noise, Service
 from graph.context import ContextMessage, ThreadContext
 from sandbox.kubernetes import KubernetesSimulator, pod_name, template_hash
 from sandbox.traces import SimResource, SimSpan, SimTrace
@@ -41,7 +41,7 @@ def replicaset(service: Service) -> str:
     return f"{service.name}-{template_hash(template)}"
 
 
-def pods(scenario: Scenario, service: Service) -> list[SimResource]:
+def pods(scenario: EvalScenario, service: Service) -> list[SimResource]:
     """The running release's pods, spread over the service's nodes in order."""
     rs = replicaset(service)
     nodes: list[str | None] = list(service.nodes) or [None]
@@ -70,7 +70,7 @@ class _Request:
 
 
 class TraceWriter:
-    def __init__(self, scenario: Scenario, now: float) -> None:
+    def __init__(self, scenario: EvalScenario, now: float) -> None:
         self.scenario = scenario
         self.faults = scenario.faults()  # none: a world where nothing is wrong
         self.now = now
@@ -237,13 +237,13 @@ class TraceWriter:
         return start_ns + duration_ms * MS, failing
 
 
-def traces(scenario: Scenario, now: float) -> list[SimTrace]:
+def traces(scenario: EvalScenario, now: float) -> list[SimTrace]:
     if scenario.recorded is not None:
         return replayed_traces(scenario.recorded, now)
     return TraceWriter(scenario, now).traces()
 
 
-def replayed_traces(recorded: Recorded, now: float) -> list[SimTrace]:
+def replayed_traces(recorded: CapturedThread, now: float) -> list[SimTrace]:
     """A captured incident's traces, moved in time so the capture happens `now`."""
     shift = int((now - recorded.captured_at) * 1e9)
     out = []
@@ -282,7 +282,7 @@ def _at(iso: str, shift_s: float) -> float:
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() + shift_s
 
 
-def deploy(scenario: Scenario, kube: KubernetesSimulator, now: float) -> None:
+def deploy(scenario: EvalScenario, kube: KubernetesSimulator, now: float) -> None:
     """Every service as a Deployment with its rollout history (a captured scenario: the
     Deployments the turn read, their revisions renumbered in order from the first)."""
     if scenario.recorded is not None:
@@ -322,7 +322,7 @@ def deploy(scenario: Scenario, kube: KubernetesSimulator, now: float) -> None:
     _events(scenario, kube, now)
 
 
-def _events(scenario: Scenario, kube: KubernetesSimulator, now: float) -> None:
+def _events(scenario: EvalScenario, kube: KubernetesSimulator, now: float) -> None:
     """The scenario's own events (a node gone NotReady, an autoscaler's rescale), about
     the pods they name or a named object; their pods marked not ready when they say so."""
     for event in scenario.events:
@@ -351,7 +351,7 @@ def _events(scenario: Scenario, kube: KubernetesSimulator, now: float) -> None:
             )
 
 
-def _crash(scenario: Scenario, kube: KubernetesSimulator, now: float) -> None:
+def _crash(scenario: EvalScenario, kube: KubernetesSimulator, now: float) -> None:
     """The failing service's pods crash-looping, with the kubelet's events, when the
     fault says so."""
     for fault in scenario.faults():
@@ -361,7 +361,7 @@ def _crash(scenario: Scenario, kube: KubernetesSimulator, now: float) -> None:
 
 
 def _crash_one(
-    scenario: Scenario, kube: KubernetesSimulator, now: float, fault: Fault, service: Service
+    scenario: EvalScenario, kube: KubernetesSimulator, now: float, fault: Fault, service: Service
 ) -> None:
     assert fault.crash is not None
     restarts = max(2, int(fault.minutes_ago // 4))
@@ -383,7 +383,7 @@ def _crash_one(
         )
 
 
-def alert_text(scenario: Scenario, now: float) -> str:
+def alertmanager_slack_text(scenario: EvalScenario, now: float) -> str:
     """The alert as Alertmanager's common Slack template posts it."""
     a = scenario.alert
     assert a is not None
@@ -396,14 +396,14 @@ def alert_text(scenario: Scenario, now: float) -> str:
     )
 
 
-def thread_context(scenario: Scenario, now: float) -> ThreadContext:
+def thread_context(scenario: EvalScenario, now: float) -> ThreadContext:
     """What the thread reader gives the investigation: the alert, read as the bot reads
     Alertmanager's posts, and the people's messages, oldest first."""
     if scenario.recorded is not None:
         return _replayed_context(scenario.recorded, now)
     assert scenario.alert is not None
     posted = datetime.fromtimestamp(now - scenario.alert.minutes_ago * 60 + 30, UTC)
-    text = alert_text(scenario, now)
+    text = alertmanager_slack_text(scenario, now)
     alert = read_alert(text, "Alertmanager", posted)
     messages = [ContextMessage(at=posted, author="app Alertmanager", text=text)]
     messages += [
@@ -417,7 +417,7 @@ def thread_context(scenario: Scenario, now: float) -> ThreadContext:
     return ThreadContext(alerts=[alert] if alert else [], messages=messages)
 
 
-def _replayed_context(recorded: Recorded, now: float) -> ThreadContext:
+def _replayed_context(recorded: CapturedThread, now: float) -> ThreadContext:
     messages = [
         ContextMessage(
             at=datetime.fromtimestamp(now - m.seconds_before, UTC), author=m.author, text=m.text

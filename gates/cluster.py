@@ -146,15 +146,21 @@ class KubernetesCluster:
     def _plain(self, obj: Any) -> Any:
         return self._api.sanitize_for_serialization(obj)
 
-    async def _deployment_and_history(
+    async def _deployment_and_selector(
         self, namespace: str, name: str
-    ) -> tuple[dict[str, Any], list[tuple[int, dict[str, Any]]]]:
-        """The Deployment and its ReplicaSets with a parsable revision, oldest first."""
+    ) -> tuple[dict[str, Any], str]:
+        """The Deployment, and its selector's matchLabels as a label selector."""
         deployment = self._plain(
             await self._call(self._apps.read_namespaced_deployment(name, namespace))
         )
         labels = deployment["spec"]["selector"].get("matchLabels", {})
-        selector = ",".join(f"{k}={v}" for k, v in labels.items())
+        return deployment, ",".join(f"{k}={v}" for k, v in labels.items())
+
+    async def _deployment_and_history(
+        self, namespace: str, name: str
+    ) -> tuple[dict[str, Any], list[tuple[int, dict[str, Any]]]]:
+        """The Deployment and its ReplicaSets with a parsable revision, oldest first."""
+        deployment, selector = await self._deployment_and_selector(namespace, name)
         listed = self._plain(
             await self._call(
                 self._apps.list_namespaced_replica_set(namespace, label_selector=selector)
@@ -202,11 +208,7 @@ class KubernetesCluster:
     ) -> tuple[dict[str, Any], list[dict[str, Any]], bool]:
         """The Deployment, up to `limit` of the pods its selector matches, and whether
         there are more."""
-        deployment = self._plain(
-            await self._call(self._apps.read_namespaced_deployment(name, namespace))
-        )
-        labels = deployment["spec"]["selector"].get("matchLabels", {})
-        selector = ",".join(f"{k}={v}" for k, v in labels.items())
+        deployment, selector = await self._deployment_and_selector(namespace, name)
         listed = self._plain(
             await self._call(
                 self._core.list_namespaced_pod(namespace, label_selector=selector, limit=limit)

@@ -24,16 +24,16 @@ from typing import Literal
 from gates.model import ActionRequest
 from graph.sentences import cut_sentences, sentence_spans
 
-ClaimKind = Literal["approved", "executed", "rolled_back", "scaled"]
+ActionClaimKind = Literal["approved", "executed", "rolled_back", "scaled"]
 
 # Verbs that assert an outcome by themselves.
-_CLAIM_VERBS: dict[ClaimKind, str] = {
+_CLAIM_VERBS: dict[ActionClaimKind, str] = {
     "approved": r"approved|authori[sz]ed|signed\s+off",
     "executed": r"executed",
     "rolled_back": r"rolled\s+back|reverted|undone",
     "scaled": r"scaled",
 }
-_KIND: dict[str, ClaimKind] = {kind: kind for kind in _CLAIM_VERBS}
+_KIND: dict[str, ActionClaimKind] = {kind: kind for kind in _CLAIM_VERBS}
 # Verbs too common in telemetry talk ("the query completed") to count on their own: they
 # make a claim only in a sentence that is about an action.
 _GENERIC_VERBS = r"carried\s+out|performed|applied|completed"
@@ -74,13 +74,13 @@ _WORD = re.compile(r"[a-z']+")
 
 
 @dataclass(frozen=True)
-class Claim:
+class ActionClaim:
     """One sentence that asserts an action outcome, and what it asserts."""
 
     sentence: str
     start: int
     end: int
-    kinds: frozenset[ClaimKind]
+    kinds: frozenset[ActionClaimKind]
 
 
 def _hedged(words: list[str]) -> bool:
@@ -102,7 +102,7 @@ def _qualified(before: str) -> bool:
     return _hedged(clauses[-1][-_WINDOW:])
 
 
-def find_claims(text: str) -> list[Claim]:
+def find_action_claims(text: str) -> list[ActionClaim]:
     """Every sentence of `text` that states as a fact that an action was approved,
     executed, rolled back or scaled, in order."""
     claims = []
@@ -110,7 +110,7 @@ def find_claims(text: str) -> list[Claim]:
         sentence = text[start:end]
         if sentence.rstrip().endswith("?"):
             continue
-        kinds: set[ClaimKind] = set()
+        kinds: set[ActionClaimKind] = set()
         for verb in _VERB.finditer(sentence):
             if _qualified(sentence[: verb.start()]):
                 continue
@@ -119,11 +119,11 @@ def find_claims(text: str) -> list[Claim]:
             elif _ACTION_WORDS.search(sentence):
                 kinds.add("executed")
         if kinds:
-            claims.append(Claim(sentence.strip(), start, end, frozenset(kinds)))
+            claims.append(ActionClaim(sentence.strip(), start, end, frozenset(kinds)))
     return claims
 
 
-def _supports(request: ActionRequest, kind: ClaimKind) -> bool:
+def _supports(request: ActionRequest, kind: ActionClaimKind) -> bool:
     if kind == "approved":
         return any(step.to_status == "approved" for step in request.history)
     ran = request.status == "succeeded" and not (request.outcome and request.outcome.dry_run)
@@ -138,7 +138,7 @@ def _named(sentence: str, deployment: str) -> bool:
     return re.search(rf"(?<![\w-]){re.escape(deployment)}(?![\w-])", sentence, re.I) is not None
 
 
-def _is_supported(claim: Claim, requests: Sequence[ActionRequest]) -> bool:
+def _is_supported(claim: ActionClaim, requests: Sequence[ActionRequest]) -> bool:
     """True when a request the claim can refer to is in a state that makes it true.
 
     A sentence that names a deployment refers to that deployment's requests only;
@@ -149,9 +149,9 @@ def _is_supported(claim: Claim, requests: Sequence[ActionRequest]) -> bool:
     return all(any(_supports(r, kind) for r in candidates) for kind in claim.kinds)
 
 
-def unsupported_claims(text: str, requests: Sequence[ActionRequest]) -> list[Claim]:
+def unsupported_claims(text: str, requests: Sequence[ActionRequest]) -> list[ActionClaim]:
     """The claims of `text` that the thread's action records do not bear out."""
-    return [c for c in find_claims(text) if not _is_supported(c, requests)]
+    return [c for c in find_action_claims(text) if not _is_supported(c, requests)]
 
 
 def true_state(request: ActionRequest) -> str:
@@ -178,7 +178,9 @@ def true_state(request: ActionRequest) -> str:
     return "being checked by the gates"
 
 
-def revision_feedback(false_claims: Sequence[Claim], requests: Sequence[ActionRequest]) -> str:
+def revision_feedback(
+    false_claims: Sequence[ActionClaim], requests: Sequence[ActionRequest]
+) -> str:
     """The message that sends the agent back when its draft claims what did not happen."""
     quoted = "\n".join(f'- "{c.sentence[:300]}"' for c in false_claims)
     if requests:
@@ -197,7 +199,7 @@ def revision_feedback(false_claims: Sequence[Claim], requests: Sequence[ActionRe
     )
 
 
-def remove_claims(text: str, false_claims: Sequence[Claim]) -> tuple[str, int]:
+def remove_claims(text: str, false_claims: Sequence[ActionClaim]) -> tuple[str, int]:
     """`text` without the false claims, and how many went; the text says it was cut."""
     cleaned = cut_sentences(text, [(c.start, c.end) for c in false_claims])
     removed = len(false_claims)

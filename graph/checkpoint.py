@@ -2,8 +2,8 @@
 
 Only what a resume needs is kept: a thread's latest checkpoint (one key, overwritten at
 every step) and the pending writes of that checkpoint. Earlier checkpoints are history
-nobody reads (no time travel, no `get_state_history`), and keeping them made a thread's
-storage grow with the square of its length: every checkpoint holds the whole state.
+nobody reads (no time travel, no `get_state_history`), and keeping them would make a
+thread's storage grow with the square of its length: every checkpoint holds the whole state.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ from redis.exceptions import ResponseError
 from redisvl.exceptions import RedisSearchError
 
 FENCE = "tracegate_fence"  # configurable key: awaited before every checkpoint write
+# A run's fence: awaited before each write a run makes (a checkpoint, a Slack post); it raises
+# when the run no longer holds its thread's lease, so the stale run stops without writing.
 Fence = Callable[[], Awaitable[None]]
 
 

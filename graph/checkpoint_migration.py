@@ -1,12 +1,12 @@
-"""Checkpoints written before they were kept under REDIS_PREFIX, copied under it.
+"""The copy of unprefixed checkpoints under REDIS_PREFIX.
 
-Before, a thread's latest checkpoint was `checkpoint:<thread>:<ns>`, its pending writes
+An unprefixed checkpoint has the library's names, the same for every bot on a Redis: a
+thread's latest checkpoint is `checkpoint:<thread>:<ns>`, its pending writes
 `checkpoint_write:<thread>:<ns>:<checkpoint id>:<task>:<idx>`, registered in
-`write_keys_zset:<thread>:<ns>:shallow` — the library's names, the same for every bot on a
-Redis. Now each is `<prefix>:` + that name (graph/checkpoint.py, `CheckpointNames`). A copy
-never replaces a prefixed checkpoint as new as the old one or newer (a bot already running
-the thread under the prefix has the truth); copies keep the old keys' expiry; running it
-again finds nothing left to do.
+`write_keys_zset:<thread>:<ns>:shallow`. The bot reads `<prefix>:` + each of those names
+(graph/checkpoint.py, `CheckpointNames`). A copy never replaces a prefixed checkpoint as
+new as the unprefixed one or newer (a bot already running the thread under the prefix has
+the truth); copies keep the unprefixed keys' expiry; a second run finds nothing to do.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from typing import Any
 from langgraph.runtime import get_runtime
 
 Event = dict[str, Any]
-Report = Callable[[Event], None]
+Reporter = Callable[[Event], None]
 
 
 def _ignore(event: Event) -> None:
@@ -27,10 +27,10 @@ def _ignore(event: Event) -> None:
 class TurnContext:
     """The run context of one turn: where its nodes and tools report progress."""
 
-    report: Report = _ignore  # called on the event loop; must not block
+    report: Reporter = _ignore  # called on the event loop; must not block
 
 
-def reporter(context: TurnContext | None = None) -> Report:
+def reporter(context: TurnContext | None = None) -> Reporter:
     """Where progress goes: the given run context's reporter, else the running graph's
     (outside a turn's run, nowhere)."""
     if context is None:

@@ -4,7 +4,9 @@ Loki's does).
 
 `clip` flattens it to one bounded line: a newline cannot start a line that looks like the
 tool's own. `quoted` also makes it a JSON string literal: its quotes and backslashes are
-escaped, so it cannot close its quotes and go on as if the tool were speaking.
+escaped, so it cannot close its quotes and go on as if the tool were speaking. `truncate`
+only bounds the length, lines kept: for text shown whole where its lines matter (an
+alert's summary, a Slack message's notification text).
 """
 
 from __future__ import annotations
@@ -12,10 +14,14 @@ from __future__ import annotations
 import json
 
 
+def truncate(text: str, limit: int) -> str:
+    """`text` as it is when it fits in `limit` characters; otherwise cut, ending in "…"."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def clip(text: object, limit: int) -> str:
     """`text` on one line, whitespace collapsed, at most `limit` characters."""
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    return truncate(" ".join(str(text).split()), limit)
 
 
 def quoted(text: object, limit: int) -> str:
@@ -23,4 +29,4 @@ def quoted(text: object, limit: int) -> str:
     return json.dumps(clip(text, limit), ensure_ascii=False)
 
 
-__all__ = ["clip", "quoted"]
+__all__ = ["clip", "quoted", "truncate"]

@@ -30,7 +30,7 @@ from typing import Any
 
 from aiohttp import web
 
-from sandbox.prometheus import format_value, parse_duration
+from sandbox.prometheus import format_value, label_matches, parse_duration
 from sandbox.server import SimulatorServer
 
 MAX_ENTRIES = 5000  # limits_config.max_entries_limit_per_query
@@ -53,7 +53,7 @@ class LogQuery:
     filters: list[tuple[str, str]]
 
     def selects(self, labels: dict[str, str]) -> bool:
-        return all(_matches(labels.get(k, ""), op, v) for k, op, v in self.matchers)
+        return all(label_matches(labels.get(k, ""), op, v) for k, op, v in self.matchers)
 
     def keeps(self, line: str) -> bool:
         for op, text in self.filters:
@@ -73,15 +73,6 @@ class MetricQuery:
     range_s: float
     aggregation: str | None
     by: list[str] | None
-
-
-def _matches(have: str, op: str, want: str) -> bool:
-    if op == "=":
-        return have == want
-    if op == "!=":
-        return have != want
-    hit = re.fullmatch(want, have) is not None
-    return hit if op == "=~" else not hit
 
 
 def _syntax(query: str, at: int, message: str) -> LogQLError:
@@ -115,7 +106,7 @@ def parse_log_query(query: str) -> LogQuery:
             if inner[pos] != ",":
                 raise _syntax(query, pos + 1, f"unexpected {inner[pos]!r}, expecting ,")
             pos += 1
-    if not matchers or all(_matches("", op, v) for _, op, v in matchers):
+    if not matchers or all(label_matches("", op, v) for _, op, v in matchers):
         raise LogQLError(
             "parse error : queries require at least one regexp or equality matcher that does "
             'not have an empty-compatible value. For instance, app=~".*" does not meet this '

@@ -108,10 +108,11 @@ class Selector:
     range_s: float | None = None
 
     def matches(self, labels: dict[str, str]) -> bool:
-        return all(_match(labels.get(k, ""), op, v) for k, op, v in self.matchers)
+        return all(label_matches(labels.get(k, ""), op, v) for k, op, v in self.matchers)
 
 
-def _match(have: str, op: str, want: str) -> bool:
+def label_matches(have: str, op: str, want: str) -> bool:
+    """A label matcher (`=`, `!=`, `=~`, `!~`; regexes anchored), as PromQL and LogQL read it."""
     if op == "=":
         return have == want
     if op == "!=":
@@ -263,7 +264,7 @@ class _Parser:
             self.take("}")
         if not matchers:
             raise self.error("unexpected input, expected a metric name or {")
-        if all(_match("", op, v) for _, op, v in matchers):
+        if all(label_matches("", op, v) for _, op, v in matchers):
             raise PromQLError("vector selector must contain at least one non-empty matcher")
         selector = Selector(matchers)
         token = self.peek()

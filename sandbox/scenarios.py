@@ -18,6 +18,8 @@ from sandbox.traces import SimResource, SimSpan, SimTrace, k8s_pod
 
 @dataclass(frozen=True)
 class Scenario:
+    """A named set of seeded traces, for the Tempo simulator to serve."""
+
     name: str
     traces: tuple[SimTrace, ...]
 

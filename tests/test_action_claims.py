@@ -4,7 +4,7 @@ import pytest
 
 from gates.model import ActionRequest, GateDecision, JudgeVerdict, Outcome, Transition
 from graph.action_claims import (
-    find_claims,
+    find_action_claims,
     remove_claims,
     revision_feedback,
     true_state,
@@ -57,7 +57,7 @@ REFUSED = _request(
 
 
 def _claimed(text: str) -> list[str]:
-    return [c.sentence for c in find_claims(text)]
+    return [c.sentence for c in find_action_claims(text)]
 
 
 @pytest.mark.parametrize(
@@ -157,7 +157,7 @@ def test_only_the_claiming_sentence_of_a_paragraph_is_reported() -> None:
 
 
 def test_a_claim_records_what_it_asserts() -> None:
-    (claim,) = find_claims("The scale of payment-api has been APPROVED and executed.")
+    (claim,) = find_action_claims("The scale of payment-api has been APPROVED and executed.")
     assert claim.kinds == {"approved", "executed"}
 
 
@@ -226,7 +226,7 @@ def test_the_true_state_of_a_dry_run_says_nothing_changed() -> None:
 
 
 def test_feedback_quotes_the_false_claim_and_names_each_action_with_its_true_state() -> None:
-    claims = find_claims("The scale of payment-api has been APPROVED and executed.")
+    claims = find_action_claims("The scale of payment-api has been APPROVED and executed.")
     pending = _request(path=("pending_approval",))
     feedback = revision_feedback(claims, [REFUSED, pending])
     assert '"The scale of payment-api has been APPROVED and executed."' in feedback
@@ -239,13 +239,13 @@ def test_feedback_quotes_the_false_claim_and_names_each_action_with_its_true_sta
 
 
 def test_feedback_without_actions_says_none_was_proposed() -> None:
-    feedback = revision_feedback(find_claims("It was executed."), [])
+    feedback = revision_feedback(find_action_claims("It was executed."), [])
     assert "No action has been proposed in this thread" in feedback
 
 
 def test_removing_a_claim_keeps_the_rest_of_the_sentence_run_and_says_so() -> None:
     text = "Cause: a bad deploy. The scale has been APPROVED and executed. Not checked: the DB."
-    answer, removed = remove_claims(text, find_claims(text))
+    answer, removed = remove_claims(text, find_action_claims(text))
     assert removed == 1
     assert answer.startswith("Cause: a bad deploy. Not checked: the DB.\n\n")
     assert "1 sentence was removed" in answer
@@ -255,7 +255,7 @@ def test_removing_the_only_sentence_of_a_bullet_removes_the_bullet_and_keeps_par
     text = (
         "*Cause:* a bad deploy.\n\n• Errors since 14:05.\n• It was rolled back.\n• Not checked: DB."
     )
-    answer, _ = remove_claims(text, find_claims(text))
+    answer, _ = remove_claims(text, find_action_claims(text))
     assert answer.split("\n\n_")[0] == (
         "*Cause:* a bad deploy.\n\n• Errors since 14:05.\n• Not checked: DB."
     )

@@ -3,7 +3,7 @@
 import pytest
 
 from evals.score import Proposal, cause_text, score
-from evals.spec import Scenario, load
+from evals.spec import EvalScenario, load
 
 ROLLBACK = Proposal("rollout_undo", "payment-api", None, "pending_approval")
 RIGHT = (
@@ -13,17 +13,17 @@ RIGHT = (
 
 
 @pytest.fixture(scope="module")
-def bad_deploy() -> Scenario:
+def bad_deploy() -> EvalScenario:
     return load("bad-deploy")
 
 
-def test_a_right_answer_with_the_right_action_scores_full(bad_deploy: Scenario) -> None:
+def test_a_right_answer_with_the_right_action_scores_full(bad_deploy: EvalScenario) -> None:
     graded = score(RIGHT, bad_deploy, [ROLLBACK], invented=0)
     assert graded.named == ["payment-api", "1.42.0"]
     assert (graded.f1, graded.chain, graded.action_right, graded.total) == (1.0, 1.0, True, 1.0)
 
 
-def test_a_wrong_root_cause_scores_zero(bad_deploy: Scenario) -> None:
+def test_a_wrong_root_cause_scores_zero(bad_deploy: EvalScenario) -> None:
     wrong = (
         "*Likely cause:* `catalog` 5.9.0, deployed 45 minutes ago.\n"
         "• How it spreads: `payment-api` → `checkout` → `frontend`."
@@ -31,7 +31,7 @@ def test_a_wrong_root_cause_scores_zero(bad_deploy: Scenario) -> None:
     assert score(wrong, bad_deploy, [ROLLBACK], invented=0).total == 0.0
 
 
-def test_a_hedge_naming_two_candidates_scores_partly(bad_deploy: Scenario) -> None:
+def test_a_hedge_naming_two_candidates_scores_partly(bad_deploy: EvalScenario) -> None:
     hedge = (
         "The root cause is either `payment-api` 1.42.0 or `postgres` running out of "
         "connections. `payment-api` → `checkout` → `frontend`."
@@ -42,26 +42,26 @@ def test_a_hedge_naming_two_candidates_scores_partly(bad_deploy: Scenario) -> No
     assert 0.0 < graded.total < 1.0
 
 
-def test_a_right_answer_with_an_invented_fact_is_penalised(bad_deploy: Scenario) -> None:
+def test_a_right_answer_with_an_invented_fact_is_penalised(bad_deploy: EvalScenario) -> None:
     clean = score(RIGHT, bad_deploy, [ROLLBACK], invented=0)
     caught = score(RIGHT, bad_deploy, [ROLLBACK], invented=1)
     assert caught.total == clean.total / 2
 
 
 def test_the_service_that_only_passes_errors_on_is_not_read_as_the_cause(
-    bad_deploy: Scenario,
+    bad_deploy: EvalScenario,
 ) -> None:
     answer = "`checkout` returns 502s because `payment-api` 1.42.0 throws on every charge."
     assert score(answer, bad_deploy, [ROLLBACK], invented=0).named == ["payment-api", "1.42.0"]
 
 
-def test_a_harmful_proposal_costs_the_action_part_of_the_score(bad_deploy: Scenario) -> None:
+def test_a_harmful_proposal_costs_the_action_part_of_the_score(bad_deploy: EvalScenario) -> None:
     harmful = Proposal("rollout_undo", "catalog", None, "pending_approval")
     graded = score(RIGHT, bad_deploy, [ROLLBACK, harmful], invented=0)
     assert graded.wrong_action and graded.total == pytest.approx(0.85)
 
 
-def test_no_proposal_where_a_rollback_is_right_misses_the_action(bad_deploy: Scenario) -> None:
+def test_no_proposal_where_a_rollback_is_right_misses_the_action(bad_deploy: EvalScenario) -> None:
     graded = score(RIGHT, bad_deploy, [], invented=0)
     assert not graded.action_right and graded.total == pytest.approx(0.85)
 
@@ -108,13 +108,13 @@ def test_an_answer_without_a_cause_word_is_read_from_its_first_sentence() -> Non
     ],
 )
 def test_the_responder_scale_grades_how_close_the_named_cause_is(
-    bad_deploy: Scenario, answer: str, grade: str
+    bad_deploy: EvalScenario, answer: str, grade: str
 ) -> None:
     assert score(answer, bad_deploy, [], invented=0).grade == grade
 
 
 def test_a_right_action_the_gates_refused_is_counted_apart_not_as_right(
-    bad_deploy: Scenario,
+    bad_deploy: EvalScenario,
 ) -> None:
     refused = Proposal("rollout_undo", "payment-api", None, "refused")
     graded = score(RIGHT, bad_deploy, [refused], invented=0)
@@ -149,7 +149,7 @@ def test_where_nothing_is_wrong_a_proposal_even_a_refused_one_misses_the_action(
     assert graded.total == pytest.approx(0.85)
 
 
-def test_saying_nothing_is_wrong_where_something_is_scores_zero(bad_deploy: Scenario) -> None:
+def test_saying_nothing_is_wrong_where_something_is_scores_zero(bad_deploy: EvalScenario) -> None:
     graded = score(NOTHING, bad_deploy, [], invented=0)
     assert graded.nothing_wrong and graded.total == 0.0 and graded.grade == "wrong area"
 

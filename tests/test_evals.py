@@ -19,7 +19,7 @@ from evals.reference import ReferenceInvestigator
 from evals.report import Report, ReportError, compare, update_evals_md
 from evals.run import Outside, harmed, outside, run_once
 from evals.score import score
-from evals.spec import Action, Scenario, Truth, load, names
+from evals.spec import Action, EvalScenario, Truth, load, names
 from evals.world import thread_context, traces
 from graph.model import make_chat_model
 from sandbox import GeminiSimulator, Reply
@@ -46,7 +46,7 @@ def test_each_scenario_is_a_busy_shop_with_background_errors_that_are_not_the_ca
     assert len(failing) < len(written) / 2  # most requests still work
 
 
-async def _served(scenario: Scenario, now: float) -> str:
+async def _served(scenario: EvalScenario, now: float) -> str:
     """Everything the simulators serve for the scenario, read the way the tools read it:
     the cluster's objects, the spans, and what Prometheus and Loki answer over the HTTP API
     for the scenario's window (a series or line outside it, or one they would not serve, is
@@ -129,7 +129,7 @@ async def test_the_reference_investigator_finds_the_cause_through_the_real_graph
     )
 
 
-def _rewritten(scenario: Scenario) -> Scenario:
+def _rewritten(scenario: EvalScenario) -> EvalScenario:
     """The scenario with every part of its truth changed: another root cause and chain,
     evidence, action, harmful actions and criteria, and "nothing wrong" flipped."""
     services = [s.name for s in scenario.services]

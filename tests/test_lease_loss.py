@@ -15,7 +15,8 @@ from saq.types import Context
 
 from bot.turn.store import Turn, TurnStore, turn_id_of
 from bot.turn.timing import WorkerTiming
-from bot.turn.worker import Fence, LeaseLost, TurnRunner, turn_queue
+from bot.turn.worker import LeaseLost, TurnRunner, turn_queue
+from graph.checkpoint import Fence
 
 TIMING = WorkerTiming(recovery_budget_s=10)  # a beat every second
 ROOT = "1700000000.000100"

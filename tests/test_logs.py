@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from bot.process.logs import TurnContext, configure_logging
+from bot.process.logs import LogContextFilter, configure_logging
 from bot.process.server import RunningBot
 from graph.checkpoint import open_checkpointer
 from graph.log_context import bind_log_context
@@ -27,7 +27,7 @@ class Records(logging.Handler):
     def __init__(self) -> None:
         super().__init__()
         self.records: list[logging.LogRecord] = []
-        self.addFilter(TurnContext())
+        self.addFilter(LogContextFilter())
 
     def emit(self, record: logging.LogRecord) -> None:
         self.records.append(record)

@@ -13,14 +13,11 @@ from datetime import UTC, datetime
 from bot.outbound.blocks import Block, context, section
 from bot.outbound.mrkdwn import escape
 from bot.turn.notifications import Alert, Notification
+from graph.untrusted import truncate
 
 SHOWN_LABELS = ("service", "namespace", "deployment", "pod", "job", "cluster", "instance")
 MAX_ALERTS_LISTED = 5
 MAX_TEXT = 300
-
-
-def _clip(text: str, limit: int = MAX_TEXT) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _utc(at: datetime) -> str:
@@ -43,7 +40,7 @@ def alert_text(n: Notification) -> str:
     alerts = n.firing or n.alerts
     name = (alerts[0].labels.get("alertname") if alerts else "") or n.title or "alert"
     state = "RESOLVED" if n.resolved else f"FIRING:{len(n.firing)}"
-    return _clip(f"[{state}] {name}", 150)
+    return truncate(f"[{state}] {name}", 150)
 
 
 def alert_blocks(n: Notification, *, investigated: bool) -> list[Block]:
@@ -55,12 +52,16 @@ def alert_blocks(n: Notification, *, investigated: bool) -> list[Block]:
     severity = labels.get("severity", "")
     resolved = n.resolved
     icon = ":white_check_mark:" if resolved else ":rotating_light:"
-    head = f"{icon} *{escape(_clip(name, 150))}*" + (f" · {escape(severity)}" if severity else "")
+    head = f"{icon} *{escape(truncate(name, 150))}*" + (
+        f" · {escape(severity)}" if severity else ""
+    )
     blocks = [section(head)]
     if first and (summary := _summary(first, n)):
-        blocks.append(section(escape(_clip(summary))))
+        blocks.append(section(escape(truncate(summary, MAX_TEXT))))
     facts = [
-        f"*{escape(k)}:* `{escape(_clip(labels[k], 100))}`" for k in SHOWN_LABELS if labels.get(k)
+        f"*{escape(k)}:* `{escape(truncate(labels[k], 100))}`"
+        for k in SHOWN_LABELS
+        if labels.get(k)
     ]
     if first:
         facts.append(f"*started:* {_utc(first.starts_at)}")
@@ -69,7 +70,9 @@ def alert_blocks(n: Notification, *, investigated: bool) -> list[Block]:
     if len(firing) > 1:
         others = [
             escape(
-                _clip(", ".join(f"{k}={v}" for k, v in a.labels.items() if k != "alertname"), 150)
+                truncate(
+                    ", ".join(f"{k}={v}" for k, v in a.labels.items() if k != "alertname"), 150
+                )
             )
             for a in firing[1:MAX_ALERTS_LISTED]
         ]

@@ -20,6 +20,7 @@ from graph.links import tempo_link
 from graph.result import InvestigationResult, RubricReport
 from graph.tools.registry import shown_by_name
 from graph.trace_ids import rewrite_trace_ids
+from graph.untrusted import truncate
 
 Block = dict[str, Any]
 SECTION_LIMIT = 3000
@@ -289,7 +290,7 @@ def answer_message(
     blocks.append(
         {"type": "actions", "elements": [button("Steps", "show_steps", result.correlation_id)]}
     )
-    text = answer if len(answer) <= MESSAGE_TEXT_LIMIT else answer[: MESSAGE_TEXT_LIMIT - 1] + "…"
+    text = truncate(answer, MESSAGE_TEXT_LIMIT)
     return text or "(empty answer)", blocks
 
 

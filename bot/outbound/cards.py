@@ -210,17 +210,18 @@ class Cards:
         await self.client.chat_postEphemeral(channel=channel, user=user, text=escape(text))
 
     async def _clicked(
-        self, actions: ActionPipeline, request_id: str, user: str, channel: str, message_ts: str
+        self, actions: ActionPipeline, request_id: str, asker: Asker, channel: str, message_ts: str
     ) -> ActionRequest | None:
-        """The request behind a click, if the click came from its card; else refused
-        (ephemerally), audited, and no message is touched."""
+        """The request behind a click, if the click came from its card and from someone who
+        may act on it; else refused (ephemerally), audited, and no message is touched."""
+        user = asker.user
         try:
             request = await actions.store.get(request_id)
         except RequestNotFound:
             await self._tell(channel, user, f"No action request {request_id}; nothing was done.")
             return None
         if request.card == CardLocation(channel=channel, ts=message_ts):
-            return request
+            return None if await self._refused(actions, request, asker, channel) else request
         shown = f"{request.card.channel}/{request.card.ts}" if request.card else "no card"
         await actions.store.audit(
             request, "click_refused", user, f"clicked on {channel}/{message_ts}; its card: {shown}"
@@ -247,8 +248,8 @@ class Cards:
         if self.actions is None:
             await self._tell(channel, user, "Actions are not configured on this bot (KUBECONFIG).")
             return
-        request = await self._clicked(self.actions, request_id, user, channel, message_ts)
-        if request is None or await self._refused(self.actions, request, asker, channel):
+        request = await self._clicked(self.actions, request_id, asker, channel, message_ts)
+        if request is None:
             return
         in_group = await self.approvers.contains(user)
         result = await self.actions.authorise(request_id, user, in_approver_group=in_group)
@@ -298,8 +299,8 @@ class Cards:
         user = asker.user
         if self.actions is None:
             return
-        request = await self._clicked(self.actions, request_id, user, channel, message_ts)
-        if request is None or await self._refused(self.actions, request, asker, channel):
+        request = await self._clicked(self.actions, request_id, asker, channel, message_ts)
+        if request is None:
             return
         in_group = await self.approvers.contains(user)
         result = await self.actions.reject(
@@ -317,8 +318,8 @@ class Cards:
         user = asker.user
         if self.actions is None:
             return
-        request = await self._clicked(self.actions, request_id, user, channel, message_ts)
-        if request is None or await self._refused(self.actions, request, asker, channel):
+        request = await self._clicked(self.actions, request_id, asker, channel, message_ts)
+        if request is None:
             return
         refusal = request.refusal
         if refusal is None or refusal.open_breaker is None:

@@ -10,7 +10,7 @@ model text is streamed before that.
 Falling back, by itself:
 - `chat.startStream` refused (a workspace or token that cannot stream: `unknown_method`,
   `method_deprecated`, `not_allowed_token_type`, `missing_scope`…; or rate limited, or
-  its answer lost): this turn gets today's placeholder and edits. In `auto` a refusal that
+  its answer lost): this turn gets a placeholder and its edits. In `auto` a refusal that
   says the workspace cannot stream is remembered for STREAM_REFUSAL_MEMORY_S, so other
   turns do not each try first.
 - An append refused because Slack closed the stream (`message_not_in_streaming_state`,
@@ -40,11 +40,11 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.outbound.timeline import Chunk, Timeline
+from graph.checkpoint import Fence
 
 log = logging.getLogger(__name__)
 
 StreamingMode = Literal["auto", "on", "off"]
-Fence = Callable[[], Awaitable[None]]
 SaveTasks = Callable[[str], Awaitable[None]]
 
 # Errors of chat.startStream that say this workspace or token cannot stream at all.

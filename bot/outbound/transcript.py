@@ -28,7 +28,10 @@ EMOJI = {
 }
 
 
-def plain(mrkdwn: str) -> str:
+def _for_terminal(mrkdwn: str) -> str:
+    """Slack's rendering of `mrkdwn` in words: link labels, @user ids, dates' fallback text,
+    emoji, entities decoded (unlike `bot.outbound.mrkdwn.plain`, which keeps a rubric's
+    link targets)."""
     text = _LINK.sub(r"\2", mrkdwn)
     text = _BARE_LINK.sub(r"\1", text)
     text = _USER.sub(r"@\1", text)
@@ -66,18 +69,20 @@ def _indent(text: str, prefix: str = "    ") -> str:
 
 def render_blocks(blocks: list[dict[str, Any]], fallback: str) -> str:
     if not blocks:
-        return _indent(plain(fallback))
+        return _indent(_for_terminal(fallback))
     out = []
     for block in blocks:
         kind = block.get("type")
         if kind == "section" and "text" in block:
-            out.append(_indent(plain(block["text"]["text"])))
+            out.append(_indent(_for_terminal(block["text"]["text"])))
         if kind == "section" and "fields" in block:
-            fields = [plain(f["text"]).replace("\n", ": ", 1) for f in block["fields"]]
+            fields = [_for_terminal(f["text"]).replace("\n", ": ", 1) for f in block["fields"]]
             out.append(_indent(" | ".join(fields)))
         elif kind == "context":
             out.append(
-                _indent(" ".join(plain(e.get("text", "")) for e in block["elements"]), "    · ")
+                _indent(
+                    " ".join(_for_terminal(e.get("text", "")) for e in block["elements"]), "    · "
+                )
             )
         elif kind == "actions":
             buttons = "  ".join(f"[{e['text']['text']}]" for e in block["elements"])
@@ -93,9 +98,9 @@ def render_tasks(tasks: list[dict[str, Any]]) -> str:
     lines = []
     for task in tasks:
         mark = _TASK_MARKS.get(str(task.get("status")), "?")
-        line = f"{mark} {plain(str(task.get('title', '')))}"
+        line = f"{mark} {_for_terminal(str(task.get('title', '')))}"
         if task.get("output"):
-            line += f" — {plain(str(task['output']))}"
+            line += f" — {_for_terminal(str(task['output']))}"
         lines.append(_indent(line, "    "))
     return "\n".join(lines)
 

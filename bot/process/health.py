@@ -2,9 +2,10 @@
 
 - `/livez`: the process answers. No dependency is checked, so a Redis blip never makes
   Kubernetes restart every pod.
-- `/readyz` (and `/healthz`, its old name): Redis answers and is a primary (a replica, or
-  a primary demoted in a failover, takes no writes), the checkpoint indexes exist, and
-  Slack's `auth.test` passed once; 503 with the reason otherwise.
+- `/readyz` (also served as `/healthz`, for probes configured with that path): Redis
+  answers and is a primary (a replica, or a primary demoted in a failover, takes no writes),
+  the checkpoint indexes exist, and Slack's `auth.test` passed once; 503 with the reason
+  otherwise.
 - `/metrics`: Prometheus text format.
 """
 

@@ -25,7 +25,7 @@ JSON_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 NOISE = frozenset({warning_client_prioritized_and_token_skipped()})
 
 
-class TurnContext(logging.Filter):
+class LogContextFilter(logging.Filter):
     """Adds the bound context (team, channel, thread, turn, correlation id) to a record, and
     drops the known noise."""
 
@@ -46,7 +46,7 @@ class TurnContext(logging.Filter):
 
 def configure_logging(level: str, fmt: Literal["text", "json"]) -> None:
     handler = logging.StreamHandler(sys.stderr)
-    handler.addFilter(TurnContext())
+    handler.addFilter(LogContextFilter())
     if fmt == "json":
         handler.setFormatter(
             JsonFormatter(

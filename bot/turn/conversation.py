@@ -40,8 +40,9 @@ from bot.turn.access import Access, Asker, AskingLimits
 from bot.turn.context import ThreadReader
 from bot.turn.store import POSTED_ALERT, Turn, TurnStore, turn_id_of
 from bot.turn.threads import ThreadMemory, thread_key
-from bot.turn.worker import Fence, TurnQueue, WorkerTiming, enqueue_turn, job_for_record
+from bot.turn.worker import TurnQueue, WorkerTiming, enqueue_turn, job_for_record
 from graph.capacity import ModelBusy, wait_text
+from graph.checkpoint import Fence
 from graph.context import AlertHint
 from graph.log_context import bind_log_context
 from graph.runner import InvestigationResult, Investigator

@@ -37,7 +37,7 @@ EXECUTE = "execute_action"
 CONCURRENCY = 4  # executions (and the rollouts they follow) one worker runs at a time
 HEARTBEAT_S = 10  # a dead worker's job is retried after this (and saq's sweep)
 
-Execute = Callable[[str, str], Coroutine[object, object, None]]  # request id, approver
+ExecuteAction = Callable[[str, str], Coroutine[object, object, None]]  # request id, approver
 
 
 def action_queue(redis: aioredis.Redis, prefix: str) -> RedisQueue:
@@ -51,7 +51,7 @@ class Executions:
     def __init__(self, queue: RedisQueue | None, jobs: Jobs) -> None:
         self.queue = queue
         self.jobs = jobs
-        self.run: Execute | None = None  # set by whoever executes in this process
+        self.run: ExecuteAction | None = None  # set by whoever executes in this process
 
     async def submit(self, request_id: str, approver: str) -> None:
         if self.queue is not None:
@@ -72,7 +72,7 @@ class Executions:
 
 
 @asynccontextmanager
-async def running_executor(queue: RedisQueue, execute: Execute) -> AsyncIterator[None]:
+async def running_executor(queue: RedisQueue, execute: ExecuteAction) -> AsyncIterator[None]:
     """A saq worker executing approved actions in this process until the block exits."""
 
     async def job(ctx: Context, *, request_id: str, approver: str) -> None:

@@ -45,7 +45,7 @@ from bot.turn.timing import SlotGivenBack, WaitingForModel
 from bot.turn.timing import WorkerTiming as WorkerTiming  # where conversation and tests find it
 from gates.store import as_text
 from graph.capacity import ModelBusy
-from graph.checkpoint import Superseded
+from graph.checkpoint import Fence, Superseded
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,6 @@ WAITER_RETRY_S = 1.0  # a waiting job with no slot to spare is run again after t
 RETRY_DELAY_S = 0.5  # a job retried by saq (a hand-back, a crash) runs again after this
 
 
-Fence = Callable[[], Awaitable[None]]
 RunTurn = Callable[[Turn, Fence], Awaitable[None]]
 Prepare = Callable[[Turn], Awaitable[None]]
 
@@ -489,7 +488,6 @@ async def running_worker(
 
 
 __all__ = [
-    "Fence",
     "HandBack",
     "LeaseLost",
     "TurnRunner",

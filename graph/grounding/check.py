@@ -41,7 +41,7 @@ class ClaimCheck(TypedDict):
 
 
 @dataclass(frozen=True)
-class Finding:
+class Judgement:
     """One claim's judgement; `held` lists what the evidence has of its kind instead."""
 
     status: ClaimStatus | None  # None: not in the evidence (a source may still know)
@@ -79,8 +79,8 @@ _SYMPTOM_WORDS = re.compile(
 _OF = re.compile(r"[\s`*_]*+(?:\(|,)?[\s`*_]*+(?:(?:of|for|in|on|from)\s++(?:the\s++)?)?[\s`*_]*+")
 
 
-def _grounded(item: Fact | None) -> Finding | None:
-    return Finding("grounded", item["source"], basis=item.get("basis", "")) if item else None
+def _grounded(item: Fact | None) -> Judgement | None:
+    return Judgement("grounded", item["source"], basis=item.get("basis", "")) if item else None
 
 
 def subject_of(
@@ -177,7 +177,7 @@ def _named(sentence: str, subjects: frozenset[str]) -> tuple[tuple[int, int, str
     )
 
 
-def _name(claim: Claim, evidence: Evidence) -> Finding:
+def _name(claim: Claim, evidence: Evidence) -> Judgement:
     kinds = _NAMES_FOR[claim.kind]
     found = _grounded(evidence.find(kinds, claim.value))
     if found:
@@ -185,13 +185,13 @@ def _name(claim: Claim, evidence: Evidence) -> Finding:
     if claim.kind in ("pod", "workload") and "-" not in claim.value:  # "pods `h4kzp`": a suffix
         ending = [p for p in evidence.values("pod") if p.endswith("-" + claim.value)]
         if len(ending) == 1:
-            return _grounded(evidence.find(["pod"], ending[0])) or Finding(None)
+            return _grounded(evidence.find(["pod"], ending[0])) or Judgement(None)
     if claim.kind == "replicaset":  # a pod of it was seen: its name is the pod's prefix
         for pod in evidence.values("pod"):
             if pod.rsplit("-", 1)[0] == claim.value:
-                return _grounded(evidence.find(["pod"], pod)) or Finding(None)
+                return _grounded(evidence.find(["pod"], pod)) or Judgement(None)
     held = sorted(evidence.values(kinds[0]), key=lambda v: -_shared_prefix(v, claim.value))
-    return Finding(None, held=tuple(held))
+    return Judgement(None, held=tuple(held))
 
 
 def _shared_prefix(a: str, b: str) -> int:
@@ -218,11 +218,11 @@ def image_matches(claimed: str, image: str) -> bool:
     return bool(repository or tag or digest)
 
 
-def _image(claim: Claim, subject: str | None, evidence: Evidence) -> Finding:
+def _image(claim: Claim, subject: str | None, evidence: Evidence) -> Judgement:
     own = evidence.values("image", subject) if subject else []
     for image in own or evidence.values("image"):
         if image_matches(claim.value, image):
-            return _grounded(evidence.find(["image"], image)) or Finding(None)
+            return _grounded(evidence.find(["image"], image)) or Judgement(None)
     if own and subject:  # of the service named, none of its images: whose is it?
         other = next((i for i in evidence.values("image") if image_matches(claim.value, i)), None)
         found = evidence.find(["image"], other) if other else None
@@ -230,8 +230,8 @@ def _image(claim: Claim, subject: str | None, evidence: Evidence) -> Finding:
         why = f"{claim.text} is {owner}'s, not {subject}'s" if owner else ""
         if not owner and _has_history(subject, evidence):
             why = f"{subject}'s rollout history has no image {claim.text}"
-        return Finding("ungrounded" if why else None, held=tuple(own), why=why)
-    return Finding(None, held=tuple(own or evidence.values("image")))
+        return Judgement("ungrounded" if why else None, held=tuple(own), why=why)
+    return Judgement(None, held=tuple(own or evidence.values("image")))
 
 
 def _has_history(subject: str, evidence: Evidence) -> bool:
@@ -240,32 +240,32 @@ def _has_history(subject: str, evidence: Evidence) -> bool:
     return any(f.get("revision") for f in evidence.facts_of("version", subject))
 
 
-def _version(claim: Claim, subject: str | None, evidence: Evidence) -> Finding:
+def _version(claim: Claim, subject: str | None, evidence: Evidence) -> Judgement:
     own = evidence.values("version", subject) if subject else []
     current = evidence.current("version", subject) if subject else []
     if claim.role == "current" and current and claim.value not in current:
         why = f"{subject}'s current version is {', '.join(current)}"
-        return Finding("ungrounded", held=tuple(current), why=why)
+        return Judgement("ungrounded", held=tuple(current), why=why)
     if claim.role == "previous" and claim.value in current and len(own) > len(current):
         why = f"{claim.text} is {subject}'s current version, not an earlier one"
-        return Finding("ungrounded", held=tuple(own), why=why)
+        return Judgement("ungrounded", held=tuple(own), why=why)
     if own:
         if claim.value in own:
-            return _grounded(evidence.find(["version"], claim.value, subject)) or Finding(None)
+            return _grounded(evidence.find(["version"], claim.value, subject)) or Judgement(None)
         others = evidence.find(["version"], claim.value)
         owner = others.get("subject") if others else None
         why = f"{claim.text} is {owner}'s, not {subject}'s" if owner else ""
         if not owner and subject and _has_history(subject, evidence):
             why = f"{subject}'s rollout history has no {claim.text}"
         status: ClaimStatus | None = "ungrounded" if why else None
-        return Finding(status, held=tuple(own), why=why)
+        return Judgement(status, held=tuple(own), why=why)
     if subject:  # the service named runs no version the evidence knows: ask its source
-        return Finding(None, why=f"no version of {subject} in the evidence")
+        return Judgement(None, why=f"no version of {subject} in the evidence")
     found = _grounded(evidence.find(["version"], claim.value))
-    return found or Finding(None, held=tuple(evidence.values("version")))
+    return found or Judgement(None, held=tuple(evidence.values("version")))
 
 
-def _revision(claim: Claim, subject: str | None, evidence: Evidence) -> Finding:
+def _revision(claim: Claim, subject: str | None, evidence: Evidence) -> Judgement:
     with_history = {s for s in evidence.subjects() if evidence.values("revision", s)}
     if subject not in with_history:
         subject = next(iter(with_history)) if len(with_history) == 1 else None
@@ -279,27 +279,27 @@ def _revision(claim: Claim, subject: str | None, evidence: Evidence) -> Finding:
                 continue
             if claim.role == "previous" and newest is not None and int(claim.value) >= newest:
                 continue
-            return _grounded(evidence.find(["revision"], claim.value, other)) or Finding(None)
+            return _grounded(evidence.find(["revision"], claim.value, other)) or Judgement(None)
         held = tuple(evidence.values("revision"))
         if not with_history:  # no rollout history read: only what a message said, if any
-            return _grounded(evidence.find(["revision"], claim.value)) or Finding(None, held=held)
+            return _grounded(evidence.find(["revision"], claim.value)) or Judgement(None, held=held)
         if evidence.find(["revision"], claim.value):
             role = f"{claim.role} " if claim.role else ""
             why = f"revision {claim.value} is no Deployment's {role}revision"
-            return Finding("ungrounded", held=tuple(h for h in held if h != claim.value), why=why)
-        return Finding(None, held=held)
+            return Judgement("ungrounded", held=tuple(h for h in held if h != claim.value), why=why)
+        return Judgement(None, held=held)
     known = evidence.values("revision", subject)
     current = evidence.current("revision", subject)
     held = tuple(sorted(known, key=int))
     if claim.value not in known:
-        return Finding(None, why=f"{subject}'s revisions are {', '.join(held)}")
+        return Judgement(None, why=f"{subject}'s revisions are {', '.join(held)}")
     if claim.role == "current" and current and claim.value not in current:
         why = f"{subject}'s current revision is {max(current, key=int)}, not {claim.value}"
-        return Finding("ungrounded", held=held, why=why)
+        return Judgement("ungrounded", held=held, why=why)
     if claim.role == "previous" and current and int(claim.value) >= max(map(int, current)):
         why = f"revision {claim.value} is {subject}'s current one, not an earlier one"
-        return Finding("ungrounded", held=held, why=why)
-    return _grounded(evidence.find(["revision"], claim.value, subject)) or Finding(None)
+        return Judgement("ungrounded", held=held, why=why)
+    return _grounded(evidence.find(["revision"], claim.value, subject)) or Judgement(None)
 
 
 _CLAUSE_BREAK = re.compile(r";|\s[-–—]\s|:\s|\s\|\s|\x1f")
@@ -397,7 +397,7 @@ _HAS_CLOCK = re.compile(r"\d:\d\d")
 _YESTERDAY = re.compile(r"\byesterday\b", re.IGNORECASE)
 
 
-def _time(claim: Claim, draft: str, evidence: Evidence, tolerance_s: float) -> Finding:
+def _time(claim: Claim, draft: str, evidence: Evidence, tolerance_s: float) -> Judgement:
     seen = evidence.times()
     newest = max((at for at, _ in seen), default=0.0)
     zone_name, day = _stated(draft, claim, datetime.fromtimestamp(newest, UTC).date())
@@ -405,9 +405,9 @@ def _time(claim: Claim, draft: str, evidence: Evidence, tolerance_s: float) -> F
         carried = times.zone(zone_name) if zone_name else None
         written = times.read(claim.text, day, carried)
     except times.Ambiguous as exc:
-        return Finding("unchecked", why=f"{exc} names more than one time zone")
+        return Judgement("unchecked", why=f"{exc} names more than one time zone")
     if written is None:
-        return Finding("unchecked", why=f"{claim.text} is not a time tracegate can read")
+        return Judgement("unchecked", why=f"{claim.text} is not a time tracegate can read")
     before = draft[claim.sentence[0] : claim.start]
     yesterday = bool(_YESTERDAY.search(before))
     undated = written.day is None and not yesterday  # its clock is claimed, not its day
@@ -426,13 +426,13 @@ def _time(claim: Claim, draft: str, evidence: Evidence, tolerance_s: float) -> F
         pool = seen
     for at, item in sorted(pool, key=lambda pair: pair[0]):
         if written.near(at, tolerance_s) or (undated and written.clock_near(at, tolerance_s)):
-            return Finding("grounded", item["source"], basis=item.get("basis", ""))
+            return Judgement("grounded", item["source"], basis=item.get("basis", ""))
     near = sorted(pool, key=lambda pair: pair[0])
     held = tuple(iso(at) for at, _ in (near[:2] + near[-2:] if len(near) > 4 else near))
     if about is None:  # a time not tied to an event: no proof it is wrong
-        return Finding("unchecked", held=held, why="no event in the evidence at that time")
+        return Judgement("unchecked", held=held, why="no event in the evidence at that time")
     what = "rollout times" if about == "rollout" else "times of errors, alerts or events"
-    return Finding("ungrounded", held=held, why=f"no {what} in the evidence within the tolerance")
+    return Judgement("ungrounded", held=held, why=f"no {what} in the evidence within the tolerance")
 
 
 def judge(
@@ -441,7 +441,7 @@ def judge(
     evidence: Evidence,
     tolerance_s: float,
     revision: Claim | None = None,
-) -> Finding:
+) -> Judgement:
     """One claim against the evidence, no source asked; `revision` is the revision claim a
     version or image is written with, if any."""
     if claim.kind in NAME_KINDS:
@@ -462,7 +462,7 @@ def judge(
 
 def _of_revision(
     claim: Claim, revision: Claim, subject: str | None, evidence: Evidence
-) -> Finding | None:
+) -> Judgement | None:
     """A version or image written with its revision ("revision 41 (1.41.3)") must be that
     revision's; None when the evidence does not say what the revision ran."""
     ran = [f for f in evidence.facts_of(claim.kind, subject) if f.get("revision") == revision.value]
@@ -471,10 +471,10 @@ def _of_revision(
     for item in ran:
         matches = image_matches if claim.kind == "image" else operator.eq
         if matches(claim.value, item["value"]):
-            return Finding("grounded", item["source"], basis=item.get("basis", ""))
+            return Judgement("grounded", item["source"], basis=item.get("basis", ""))
     held = tuple(sorted({f["value"] for f in ran}))
     why = f"revision {revision.value} ran {', '.join(held)}"
-    return Finding("ungrounded", held=held, why=why)
+    return Judgement("ungrounded", held=held, why=why)
 
 
 def order_of(claim: Claim, subject: str, evidence: Evidence) -> int | None:
@@ -491,18 +491,22 @@ def order_of(claim: Claim, subject: str, evidence: Evidence) -> int | None:
     return max(ran) if ran else None
 
 
-def check_of(claim: Claim, finding: Finding, evidence: Evidence | None = None) -> ClaimCheck:
-    """A claim's finding as the state keeps it, with the citation of its source."""
-    status: ClaimStatus = finding.status or "ungrounded"
+def check_of(claim: Claim, judgement: Judgement, evidence: Evidence | None = None) -> ClaimCheck:
+    """A claim's judgement as the state keeps it, with the citation of its source."""
+    status: ClaimStatus = judgement.status or "ungrounded"
     if status == "grounded":
         detail = ""
-    elif finding.why and status == "unchecked":
-        detail = finding.why
+    elif judgement.why and status == "unchecked":
+        detail = judgement.why
     else:
-        held = ", ".join(finding.held[:MAX_HELD]) + (" …" if len(finding.held) > MAX_HELD else "")
+        held = ", ".join(judgement.held[:MAX_HELD]) + (
+            " …" if len(judgement.held) > MAX_HELD else ""
+        )
         detail = (
             "; ".join(
-                part for part in (finding.why, f"the evidence holds {held}" if held else "") if part
+                part
+                for part in (judgement.why, f"the evidence holds {held}" if held else "")
+                if part
             )
             or f"no {claim.kind} in the evidence"
         )
@@ -510,10 +514,10 @@ def check_of(claim: Claim, finding: Finding, evidence: Evidence | None = None) -
         "kind": claim.kind,
         "text": claim.text,
         "status": status,
-        "source": finding.source,
+        "source": judgement.source,
         "detail": detail,
-        "basis": finding.basis if status == "grounded" else "",
-        "where": evidence.where(finding.source) if evidence and status == "grounded" else "",
+        "basis": judgement.basis if status == "grounded" else "",
+        "where": evidence.where(judgement.source) if evidence and status == "grounded" else "",
     }
 
 

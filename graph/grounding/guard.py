@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 from typing import Literal
 
-from graph.grounding.check import ClaimCheck, Finding, check_of, judge, order_of, subject_of
+from graph.grounding.check import ClaimCheck, Judgement, check_of, judge, order_of, subject_of
 from graph.grounding.claims import MAX_CLAIMS, Claim, ClaimKind, find_claims
 from graph.grounding.evidence import Evidence, Fact
 from graph.grounding.sources import LiveSources, lookups_for
@@ -18,8 +18,8 @@ from graph.sentences import cut_sentences
 GroundingMode = Literal["remove", "mark"]
 UNVERIFIED_MARK = " _(unverified)_"
 UNCHECKED_MARK = " _(unchecked)_"
-NOT_ASKED = Finding("unchecked", why="tracegate has no live source to look it up")
-TOO_MANY = Finding("unchecked", why=f"more than {MAX_CLAIMS} facts in one answer")
+NOT_ASKED = Judgement("unchecked", why="tracegate has no live source to look it up")
+TOO_MANY = Judgement("unchecked", why=f"more than {MAX_CLAIMS} facts in one answer")
 
 
 async def ground_draft(
@@ -33,12 +33,12 @@ async def ground_draft(
     evidence = Evidence(facts)
     claims = find_claims(draft, known_names(evidence))
     revisions = _paired_revisions(draft, claims)
-    findings = [
+    judgements = [
         judge(c, draft, evidence, tolerance_s, revisions.get(i))
         for i, c in enumerate(claims[:MAX_CLAIMS])
     ]
-    findings += [TOO_MANY] * (len(claims) - len(findings))
-    unresolved = [i for i, f in enumerate(findings) if f.status is None]
+    judgements += [TOO_MANY] * (len(claims) - len(judgements))
+    unresolved = [i for i, f in enumerate(judgements) if f.status is None]
     if unresolved and sources is None:  # nothing to ask: what a source could settle is unchecked
         for i in unresolved:
             if lookups_for(
@@ -47,7 +47,7 @@ async def ground_draft(
                 evidence,
                 ["?"],
             ):
-                findings[i] = NOT_ASKED
+                judgements[i] = NOT_ASKED
     elif unresolved and sources is not None:
         named = {c.value for c in claims if c.kind in ("deployment", "service", "workload")}
         subjects = evidence.subjects() | named
@@ -63,17 +63,17 @@ async def ground_draft(
         looked = await sources.look_up(key for keys in wanted.values() for key in keys)
         evidence.add(looked.facts)
         for i in unresolved:
-            finding = judge(claims[i], draft, evidence, tolerance_s, revisions.get(i))
+            judgement = judge(claims[i], draft, evidence, tolerance_s, revisions.get(i))
             failed = [looked.failed[k] for k in wanted[i] if k in looked.failed]
-            if finding.status is None and failed:
-                finding = Finding("unchecked", why=failed[0])
-            findings[i] = finding
+            if judgement.status is None and failed:
+                judgement = Judgement("unchecked", why=failed[0])
+            judgements[i] = judgement
     for first, second, back in _ordered_pairs(draft, claims[:MAX_CLAIMS]):
-        if findings[first].status == "grounded" and findings[second].status == "grounded":
+        if judgements[first].status == "grounded" and judgements[second].status == "grounded":
             wrong = _out_of_order(claims[first], claims[second], back, draft, evidence)
             if wrong is not None:
-                findings[first] = wrong
-    return claims, [check_of(c, f, evidence) for c, f in zip(claims, findings, strict=True)]
+                judgements[first] = wrong
+    return claims, [check_of(c, f, evidence) for c, f in zip(claims, judgements, strict=True)]
 
 
 def known_names(evidence: Evidence) -> dict[ClaimKind, list[str]]:
@@ -112,7 +112,9 @@ def _ordered_pairs(draft: str, claims: Sequence[Claim]) -> list[tuple[int, int, 
     return pairs
 
 
-def _out_of_order(a: Claim, b: Claim, back: bool, draft: str, evidence: Evidence) -> Finding | None:
+def _out_of_order(
+    a: Claim, b: Claim, back: bool, draft: str, evidence: Evidence
+) -> Judgement | None:
     """A change written in the wrong order for the rollout history: "upgraded from 1.42.0
     to 1.41.3" when 1.41.3 is the older release."""
     subject = subject_of(a, draft, evidence, evidence.subjects())
@@ -124,7 +126,7 @@ def _out_of_order(a: Claim, b: Claim, back: bool, draft: str, evidence: Evidence
     if (first > second) != back:
         which = "after" if first > second else "before"
         why = f"{subject} ran {a.text} {which} {b.text} (revisions {first} and {second})"
-        return Finding("ungrounded", why=why)
+        return Judgement("ungrounded", why=why)
     return None
 
 

@@ -29,6 +29,7 @@ from graph.progress import reporter
 from graph.state import InvestigationState
 from graph.tools import DEFAULT_RESULT_CHARS, Shown, result_budget, shown
 from graph.tools.errors import ToolFailed
+from graph.untrusted import truncate
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ def _first_line(result: ToolMessage | Command[Any]) -> str:
         return ""
     text = result.content if isinstance(result.content, str) else str(result.content)
     line = text.strip().split("\n", 1)[0]
-    return line if len(line) <= SUMMARY_CHARS else line[: SUMMARY_CHARS - 1] + "…"
+    return truncate(line, SUMMARY_CHARS)
 
 
 def declares(declared: Shown | None, each: Fact) -> bool:
