@@ -131,8 +131,8 @@ def _said(question: str, context: ThreadContext | None) -> list[Fact]:
 
 def _changes(update: InvestigationState, current: dict[str, Any]) -> InvestigationState:
     """Only the fields the thread's state does not already hold: every field written is a
-    document the checkpointer stores, expires and indexes (17 a turn before this). A field
-    the state lacks reads as None or 0 (nodes read them with `.get(field, 0)`)."""
+    document the checkpointer stores, expires and indexes. A field the state lacks reads
+    as None or 0 (nodes read them with `.get(field, 0)`)."""
     return cast(
         InvestigationState,
         {
