@@ -64,11 +64,12 @@ bench: $(VENV)/.installed
 bench-grounding: $(VENV)/.installed
 	$(BIN)/python -m bench.grounding
 
-# docs/configuration.md from the settings model (bot/process/settings.py); tests/test_docs.py
-# fails when the page is stale.
+# docs/configuration.md from the settings model (bot/process/settings.py), docs/tools.md from
+# the tool registry (graph/tools/registry.py); tests fail when either page is stale.
 .PHONY: docs
 docs: $(VENV)/.installed
 	$(BIN)/tracegate config docs --out docs/configuration.md
+	$(BIN)/python -m graph.tools.registry > docs/tools.md
 
 # Re-resolve the runtime dependencies after changing them in pyproject.toml; every
 # platform's wheels are hashed, so the image installs with --require-hashes.

@@ -5,6 +5,7 @@ offered when its settings are not configured."""
 from __future__ import annotations
 
 from contextlib import nullcontext
+from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
@@ -16,9 +17,11 @@ from graph.config import GraphLimits, ModelSpec, TempoSpec
 from graph.grounding.evidence import Fact, fact
 from graph.runner import open_investigator
 from graph.tools import Bound, Shown, ToolSet, declared
-from graph.tools.registry import TOOLSETS
+from graph.tools.registry import PAGE, TOOLSETS, render
 from sandbox import GeminiSimulator, Reply
 from tests.shared_redis import PREFIX
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 # --- the throwaway tool's module: its settings, its tool, its TOOLSET -------------------------
@@ -107,6 +110,16 @@ async def test_a_tool_set_whose_settings_are_not_configured_is_not_offered(
 
     assert "read_echo" not in gemini.requests[0].tool_names
     assert "query_tempo_traces" in gemini.requests[0].tool_names
+
+
+def test_the_tools_page_is_what_the_registry_generates() -> None:
+    assert (ROOT / PAGE).read_text() == render() + "\n", "stale: run make docs"
+
+
+def test_a_tool_added_through_the_registry_is_on_the_tools_page() -> None:
+    page = render([*TOOLSETS, ECHO])
+    assert "## Echo" in page and "Needs: `ECHO_URL`." in page
+    assert "| `read_echo` | “Listening to the echo of {word}” | 12,000 chars | `service` |" in page
 
 
 def test_a_tool_a_set_does_not_declare_is_refused() -> None:

@@ -34,6 +34,38 @@ def shown_by_name(toolsets: Sequence[ToolSet] = TOOLSETS) -> dict[str, Shown]:
     return {name: each for toolset in toolsets for name, each in toolset.shown.items()}
 
 
+PAGE = "docs/tools.md"
+
+
+def render(toolsets: Sequence[ToolSet] = TOOLSETS) -> str:
+    """docs/tools.md: each tool set, what it needs, and how each of its tools is shown."""
+    lines = [
+        "# The agent's tools",
+        "",
+        "Generated from `graph/tools/registry.py` (`make docs`); each tool set is declared in",
+        "its module (`TOOLSET`, and a `Shown` per tool). A set's tools are offered only when",
+        "what it needs is configured. Facts are what a result hands over as evidence for the",
+        "grounding check (`text`: what free text it reads names, of any kind).",
+        "",
+    ]
+    for toolset in toolsets:
+        lines += [f"## {toolset.label}", "", f"Needs: {toolset.needs or 'nothing more'}."]
+        if toolset.grader:
+            lines.append("The grader may look up its evidence too.")
+        lines += [
+            "",
+            "| tool | on the timeline | output budget | facts it hands over |",
+            "|---|---|---|---|",
+        ]
+        for name, each in toolset.shown.items():
+            titles = [each.title, *(each.titles_by[1].values() if each.titles_by else ())]
+            shown_as = "; ".join(f"“{t}”" for t in titles)
+            facts = ", ".join(f"`{kind}`" for kind in each.facts) or "none"
+            lines.append(f"| `{name}` | {shown_as} | {each.budget:,} chars | {facts} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 @dataclass(frozen=True)
 class Tools:
     agent: list[BaseTool]  # every tool the agent is given
@@ -64,3 +96,7 @@ async def open_tools(
             agent += tools
             grader += tools if toolset.grader and not toolset.cluster else []
         yield Tools(agent, grader)
+
+
+if __name__ == "__main__":  # make docs
+    print(render())
