@@ -299,3 +299,73 @@ def test_the_configuration_page_states_each_setting_default_and_bounds_as_the_co
             assert default.startswith(shown), (
                 f"{name}: docs/configuration.md {default!r}, code {shown}"
             )
+
+
+# --- a field inside a group is named by its variable ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "problem", "where"),
+    [
+        # prefixed: THREAD_CONTEXT_ + messages
+        ("THREAD_CONTEXT_MESSAGES", "-1", "-1 is below the minimum 0", ("thread", "messages")),
+        # aliased: ActionPolicy.breaker_max_per_target
+        (
+            "BREAKER_MAX_ACTIONS_PER_TARGET",
+            "x",
+            "'x' is not a whole number",
+            ("actions", "breaker_max_per_target"),
+        ),
+        # a list: ActionPolicy.protected_deployments, shown as the user wrote it
+        (
+            "PROTECTED_DEPLOYMENTS",
+            "shop/db, nameless",
+            "entry 'nameless' is not namespace/name (got 'shop/db, nameless')",
+            ("actions", "protected_deployments"),
+        ),
+        # a duration: CapacityLimits.window_s, in the variable's own terms
+        (
+            "MODEL_RATE_WINDOW",
+            "61m",
+            "61m is longer than the maximum 1h",
+            ("capacity", "window_s"),
+        ),
+    ],
+)
+def test_a_bad_value_inside_a_group_is_named_by_its_variable(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, problem: str, where: tuple[str, str]
+) -> None:
+    assert (VARIABLES[name].group, VARIABLES[name].field) == where  # the kind of field meant
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError) as refused:
+        load_settings(_env_file=None)
+    assert str(refused.value) == f"{name}: {problem}"
+
+
+def test_a_list_is_a_set_of_names_read_from_commas(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RUBRIC_EDITORS", " U1,U2 ,, *")
+    rubric = load_settings(_env_file=None).rubric
+    assert rubric.editors == frozenset({"U1", "U2", "*"})
+    assert rubric.editor_ids() == (True, frozenset({"U1", "U2"}))
+
+
+def test_every_problem_of_every_group_is_reported_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEMPO_TIMEOUT", "0")
+    monkeypatch.setenv("APPROVAL_TTL", "10s")
+    monkeypatch.setenv("LOG_LEVEL", "LOUD")
+    with pytest.raises(SettingsError) as refused:
+        load_settings("investigate", _env_file=None)
+    lines = str(refused.value).splitlines()
+    assert [line.split(":")[0] for line in lines] == [
+        "TEMPO_TIMEOUT",
+        "APPROVAL_TTL",
+        "LOG_LEVEL",
+        "GOOGLE_API_KEY",
+        "TEMPO_URL",
+    ]
+
+
+def test_a_flat_override_wins_over_grouped_values() -> None:
+    settings = Settings(_env_file=None, tempo_url="http://tempo:3200")
+    again = Settings(_env_file=None, **settings.model_dump(), tempo_timeout=2)
+    assert (again.tempo.url, again.tempo.timeout_s) == ("http://tempo:3200", 2)
