@@ -119,8 +119,8 @@ def _check(settings: Settings) -> None:
     missing = [
         problem
         for problem, bad in (
-            ("SLACK_BOT_TOKEN: needed to read the thread", not settings.slack_bot_token),
-            ("TEMPO_URL: needed to fetch the traces the turn read", not settings.tempo_url),
+            ("SLACK_BOT_TOKEN: needed to read the thread", not settings.slack.bot_token),
+            ("TEMPO_URL: needed to fetch the traces the turn read", not settings.tempo.url),
         )
         if bad
     ]
@@ -201,7 +201,7 @@ async def capture_negative(settings: Settings, folder: Path = SCENARIOS) -> list
     async with open_runtime(settings) as runtime:
         client = slack_client(settings, runtime.slack_http)
         links: list[tuple[str, str]] = []
-        for thread, _ in await negative_answers(runtime.redis, settings.redis_prefix):
+        for thread, _ in await negative_answers(runtime.redis, settings.redis.prefix):
             _, channel, thread_ts = thread.split(":", 2)
             name = f"feedback-{channel.lower()}-{thread_ts.replace('.', '')}"
             if (folder / name).exists() or any(n == name for n, _ in links):

@@ -145,17 +145,17 @@ def live_estimate(live: Settings, investigations: int, reports: Path) -> str:
 
     typical, basis = per_investigation(reports)
     models = {
-        "agent": live.llm_model,
-        "grader": live.grader_model or live.llm_model,
-        "judge": live.judge_model or live.llm_model,
+        "agent": live.model.model,
+        "grader": live.rubric.grader_model or live.model.model,
+        "judge": live.kubernetes.judge_model or live.model.model,
     }
     lines = [
-        f"live run: {investigations} investigation(s) by `{live.llm_model}`; each about "
+        f"live run: {investigations} investigation(s) by `{live.model.model}`; each about "
         f"as large as {basis}:"
     ]
     dollars: float | None = 0.0
     for role, usage in typical.items():
-        model = models.get(role, live.llm_model)
+        model = models.get(role, live.model.model)
         one = usage.model_copy(update={"model": model})
         price = one.usd()
         _, row = price_of(model)
@@ -212,7 +212,11 @@ def _live_settings(model: str | None) -> Settings:
             "live evals need a real Gemini model (GOOGLE_API_KEY, or Vertex AI):\n"
             + "\n".join(problems)
         )
-    return settings.model_copy(update={"llm_model": model}) if model else settings
+    return (
+        settings.model_copy(update={"model": settings.model.model_copy(update={"model": model})})
+        if model
+        else settings
+    )
 
 
 async def _run(scenarios: list[str], runs: int, live: Settings | None) -> Report:
@@ -239,5 +243,5 @@ async def _run(scenarios: list[str], runs: int, live: Settings | None) -> Report
                 f"{name} run {run}: {record.status}, score {record.score['total']:.2f}",
                 file=sys.stderr,
             )
-    model = live.llm_model if live is not None else f"reference investigator ({AGENT})"
+    model = live.model.model if live is not None else f"reference investigator ({AGENT})"
     return Report.of("offline" if live is None else "live", model, runs, records)

@@ -135,7 +135,7 @@ def eval_settings(
         "redis_prefix": f"eval-{uuid.uuid4().hex[:12]}",  # runs never share keys
         "progress_interval": 0,
         # Counted per thread as the API reports them (the eval reads the count back).
-        "thread_token_budget": (base.thread_token_budget if base else 0) or 10**12,
+        "thread_token_budget": (base.capacity.thread_token_budget if base else 0) or 10**12,
     }
     if out.gemini is not None:
         values |= {
@@ -210,13 +210,13 @@ async def run_once(
             latency = time.monotonic() - started
             used = cost.spent(counted, cost.snapshot())
             proposals = await _proposals(runtime, result)
-            spent = await runtime.redis.get(f"{settings.redis_prefix}:tokens:thread:{thread}")
+            spent = await runtime.redis.get(f"{settings.redis.prefix}:tokens:thread:{thread}")
         graded = score(result.answer, scenario, proposals, invented(result))
         record = RunRecord(
             scenario=scenario.name,
             run=run,
             mode="offline" if live is None else "live",
-            model=result.model or settings.llm_model,
+            model=result.model or settings.model.model,
             status=result.status,
             answer=result.answer,
             score=graded.as_dict(),

@@ -40,8 +40,9 @@ import redis.asyncio as aioredis
 from langchain_core.messages import BaseMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.outputs import ChatResult
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from gates.config import NOT_A_SETTING, Seconds
 from graph.metrics import (
     BUDGET_STOPS,
     FALLBACK_USES,
@@ -64,22 +65,102 @@ MAX_RETRY_DELAY_S = 86400.0
 class CapacityLimits(BaseModel):
     """The shared limit and the waiting policy (MODEL_* settings)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, validate_by_name=True)
 
-    rpm: int = Field(default=0, ge=0)  # MODEL_RPM: requests per window per model; 0: none
-    tpm: int = Field(default=0, ge=0)  # MODEL_TPM: input tokens per window per model; 0: none
-    # MODEL_RATE_WINDOW: the quota's window; the API's quotas are per minute
-    window_s: float = Field(default=60.0, ge=1, le=3600)
-    wait_max_s: float = Field(default=600.0, ge=0, le=86400)  # MODEL_WAIT_MAX: a turn waits
+    rpm: int = Field(
+        default=0,
+        ge=0,
+        description=(
+            "Model requests per `MODEL_RATE_WINDOW`, per model, for all `serve` and `worker` "
+            "processes together (one limit in Redis), taken before every agent, grader and judge "
+            "call. Set it a little under the model's quota. `0`: no limit."
+        ),
+    )
+    tpm: int = Field(
+        default=0,
+        ge=0,
+        description=(
+            "Input tokens per `MODEL_RATE_WINDOW`, per model, shared the same way; a call's "
+            "tokens are estimated (4 characters a token) before it and corrected from the "
+            "response's usage after it. `0`: no limit."
+        ),
+    )
+    window_s: Seconds = Field(
+        default=60.0,
+        ge=1,
+        le=3600,
+        validation_alias="MODEL_RATE_WINDOW",
+        description=(
+            "The window of `MODEL_RPM` / `MODEL_TPM` (the API's quotas are per minute; a call "
+            "counts in it for a further 2 %, at least 0.5 s, as the API sees it a moment after it "
+            "is sent)."
+        ),
+    )
+    wait_max_s: Seconds = Field(
+        default=600.0,
+        ge=0,
+        le=86400,
+        validation_alias="MODEL_WAIT_MAX",
+        description=(
+            "How long a turn waits for model capacity (a 429 or 503 from the API, or the shared "
+            'limit), counted from its first wait. While it waits its placeholder says "Waiting '
+            'for model capacity — next try at HH:MM:SS UTC" and its worker slot is free for other '
+            "threads; it then resumes from its checkpoint. Past it the turn ends with a message "
+            "saying it was the model's quota and what to do."
+        ),
+    )
     # A wait this short is waited holding the worker slot; longer ones hand the turn back.
-    inline_wait_s: float = Field(default=2.0, ge=0)
-    fallback_model: str | None = None  # LLM_FALLBACK_MODEL, provider:model
-    fallback_after_s: float = Field(default=60.0, ge=0, le=3600)  # MODEL_FALLBACK_AFTER
-    thread_token_budget: int = Field(default=0, ge=0)  # THREAD_TOKEN_BUDGET; 0: off
-    channel_daily_token_budget: int = Field(default=0, ge=0)  # CHANNEL_DAILY_TOKEN_BUDGET
-    # AUTO_INVESTIGATION_DAILY_TOKEN_BUDGET: what investigations no one asked for (alerts')
-    # may spend a UTC day, all channels together; 0: no limit of their own
-    automatic_daily_token_budget: int = Field(default=2_000_000, ge=0)
+    inline_wait_s: float = Field(default=2.0, ge=0, json_schema_extra=NOT_A_SETTING)
+    fallback_model: str | None = Field(
+        default=None,
+        validation_alias="LLM_FALLBACK_MODEL",
+        description=(
+            "`provider:model` answering when the primary model stays exhausted (429/503) for "
+            "`MODEL_FALLBACK_AFTER`; the result records the model that answered (`model`)."
+        ),
+    )
+    fallback_after_s: Seconds = Field(
+        default=60.0,
+        ge=0,
+        le=3600,
+        validation_alias="MODEL_FALLBACK_AFTER",
+        description=(
+            "How long the primary must have been exhausted (since its first quota or overload "
+            "error, across processes) before the fallback answers."
+        ),
+    )
+    thread_token_budget: int = Field(
+        default=0,
+        ge=0,
+        validation_alias="THREAD_TOKEN_BUDGET",
+        description=(
+            "Tokens (input and output, all roles) one thread may spend over its life; a turn that "
+            "would exceed it stops before its next model call with a message (not an error), ⚠️. "
+            "`0`: no budget."
+        ),
+    )
+    channel_daily_token_budget: int = Field(
+        default=0,
+        ge=0,
+        validation_alias="CHANNEL_DAILY_TOKEN_BUDGET",
+        description="Tokens one channel may spend per UTC day, the same way. `0`: no budget.",
+    )
+    automatic_daily_token_budget: int = Field(
+        default=2_000_000,
+        ge=0,
+        validation_alias="AUTO_INVESTIGATION_DAILY_TOKEN_BUDGET",
+        description=(
+            "Tokens automatic investigations may spend per UTC day, all channels together "
+            "(people's questions are not counted). `0`: no budget of their own."
+        ),
+    )
+
+    @field_validator("fallback_model")
+    @classmethod
+    def _fallback_model(cls, value: str | None) -> str | None:
+        if value and not value.startswith("google_genai:"):
+            raise ValueError(f"{value!r} is not of the form google_genai:<model>")
+        return value or None
 
 
 class ModelBusy(Exception):

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from bot.process.server import SHUTDOWN_GRACE_S, RunningBot
-from bot.process.settings import Settings
+from bot.process.settings import VARIABLES, Settings
 from tests.gates_fixtures import REPOSITORY, shipped_roles
 from tests.kustomize import render
 
@@ -54,7 +54,7 @@ def test_the_secret_example_is_valid_and_holds_no_real_value() -> None:
 
 
 def test_every_environment_name_in_the_manifests_is_a_setting() -> None:
-    settings = {name.upper() for name in Settings.model_fields}
+    settings = set(VARIABLES)
     names = set(_one("ConfigMap", "tracegate")["data"])
     names |= set(yaml.safe_load(SECRET_EXAMPLE.read_text())["stringData"])
     names |= {env["name"] for container in _containers() for env in container.get("env", [])}
@@ -68,7 +68,7 @@ def test_every_environment_name_in_the_manifests_is_a_setting() -> None:
 def test_the_config_map_parses_as_settings() -> None:
     data = _one("ConfigMap", "tracegate")["data"]
     settings = Settings(_env_file=None, **{k.lower(): v for k, v in data.items()})  # type: ignore[call-arg]
-    assert (settings.worker_mode, settings.log_format) == ("queue", "json")
+    assert (settings.turns.worker_mode, settings.logs.format) == ("queue", "json")
 
 
 async def test_every_probe_path_is_served(bot: RunningBot) -> None:

@@ -7,14 +7,20 @@ from __future__ import annotations
 import io
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import pytest
-from pydantic import Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, create_model
 
 from bot.process.cli import main
 from bot.process.demo import play
-from bot.process.settings import Settings
+from bot.process.settings import (
+    VARIABLES,
+    KubernetesSettings,
+    LogSettings,
+    Settings,
+    SlackSettings,
+)
 from bot.process.settings_docs import COMMAND, PAGE, render
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,7 +37,7 @@ def test_every_file_the_architecture_doc_names_exists() -> None:
 def test_every_setting_the_architecture_doc_names_is_a_setting() -> None:
     table = DOC.split("## Where each setting is read", 1)[1].split("\n## ", 1)[0]
     named = set(re.findall(r"`([A-Z][A-Z0-9_]+)(?:_\*)?`", table))
-    known = {field.upper() for field in Settings.model_fields}
+    known = set(VARIABLES)
     prefixes = {n for n in re.findall(r"`([A-Z][A-Z0-9_]+)_\*`", table)}
     unknown = sorted(n for n in named - prefixes if n not in known)
     assert not unknown, f"docs/architecture.md names settings that do not exist: {unknown}"
@@ -81,33 +87,40 @@ def test_the_configuration_page_does_not_depend_on_the_environment(
     assert "xoxb-from-the-environment" not in page
 
 
+def _with_group(attribute: str, group: type[BaseModel]) -> type[Settings]:
+    """Settings with one group's model replaced (its Group, prefix and section kept)."""
+    metadata = Settings.model_fields[attribute].metadata
+    field = (Annotated[group, *metadata], Field(default_factory=group))
+    return create_model("Changed", __base__=Settings, **{attribute: field})  # type: ignore[call-overload,no-any-return]
+
+
 def test_a_secrets_default_is_never_written() -> None:
-    class WithADefaultToken(Settings):
-        slack_bot_token: SecretStr | None = Field(
+    class WithADefaultToken(SlackSettings):
+        bot_token: SecretStr | None = Field(
             default=SecretStr("xoxb-default-leak"), description="A token."
         )
 
-    page = render(WithADefaultToken)
+    page = render(_with_group("slack", WithADefaultToken))
     assert "xoxb-default-leak" not in page
     assert "| `SLACK_BOT_TOKEN` | secret | — |" in page
 
 
 def test_a_setting_without_a_description_is_refused_by_name() -> None:
-    class Undocumented(Settings):
+    class Undocumented(KubernetesSettings):
         thread_emoji: str = "eyes"
 
     with pytest.raises(ValueError, match=r"^THREAD_EMOJI has no description: add Field"):
-        render(Undocumented)
+        render(_with_group("kubernetes", Undocumented))
 
 
 def test_a_new_setting_lands_in_the_section_it_is_declared_in() -> None:
-    class WithANewSetting(Settings):
-        log_color: Literal["auto", "on", "off"] = Field(
+    class WithANewSetting(LogSettings):
+        color: Literal["auto", "on", "off"] = Field(
             default="auto", description="Colour the log lines."
         )
 
-    page = render(WithANewSetting)
-    # Declared last: after the last section's first setting, so in that section.
+    page = render(_with_group("logs", WithANewSetting))
+    # Declared in the last group: in that group's section.
     logs = page.split("\n## Logs\n", 1)[1].split("\n## ", 1)[0]
     assert "| `LOG_COLOR` | `auto` or `on` or `off` | `auto` | Colour the log lines. |" in logs
 

@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 
 from bot.process.redis_client import RedisSpec
-from bot.process.settings import Settings, SettingsError, load_settings
+from bot.process.settings import VARIABLES, SettingsError, load_settings
 
 SENTINELS = "redis+sentinel://s1:26379,s2:26380/mymaster/2"
 
 
 @pytest.fixture(autouse=True)
 def _no_settings_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in Settings.model_fields:
-        monkeypatch.delenv(name.upper(), raising=False)
+    for name in VARIABLES:
+        monkeypatch.delenv(name, raising=False)
 
 
 def _spec(**settings: object) -> RedisSpec:

@@ -7,7 +7,7 @@ import pytest
 from annotated_types import Ge, Gt, Le, Lt
 from pydantic.fields import FieldInfo
 
-from bot.process.settings import FILLS, Settings, SettingsError, load_settings, parse_duration
+from bot.process.settings import VARIABLES, Settings, SettingsError, load_settings
 from bot.turn.worker import WorkerTiming
 from gates.config import ActionPolicy
 from gates.store import DEFAULT_LEASE_S
@@ -16,17 +16,17 @@ from graph.config import GraphLimits, ModelSpec, TempoSpec
 
 @pytest.fixture(autouse=True)
 def _no_settings_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in Settings.model_fields:
-        monkeypatch.delenv(name.upper(), raising=False)
+    for name in VARIABLES:
+        monkeypatch.delenv(name, raising=False)
 
 
 def test_defaults_give_the_documented_limits(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("TOOL_BUDGET", "RECURSION_LIMIT", "TRACE_MAX_REVISIONS", "LLM_MODEL"):
         monkeypatch.delenv(name, raising=False)
     settings = load_settings(_env_file=None)
-    limits = settings.graph_limits()
+    limits = settings.limits
     assert (limits.tool_budget, limits.recursion_limit, limits.trace_max_revisions) == (8, 25, 2)
-    assert settings.llm_model == "google_genai:gemini-3.8-flash"
+    assert settings.model.model == "google_genai:gemini-3.8-flash"
 
 
 def test_environment_variables_override_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -34,18 +34,18 @@ def test_environment_variables_override_defaults(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("TEMPO_URL", "http://tempo:3200")
     monkeypatch.setenv("TEMPO_TENANT", "acme")
     settings = load_settings(_env_file=None)
-    assert settings.graph_limits().tool_budget == 3
+    assert settings.limits.tool_budget == 3
     assert settings.tempo_spec().tenant == "acme"
 
 
 def test_the_defaults_are_the_ones_the_typed_configs_own() -> None:
     settings = Settings(_env_file=None, tempo_url="http://tempo:3200")
-    assert settings.graph_limits() == GraphLimits()
-    assert settings.action_policy() == ActionPolicy()
-    assert settings.model_spec() == ModelSpec()
+    assert settings.limits == GraphLimits()
+    assert settings.actions == ActionPolicy()
+    assert settings.model == ModelSpec()
     assert settings.tempo_spec() == TempoSpec(url="http://tempo:3200")
-    assert settings.worker_timing() == WorkerTiming()
-    assert settings.action_lease_s == DEFAULT_LEASE_S  # the action store's lease
+    assert settings.worker == WorkerTiming()
+    assert settings.kubernetes.action_lease == DEFAULT_LEASE_S  # the action store's lease
 
 
 OUT_OF_RANGE = [
@@ -124,13 +124,8 @@ def _bounded(field: FieldInfo) -> bool:
 
 
 def test_every_bounded_setting_is_in_the_out_of_bounds_test() -> None:
-    bounded = {name for name, field in Settings.model_fields.items() if _bounded(field)}
-    for config, fills in FILLS.items():
-        for field_name, field in config.model_fields.items():
-            setting = fills.get(field_name, field_name)
-            if _bounded(field) and setting in Settings.model_fields:
-                bounded.add(setting)
-    assert {name.lower() for name, _, _ in OUT_OF_RANGE} == bounded
+    bounded = {name for name, variable in VARIABLES.items() if _bounded(variable.info)}
+    assert {name for name, _, _ in OUT_OF_RANGE} == bounded
 
 
 def test_a_malformed_number_is_reported_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -149,7 +144,7 @@ def test_the_api_key_never_appears_in_the_settings_repr(monkeypatch: pytest.Monk
     monkeypatch.setenv("GOOGLE_API_KEY", "AIza-very-secret")
     settings = load_settings(_env_file=None)
     assert "AIza-very-secret" not in repr(settings)
-    assert "AIza-very-secret" not in repr(settings.model_spec())
+    assert "AIza-very-secret" not in repr(settings.model)
 
 
 def test_action_settings_become_the_action_policy(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -159,7 +154,7 @@ def test_action_settings_become_the_action_policy(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("ACTION_APPROVERS", "U1,U2")
     monkeypatch.setenv("APPROVAL_TTL", "10m")
     monkeypatch.setenv("JUDGE_FAIL_MODE", "open")
-    policy = load_settings(_env_file=None).action_policy()
+    policy = load_settings(_env_file=None).actions
     assert policy.actions_enabled
     assert policy.allowed_namespaces == {"shop", "billing"}
     assert policy.protected_deployments == {"shop/payment-db"}
@@ -172,7 +167,7 @@ def test_actions_are_off_and_system_namespaces_protected_by_default(
 ) -> None:
     for name in ("ACTIONS_ENABLED", "PROTECTED_NAMESPACES", "APPROVAL_TTL", "JUDGE_FAIL_MODE"):
         monkeypatch.delenv(name, raising=False)
-    policy = load_settings(_env_file=None).action_policy()
+    policy = load_settings(_env_file=None).actions
     assert not policy.actions_enabled
     assert policy.protected_namespaces == {"kube-system", "kube-public", "kube-node-lease"}
     assert (policy.approval_ttl_s, policy.judge_fail_mode) == (900, "closed")
@@ -194,7 +189,9 @@ def test_a_duration_is_written_in_seconds_minutes_or_hours(
     monkeypatch: pytest.MonkeyPatch, name: str, value: str, seconds: int
 ) -> None:
     monkeypatch.setenv(name, value)
-    assert getattr(load_settings(_env_file=None), name.lower()) == seconds
+    variable = VARIABLES[name]
+    group = getattr(load_settings(_env_file=None), variable.group)
+    assert getattr(group, variable.field) == seconds
 
 
 def test_an_action_lease_shorter_than_an_execution_is_reported_by_name(
@@ -227,11 +224,11 @@ def test_the_default_rubric_ships_and_can_be_written_on_one_line(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("DEFAULT_RUBRIC", raising=False)
-    assert "root cause" in (load_settings(_env_file=None).rubric or "")
+    assert "root cause" in (load_settings(_env_file=None).rubric.checklist or "")
     monkeypatch.setenv("DEFAULT_RUBRIC", "- cause stated\\n- evidence cited")
-    assert load_settings(_env_file=None).rubric == "- cause stated\n- evidence cited"
+    assert load_settings(_env_file=None).rubric.checklist == "- cause stated\n- evidence cited"
     monkeypatch.setenv("DEFAULT_RUBRIC", "")
-    assert load_settings(_env_file=None).rubric is None
+    assert load_settings(_env_file=None).rubric.checklist is None
 
 
 def test_a_fractional_rubric_max_iterations_is_refused_by_name(
@@ -246,16 +243,15 @@ def test_a_fractional_rubric_max_iterations_is_refused_by_name(
 
 def test_every_setting_is_in_env_example() -> None:
     example = (Path(__file__).resolve().parent.parent / ".env.example").read_text()
-    for field in Settings.model_fields:
-        assert field.upper() in example, f"{field.upper()} is missing from .env.example"
+    for name in VARIABLES:
+        assert name in example, f"{name} is missing from .env.example"
 
 
 def _in_env_terms(name: str, value: object) -> str:
     """A default or a bound as the environment writes it: `15m`, `false`, `1.5`, `60`."""
     if isinstance(value, bool):
         return str(value).lower()
-    rules = Settings.model_fields[name].metadata
-    if any(getattr(rule, "func", None) is parse_duration for rule in rules):  # a duration
+    if VARIABLES[name].duration:
         seconds = int(value)  # type: ignore[call-overload]
         for unit, size in (("h", 3600), ("m", 60)):
             if seconds and seconds % size == 0:
@@ -263,6 +259,8 @@ def _in_env_terms(name: str, value: object) -> str:
         return f"{seconds}s"
     if isinstance(value, float):
         return f"{value:g}"
+    if isinstance(value, frozenset):
+        return ",".join(sorted(value))
     return str(value)
 
 
@@ -272,13 +270,7 @@ _SIGNS = {Ge: ("≥", "ge"), Gt: (">", "gt"), Le: ("≤", "le"), Lt: ("<", "lt")
 def _allowed(name: str) -> str:
     """What the code allows for a setting, as docs/configuration.md's `type` column writes it
     after the type (`whole number, 1-20`, with an en dash)."""
-    owners = [Settings.model_fields[name]] + [
-        config.model_fields[field]
-        for config, fills in FILLS.items()
-        for field in config.model_fields
-        if fills.get(field, field) == name
-    ]
-    rules = [rule for owner in owners for rule in owner.metadata if type(rule) in _SIGNS]
+    rules = [rule for rule in VARIABLES[name].info.metadata if type(rule) in _SIGNS]
     bounds = {type(rule): getattr(rule, _SIGNS[type(rule)][1]) for rule in rules}
     if Ge in bounds and Le in bounds:
         return f"{_in_env_terms(name, bounds[Ge])}–{_in_env_terms(name, bounds[Le])}"
@@ -296,14 +288,84 @@ def _configuration_rows() -> dict[str, list[str]]:
 
 def test_the_configuration_page_states_each_setting_default_and_bounds_as_the_code_does() -> None:
     rows = _configuration_rows()
-    for name, field in Settings.model_fields.items():
-        assert name.upper() in rows, f"{name.upper()} is missing from docs/configuration.md"
-        kind, default = rows[name.upper()][:2]
+    for name, variable in VARIABLES.items():
+        assert name in rows, f"{name} is missing from docs/configuration.md"
+        kind, default = rows[name][:2]
         allowed = kind.split(", ", 1)[1] if ", " in kind else ""
-        assert allowed == _allowed(name), f"{name.upper()}: docs/configuration.md says {kind!r}"
-        value = field.get_default()
-        if value not in (None, "") and name != "default_rubric":
+        assert allowed == _allowed(name), f"{name}: docs/configuration.md says {kind!r}"
+        value = variable.info.get_default()
+        if value not in (None, "", frozenset()) and name != "DEFAULT_RUBRIC":
             shown = f"`{_in_env_terms(name, value)}`"
             assert default.startswith(shown), (
-                f"{name.upper()}: docs/configuration.md {default!r}, code {shown}"
+                f"{name}: docs/configuration.md {default!r}, code {shown}"
             )
+
+
+# --- a field inside a group is named by its variable ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "problem", "where"),
+    [
+        # prefixed: THREAD_CONTEXT_ + messages
+        ("THREAD_CONTEXT_MESSAGES", "-1", "-1 is below the minimum 0", ("thread", "messages")),
+        # aliased: ActionPolicy.breaker_max_per_target
+        (
+            "BREAKER_MAX_ACTIONS_PER_TARGET",
+            "x",
+            "'x' is not a whole number",
+            ("actions", "breaker_max_per_target"),
+        ),
+        # a list: ActionPolicy.protected_deployments, shown as the user wrote it
+        (
+            "PROTECTED_DEPLOYMENTS",
+            "shop/db, nameless",
+            "entry 'nameless' is not namespace/name (got 'shop/db, nameless')",
+            ("actions", "protected_deployments"),
+        ),
+        # a duration: CapacityLimits.window_s, in the variable's own terms
+        (
+            "MODEL_RATE_WINDOW",
+            "61m",
+            "61m is longer than the maximum 1h",
+            ("capacity", "window_s"),
+        ),
+    ],
+)
+def test_a_bad_value_inside_a_group_is_named_by_its_variable(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, problem: str, where: tuple[str, str]
+) -> None:
+    assert (VARIABLES[name].group, VARIABLES[name].field) == where  # the kind of field meant
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError) as refused:
+        load_settings(_env_file=None)
+    assert str(refused.value) == f"{name}: {problem}"
+
+
+def test_a_list_is_a_set_of_names_read_from_commas(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RUBRIC_EDITORS", " U1,U2 ,, *")
+    rubric = load_settings(_env_file=None).rubric
+    assert rubric.editors == frozenset({"U1", "U2", "*"})
+    assert rubric.editor_ids() == (True, frozenset({"U1", "U2"}))
+
+
+def test_every_problem_of_every_group_is_reported_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEMPO_TIMEOUT", "0")
+    monkeypatch.setenv("APPROVAL_TTL", "10s")
+    monkeypatch.setenv("LOG_LEVEL", "LOUD")
+    with pytest.raises(SettingsError) as refused:
+        load_settings("investigate", _env_file=None)
+    lines = str(refused.value).splitlines()
+    assert [line.split(":")[0] for line in lines] == [
+        "TEMPO_TIMEOUT",
+        "APPROVAL_TTL",
+        "LOG_LEVEL",
+        "GOOGLE_API_KEY",
+        "TEMPO_URL",
+    ]
+
+
+def test_a_flat_override_wins_over_grouped_values() -> None:
+    settings = Settings(_env_file=None, tempo_url="http://tempo:3200")
+    again = Settings(_env_file=None, **settings.model_dump(), tempo_timeout=2)
+    assert (again.tempo.url, again.tempo.timeout_s) == ("http://tempo:3200", 2)

@@ -248,7 +248,7 @@ def test_the_worker_timing_keeps_the_recovery_promise() -> None:
     from bot.process.settings import Settings
 
     broken = {
-        r: Settings(_env_file=None, recovery=r).worker_timing().recovery_s
+        r: Settings(_env_file=None, recovery=r).worker.recovery_s
         for r in (10.0, 11.0, 12.0, 13.0, 14.0, 30.0)
     }
     assert all(bound <= r for r, bound in broken.items()), broken

@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from langchain_core.messages import HumanMessage
 
-from bot.process.settings import Settings, SettingsError, load_settings
+from bot.process.settings import VARIABLES, SettingsError, load_settings
 from evals.cli import _live_settings
 from graph.config import ModelSpec
 from graph.model import make_chat_model
@@ -180,8 +180,8 @@ async def test_an_account_not_granted_the_project_is_denied(
 @pytest.fixture
 def no_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No setting from the environment, and no .env (the working directory is empty)."""
-    for name in Settings.model_fields:
-        monkeypatch.delenv(name.upper(), raising=False)
+    for name in VARIABLES:
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)
 
 
@@ -205,7 +205,7 @@ def test_vertex_ai_needs_a_project_and_a_location_and_no_api_key() -> None:
         google_cloud_project=PROJECT,
         google_cloud_location=LOCATION,
     )
-    spec = settings.model_spec()
+    spec = settings.model
     assert (spec.vertexai, spec.project, spec.location, spec.api_key) == (
         True,
         PROJECT,
@@ -243,4 +243,4 @@ def test_live_evals_accept_vertex_ai_instead_of_an_api_key(
     monkeypatch.setenv("GOOGLE_GENAI_USE_VERTEXAI", "true")
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", PROJECT)
     monkeypatch.setenv("GOOGLE_CLOUD_LOCATION", LOCATION)
-    assert _live_settings(None).model_spec().vertexai
+    assert _live_settings(None).model.vertexai

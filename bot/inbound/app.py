@@ -17,8 +17,8 @@ log = logging.getLogger(__name__)
 
 
 def build_app(settings: Settings, services: Services) -> AsyncApp:
-    secret = settings.slack_signing_secret
-    socket_mode = settings.slack_app_token is not None
+    secret = settings.slack.signing_secret
+    socket_mode = settings.slack.app_token is not None
     app = AsyncApp(
         client=services.client,
         signing_secret=secret.get_secret_value() if secret else "",

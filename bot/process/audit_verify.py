@@ -16,7 +16,7 @@ from gates.audit import AuditKeys, AuditReport, read_and_verify
 async def _verify(settings: Settings) -> AuditReport:
     redis = connect_redis(settings.redis_spec())
     try:
-        return await read_and_verify(redis, settings.redis_prefix)
+        return await read_and_verify(redis, settings.redis.prefix)
     finally:
         await redis.aclose()
 
@@ -24,13 +24,13 @@ async def _verify(settings: Settings) -> AuditReport:
 def verify_audit(settings: Settings) -> int:
     from redis.exceptions import RedisError
 
-    stream = AuditKeys.of(settings.redis_prefix).stream
+    stream = AuditKeys.of(settings.redis.prefix).stream
     try:
         report = asyncio.run(_verify(settings))
     except RedisError as exc:
         print(
             f"tracegate audit verify: cannot read {stream} from Redis at REDIS_URL "
-            f"({redacted(settings.redis_url)}): {exc}",
+            f"({redacted(settings.redis.url)}): {exc}",
             file=sys.stderr,
         )
         return 2

@@ -109,10 +109,10 @@ async def _migrate_checkpoints(settings: Settings, keep: bool) -> None:
 
     redis = connect_redis(settings.redis_spec())
     try:
-        report = await migrate_checkpoints(redis, settings.redis_prefix, keep=keep)
+        report = await migrate_checkpoints(redis, settings.redis.prefix, keep=keep)
     finally:
         await redis.aclose()
-    print(f"tracegate migrate-checkpoints ({settings.redis_prefix}:…): {report.summary()}")
+    print(f"tracegate migrate-checkpoints ({settings.redis.prefix}:…): {report.summary()}")
 
 
 def _config_docs(out: Path | None) -> int:
@@ -211,7 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return verify_audit(load_settings())
         settings = load_settings(args.command)
-        configure_logging(settings.log_level, settings.log_format)
+        configure_logging(settings.logs.level, settings.logs.format)
         return _run(settings, args)
     except (SettingsError, ConfigError) as exc:
         print(f"tracegate: configuration error\n{exc}", file=sys.stderr)

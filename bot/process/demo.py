@@ -481,7 +481,7 @@ async def play(
             mode = (
                 "Gemini replies are a scripted replay of each scenario (no GOOGLE_API_KEY set)"
                 if world.replay
-                else f"Gemini is real ({settings.llm_model}); "
+                else f"Gemini is real ({settings.model.model}); "
                 "Slack, Tempo, Kubernetes, Prometheus and Loki are simulated"
             )
             narrator.say(f"tracegate demo — {mode}.")

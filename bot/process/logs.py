@@ -70,25 +70,29 @@ def configure_logging(level: str, fmt: Literal["text", "json"]) -> None:
 def log_startup(settings: Settings, what: str) -> None:
     """The one start-up line: what runs, and the settings an operator most often gets wrong.
     A warning when actions could be proposed but nobody may approve them."""
-    users = settings.action_policy().approvers
+    users = settings.actions.approvers
     approvers = [f"{len(users)} users"] if users else []
-    if settings.action_approver_group:
-        approvers.append(f"group {settings.action_approver_group}")
+    if settings.kubernetes.action_approver_group:
+        approvers.append(f"group {settings.kubernetes.action_approver_group}")
     nobody = "NONE (set ACTION_APPROVERS or ACTION_APPROVER_GROUP)"
-    if settings.kubeconfig:
-        kubernetes = f"Kubernetes via KUBECONFIG {settings.kubeconfig.split(os.pathsep)[0]}"
+    if settings.kubernetes.kubeconfig:
+        kubernetes = (
+            f"Kubernetes via KUBECONFIG {settings.kubernetes.kubeconfig.split(os.pathsep)[0]}"
+        )
     elif settings.kubernetes_configured:
         kubernetes = "Kubernetes in-cluster (service account)"
     else:
         kubernetes = "Kubernetes not configured (no rollout history, no actions)"
-    actions = "actions ENABLED" if settings.actions_enabled else "actions off (ACTIONS_ENABLED)"
+    actions = (
+        "actions ENABLED" if settings.actions.actions_enabled else "actions off (ACTIONS_ENABLED)"
+    )
     line = (
         f"tracegate {what}; evidence: {', '.join(settings.evidence_sources())}; {kubernetes}; "
         f"{actions}; approvers: "
         + (", ".join(approvers) if approvers else nobody)
-        + f"; default rubric {'on' if settings.rubric else 'off'}; models: agent "
-        f"{settings.llm_model}, grader {settings.grader_model or settings.llm_model}, judge "
-        f"{settings.judge_model or settings.llm_model}"
+        + f"; default rubric {'on' if settings.rubric.checklist else 'off'}; models: agent "
+        f"{settings.model.model}, grader {settings.grader_spec().model}, judge "
+        f"{settings.judge_spec().model}"
     )
     warn = not approvers and settings.kubernetes_configured
     log.log(logging.WARNING if warn else logging.INFO, line)

@@ -49,40 +49,44 @@ async def open_runtime(
     slack_http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=SLACK_CALL_TIMEOUT_S))
     try:
         if redis is None:
-            await check_redis(client, settings.redis_url)
+            await check_redis(client, settings.redis.url)
             await check_eviction_policy(
-                client, settings.redis_url, allow=settings.redis_allow_eviction
+                client, settings.redis.url, allow=settings.redis.allow_eviction
             )
         # One guard for every model call of the process; its limit is shared through Redis.
         guard = ModelGuard(
             client,
-            settings.redis_prefix,
-            settings.capacity_limits(),
-            int(settings.checkpoint_ttl_minutes * 60),
+            settings.redis.prefix,
+            settings.capacity,
+            int(settings.redis.checkpoint_ttl_minutes * 60),
         )
         actions = None
         if settings.kubernetes_configured:
-            kubeconfig = settings.kubeconfig.split(os.pathsep)[0] if settings.kubeconfig else None
-            cluster = await KubernetesCluster.connect(kubeconfig, settings.kube_timeout)
+            kubeconfig = (
+                settings.kubernetes.kubeconfig.split(os.pathsep)[0]
+                if settings.kubernetes.kubeconfig
+                else None
+            )
+            cluster = await KubernetesCluster.connect(kubeconfig, settings.kubernetes.kube_timeout)
             actions = build_pipeline(
                 client,
                 cluster,
-                settings.action_policy(),
+                settings.actions,
                 # The judge runs inside a proposal: it waits for capacity in place.
                 make_chat_model(settings.judge_spec(), "JUDGE_MODEL", guard, inline=True),
-                prefix=settings.redis_prefix,
-                lease_s=settings.action_lease_s,
+                prefix=settings.redis.prefix,
+                lease_s=settings.kubernetes.action_lease,
             )
         async with open_investigator(
-            settings.model_spec(),
+            settings.model,
             settings.tempo_spec(),
-            settings.graph_limits(),
+            settings.limits,
             client,
-            settings.checkpoint_ttl_minutes,
-            prefix=settings.redis_prefix,
+            settings.redis.checkpoint_ttl_minutes,
+            prefix=settings.redis.prefix,
             actions=actions,
             grader_model=settings.grader_spec(),
-            default_rubric=settings.rubric,
+            default_rubric=settings.rubric.checklist,
             saver=saver,
             guard=guard,
             configured=settings.tool_settings(),

@@ -131,34 +131,32 @@ async def running_bot(
         embedded = saver is not None
         services = build_services(settings, runtime, runtime.redis, in_process=embedded)
         app = build_app(settings, services)
-        socket_mode = settings.slack_app_token is not None
+        socket_mode = settings.slack.app_token is not None
         readiness = Readiness(
-            runtime.redis, prefix=settings.redis_prefix, check_indexes=not embedded
+            runtime.redis, prefix=settings.redis.prefix, check_indexes=not embedded
         )
         web_app = health_app(readiness, queue_stats=_queue_stats(services))
         if not socket_mode:
-            secret = settings.slack_signing_secret
+            secret = settings.slack.signing_secret
             assert secret is not None  # check_for_serve demands it in HTTP mode
             endpoint = slack_endpoint(app, secret.get_secret_value())
             web_app.router.add_route("*", SLACK_PATH, endpoint)  # counted; 405 unless POST
-        if settings.alert_webhook_token is not None:  # else the routes do not exist (404)
-            token = settings.alert_webhook_token.get_secret_value()
+        if settings.alerts.webhook_token is not None:  # else the routes do not exist (404)
+            token = settings.alerts.webhook_token.get_secret_value()
             web_app.add_routes(alert_routes(services.alerts, token, services.jobs.submit))
-        runner, port = await _listen(web_app, host, settings.port)
+        runner, port = await _listen(web_app, host, settings.slack.port)
         async with AsyncExitStack() as stack:
             stack.enter_context(startup_heap_frozen())
-            inline = settings.worker_mode == "inline"
+            inline = settings.turns.worker_mode == "inline"
             if inline and not embedded:
-                await stack.enter_async_context(
-                    running_worker(services.runner, settings.worker_timing())
-                )
+                await stack.enter_async_context(running_worker(services.runner, settings.worker))
                 await stack.enter_async_context(_executing(services))
             stopping = asyncio.Event()
             # In WORKER_MODE=queue the workers reconcile: settling an execution reads the
             # cluster (and fences a stalled write), and `serve` makes no Kubernetes call.
             sweeper = (
                 asyncio.create_task(
-                    _reconcile(services, settings.reconcile_interval_s, stopping),
+                    _reconcile(services, settings.kubernetes.reconcile_interval, stopping),
                     name="reconcile actions",
                 )
                 if inline or embedded
@@ -170,8 +168,8 @@ async def running_bot(
             handler = None
             connecting = None
             if socket_mode:
-                assert settings.slack_app_token is not None
-                handler = AsyncSocketModeHandler(app, settings.slack_app_token.get_secret_value())
+                assert settings.slack.app_token is not None
+                handler = AsyncSocketModeHandler(app, settings.slack.app_token.get_secret_value())
                 # In the background: a Slack that cannot be reached must not block a stop.
                 connecting = asyncio.create_task(
                     handler.connect_async(),  # type: ignore[no-untyped-call]
@@ -180,8 +178,8 @@ async def running_bot(
             log_startup(
                 settings,
                 f"serving on port {port} ({'Socket Mode' if socket_mode else 'HTTP'}, "
-                f"WORKER_MODE={settings.worker_mode}; a dead worker's turns resume within "
-                f"{settings.worker_timing().recovery_s:.0f}s)",
+                f"WORKER_MODE={settings.turns.worker_mode}; a dead worker's turns resume within "
+                f"{settings.worker.recovery_s:.0f}s)",
             )
             try:
                 yield RunningBot(app, services, f"http://127.0.0.1:{port}")
@@ -206,15 +204,15 @@ async def run_worker(settings: Settings, host: str = "0.0.0.0") -> None:
     stop = _stop_on_signals()
     async with open_runtime(settings) as runtime:
         services = build_services(settings, runtime, runtime.redis)
-        timing = settings.worker_timing()
-        readiness = Readiness(runtime.redis, prefix=settings.redis_prefix)
+        timing = settings.worker
+        readiness = Readiness(runtime.redis, prefix=settings.redis.prefix)
         runner, port = await _listen(
-            health_app(readiness, queue_stats=_queue_stats(services)), host, settings.port
+            health_app(readiness, queue_stats=_queue_stats(services)), host, settings.slack.port
         )
         reconciling = asyncio.Event()
         background = [
             asyncio.create_task(
-                _reconcile(services, settings.reconcile_interval_s, reconciling),
+                _reconcile(services, settings.kubernetes.reconcile_interval, reconciling),
                 name="reconcile actions",
             ),
             asyncio.create_task(readiness.authenticate(services.client), name="slack auth"),

@@ -50,8 +50,8 @@ class Services:
 
 
 def slack_client(settings: Settings, session: aiohttp.ClientSession) -> AsyncWebClient:
-    token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else None
-    client = AsyncWebClient(token=token, base_url=settings.slack_api_url, session=session)
+    token = settings.slack.bot_token.get_secret_value() if settings.slack.bot_token else None
+    client = AsyncWebClient(token=token, base_url=settings.slack.api_url, session=session)
     # 429s honour Retry-After; dropped connections and 500/503 are retried, except for
     # chat.postMessage, where a blind retry can post twice (bot/outbound/posts.py decides).
     client.retry_handlers = [
@@ -68,12 +68,12 @@ def build_services(
     """`in_process`: turns run as tasks of this process, not through the Redis job queue
     (the demo's embedded store, which has no Redis server to queue on)."""
     client = slack_client(settings, runtime.slack_http)
-    ttl_s = int(settings.checkpoint_ttl_minutes * 60)
-    memory = ThreadMemory(redis, ttl_s, settings.redis_prefix)
-    turns = TurnStore(redis, ttl_s, settings.redis_prefix)
-    queue: TurnQueue = InProcessQueue() if in_process else turn_queue(redis, settings.redis_prefix)
-    timing = settings.worker_timing()
-    queue_of_actions = None if in_process else action_queue(redis, settings.redis_prefix)
+    ttl_s = int(settings.redis.checkpoint_ttl_minutes * 60)
+    memory = ThreadMemory(redis, ttl_s, settings.redis.prefix)
+    turns = TurnStore(redis, ttl_s, settings.redis.prefix)
+    queue: TurnQueue = InProcessQueue() if in_process else turn_queue(redis, settings.redis.prefix)
+    timing = settings.worker
+    queue_of_actions = None if in_process else action_queue(redis, settings.redis.prefix)
 
     async def turns_left() -> int:
         # Unfinished turns (ours: a turn stays until answered, whatever saq does with its
@@ -85,11 +85,15 @@ def build_services(
 
     jobs = Jobs(queued_turns=turns_left)
     approvers = ApproverGroup(
-        client, settings.action_approver_group, float(settings.approver_group_cache)
+        client,
+        settings.kubernetes.action_approver_group,
+        float(settings.slack.approver_group_cache),
     )
-    access = Access(People(client), settings.allow_external_users, settings.allow_guest_users)
+    access = Access(
+        People(client), settings.slack.allow_external_users, settings.slack.allow_guest_users
+    )
     executions = Executions(
-        None if in_process else action_queue(redis, settings.redis_prefix), jobs
+        None if in_process else action_queue(redis, settings.redis.prefix), jobs
     )
     cards = Cards(
         client,
@@ -98,17 +102,17 @@ def build_services(
         jobs,
         approvers,
         access,
-        settings.grafana_url,
-        settings.grafana_tempo_datasource,
+        settings.grafana.url,
+        settings.tempo.datasource,
         executions,
         thread_busy=turns.leased,
     )
     presentation = Presentation(
-        grafana_url=settings.grafana_url,
-        datasource=settings.grafana_tempo_datasource,
-        progress_interval_s=settings.progress_interval,
+        grafana_url=settings.grafana.url,
+        datasource=settings.tempo.datasource,
+        progress_interval_s=settings.slack.progress_interval,
         rubric_max_iterations=runtime.investigator.limits.rubric_max_iterations,
-        charts=settings.slack_charts == "on",
+        charts=settings.slack.charts == "on",
     )
     conversations = Conversations(
         client,
@@ -120,48 +124,53 @@ def build_services(
         jobs,
         cards,
         presentation,
-        settings.max_attempts,
+        settings.turns.max_attempts,
         ThreadReader(
             client,
             redis,
             turns,
-            ContextLimits(settings.thread_context_messages, settings.thread_context_chars),
+            ContextLimits(settings.thread.messages, settings.thread.chars),
             ttl_s,
-            settings.redis_prefix,
+            settings.redis.prefix,
         ),
         access,
         AskingLimits(
             redis,
-            settings.investigations_per_user_per_hour,
-            settings.investigations_per_channel_per_hour,
-            settings.redis_prefix,
+            settings.slack.investigations_per_user_per_hour,
+            settings.slack.investigations_per_channel_per_hour,
+            settings.redis.prefix,
         ),
-        float(settings.model_wait_max),
-        Streaming(settings.slack_streaming),
+        float(settings.capacity.wait_max_s),
+        Streaming(settings.slack.streaming),
     )
     alerts = AlertDesk(
-        AlertGroups(redis, settings.redis_prefix),
+        AlertGroups(redis, settings.redis.prefix),
         client,
-        settings.alert_policy(),
+        settings.alerts,
         conversations.on_alert,
     )
     conversations.alerts = alerts
     runner = TurnRunner(turns, queue, conversations.run, conversations.prepare, timing)
     if isinstance(queue, InProcessQueue):
         queue.runner = runner
-    anyone, editor_ids = settings.rubric_editor_ids()
+    anyone, editor_ids = settings.rubric.editor_ids()
     editors = (
         RubricEditors(anyone, editor_ids)
         if anyone or editor_ids
-        else RubricEditors(False, settings.action_policy().approvers, approvers)
+        else RubricEditors(False, settings.actions.approvers, approvers)
     )
     # Rubric changes and feedback go to the actions' audit stream, through its one writer,
     # whether or not actions are configured.
-    audit = runtime.actions.store if runtime.actions else ActionStore(redis, settings.redis_prefix)
+    audit = runtime.actions.store if runtime.actions else ActionStore(redis, settings.redis.prefix)
     rubric_command = RubricCommand(
-        runtime.investigator, memory, settings.rubric, editors, audit, settings.rubric_max_chars
+        runtime.investigator,
+        memory,
+        settings.rubric.checklist,
+        editors,
+        audit,
+        settings.rubric.max_chars,
     )
-    feedback = Feedback(client, redis, memory, audit, settings.redis_prefix, ttl_s)
+    feedback = Feedback(client, redis, memory, audit, settings.redis.prefix, ttl_s)
     home = Home(client, runtime.actions, approvers, feedback)
     return Services(
         client,

@@ -1,31 +1,41 @@
 """Every setting, read once from the environment (or `.env`) and handed down as typed objects.
 
-The typed configs (`GraphLimits`, `ModelSpec`, `TempoSpec`, `ActionPolicy`, `WorkerTiming`)
-own their defaults and bounds: a field here that fills one takes its default from it
-(`_owned`), and a value it refuses is reported under the variable the user sets (`FILLS`
-maps its fields back). The settings no typed config holds keep their default and bound
-here. Errors name the variable to fix. Each field's description is its documentation:
-docs/configuration.md is generated from this class (`make docs`, `bot/process/settings_docs.py`).
+`Settings` is made of groups, one per concern: each field of it is a model (the typed config
+itself where one exists: `GraphLimits`, `ModelSpec`, `ActionPolicy`, ...) annotated with its
+`Group` (the variables' prefix, the page's section). A model's field is set by one variable:
+its `validation_alias`, else the group's prefix and the field's name (`TEMPO_` + `tenant`).
+The reader (`_Variables`), the error lines (`describe`) and docs/configuration.md
+(`make docs`, `bot/process/settings_docs.py`) all read that one declaration: each default,
+bound and description is written once, in its model.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 from urllib.parse import unquote, urlsplit
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
-    BeforeValidator,
+    ConfigDict,
     Field,
     SecretStr,
     ValidationError,
     ValidationInfo,
     field_validator,
 )
+from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+from pydantic_settings.sources import EnvSettingsSource, InitSettingsSource
 
 from bot.process.redis_client import (
     SCHEMES,
@@ -36,127 +46,61 @@ from bot.process.redis_client import (
 )
 from bot.turn.notifications import AlertPolicy
 from bot.turn.timing import WorkerTiming
-from gates.config import ActionPolicy
+from gates.config import NOT_A_SETTING, ActionPolicy, Duration, Names, parse_duration
 from gates.store import DEFAULT_LEASE_S
 from graph.capacity import CapacityLimits
-from graph.config import GraphLimits, LokiSpec, ModelSpec, PrometheusSpec, TempoSpec
+from graph.config import (
+    GraphLimits,
+    HttpUrl,
+    LokiSettings,
+    LokiSpec,
+    ModelSpec,
+    PrometheusSettings,
+    PrometheusSpec,
+    TempoSettings,
+    TempoSpec,
+)
 from graph.rubric import DEFAULT_RUBRIC
 
 LEASE_KUBE_CALLS = 6
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 Command = Literal["serve", "worker", "investigate"]
-Config = TypeVar("Config", bound=BaseModel)
 
 
 class SettingsError(Exception):
     """One line per bad setting: `NAME: what is wrong; what to set`."""
 
 
-_UNITS = {"s": 1, "m": 60, "h": 3600}
+@dataclass(frozen=True)
+class Group:
+    """A field of `Settings` as the environment and the page see it."""
+
+    prefix: str  # of its variables, for the fields without a validation_alias
+    title: str  # the page's section; consecutive groups of one title share it
+    intro: str = ""  # under the section's title (the first group's)
 
 
-def parse_duration(value: object) -> int:
-    """Seconds from `900`, `900s`, `15m` or `1h` (bounds are the owner's to check)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    text = str(value).strip().lower()
-    unit = _UNITS.get(text[-1:])
-    number = text[:-1] if unit else text
-    if not number.isdigit():
-        raise ValueError(f"{value!r} is not a duration like 900, 900s, 15m or 1h")
-    return int(number) * (unit or 1)
+_GROUP = ConfigDict(frozen=True, validate_by_name=True)
 
 
-_AS_SECONDS = BeforeValidator(parse_duration)
-Duration = Annotated[int, _AS_SECONDS]  # seconds; reported in the variable's own terms
+class SlackSettings(BaseModel):
+    model_config = _GROUP
 
-
-def _owned(config: type[BaseModel], field: str) -> Any:
-    """The default `config` owns for `field`: written there, and only there."""
-    return config.model_fields[field].get_default(call_default_factory=True)
-
-
-def _owned_list(config: type[BaseModel], field: str) -> str:
-    return ",".join(sorted(_owned(config, field)))
-
-
-# The typed configs Settings fills, each with its fields filled by a setting of another
-# name; the others by the setting of the same name (a field no setting has keeps its default).
-FILLS: dict[type[BaseModel], dict[str, str]] = {
-    GraphLimits: {"grounding_time_tolerance_s": "grounding_time_tolerance"},
-    ModelSpec: {
-        "model": "llm_model",
-        "api_key": "google_api_key",
-        "base_url": "gemini_base_url",
-        "timeout_s": "llm_timeout",
-        "max_retries": "llm_max_retries",
-        "vertexai": "google_genai_use_vertexai",
-        "project": "google_cloud_project",
-        "location": "google_cloud_location",
-        "credentials_file": "google_application_credentials",
-    },
-    CapacityLimits: {
-        "rpm": "model_rpm",
-        "tpm": "model_tpm",
-        "window_s": "model_rate_window",
-        "wait_max_s": "model_wait_max",
-        "fallback_model": "llm_fallback_model",
-        "fallback_after_s": "model_fallback_after",
-        "automatic_daily_token_budget": "auto_investigation_daily_token_budget",
-    },
-    TempoSpec: {
-        "url": "tempo_url",
-        "tenant": "tempo_tenant",
-        "timeout_s": "tempo_timeout",
-        "datasource": "grafana_tempo_datasource",
-    },
-    PrometheusSpec: {
-        "url": "prometheus_url",
-        "tenant": "prometheus_tenant",
-        "timeout_s": "prometheus_timeout",
-        "datasource": "grafana_prometheus_datasource",
-    },
-    LokiSpec: {
-        "url": "loki_url",
-        "tenant": "loki_tenant",
-        "timeout_s": "loki_timeout",
-        "datasource": "grafana_loki_datasource",
-    },
-    ActionPolicy: {
-        "breaker_max_per_target": "breaker_max_actions_per_target",
-        "breaker_max_global": "breaker_max_actions_global",
-        "approval_ttl_s": "approval_ttl",
-        "approvers": "action_approvers",
-        "rollout_watch_s": "rollout_watch_timeout",
-    },
-    WorkerTiming: {
-        "recovery_budget_s": "recovery",
-        "shutdown_grace_s": "shutdown_grace",
-        "concurrency": "worker_concurrency",
-    },
-}
-
-
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_file=".env", extra="ignore", frozen=True)
-
-    # Slack
-    slack_bot_token: SecretStr | None = Field(
-        default=None,
-        description="The Bot User OAuth Token, `xoxb-…`.",
+    bot_token: SecretStr | None = Field(
+        default=None, description="The Bot User OAuth Token, `xoxb-…`."
     )
-    slack_signing_secret: SecretStr | None = Field(
+    signing_secret: SecretStr | None = Field(
         default=None,
         description=(
             "Verifies that requests come from Slack: needed in HTTP mode, not with "
             "`SLACK_APP_TOKEN` (Socket Mode)."
         ),
     )
-    slack_app_token: SecretStr | None = Field(
+    app_token: SecretStr | None = Field(
         default=None,
         description="An app-level token (`xapp-…`): set it to use Socket Mode instead of HTTP.",
     )
-    slack_api_url: str = Field(
+    api_url: HttpUrl = Field(
         default="https://slack.com/api/",
         description="Where the Slack Web API is (the sandbox simulator in tests).",
     )
@@ -164,6 +108,7 @@ class Settings(BaseSettings):
         default=3000,
         ge=0,
         le=65535,
+        validation_alias="PORT",
         description=(
             "HTTP port for `/slack/events` (serve), and for `/livez`, `/readyz` (alias "
             "`/healthz`) and `/metrics` (serve and worker; `0`: any free port)."
@@ -172,9 +117,10 @@ class Settings(BaseSettings):
     progress_interval: float = Field(
         default=1.5,
         ge=0,
+        validation_alias="PROGRESS_INTERVAL",
         description="Seconds between edits of the placeholder (Slack rate limits).",
     )
-    slack_streaming: Literal["auto", "on", "off"] = Field(
+    streaming: Literal["auto", "on", "off"] = Field(
         default="auto",
         description=(
             "`auto`: the answer streams as a live task timeline (`chat.startStream`) where "
@@ -183,7 +129,7 @@ class Settings(BaseSettings):
             "placeholder and edits only. The answer is added only after every guard passed."
         ),
     )
-    slack_charts: Literal["on", "off"] = Field(
+    charts: Literal["on", "off"] = Field(
         default="on",
         description=(
             "`on`: under an answer that passed its checks, a PNG of the range query it rests "
@@ -196,6 +142,7 @@ class Settings(BaseSettings):
     approver_group_cache: int = Field(
         default=300,
         ge=0,
+        validation_alias="APPROVER_GROUP_CACHE",
         description=(
             "Seconds the members of `ACTION_APPROVER_GROUP` are cached. When Slack cannot list "
             "the group, the last list decides for 60 s more, then nobody is a member (fail "
@@ -206,6 +153,7 @@ class Settings(BaseSettings):
     # Who may ask, and how often
     allow_external_users: bool = Field(
         default=False,
+        validation_alias="ALLOW_EXTERNAL_USERS",
         description=(
             "Let Slack Connect users (people of another organisation's workspace, in a shared "
             "channel) start investigations and approve actions. Off: they are told so in the "
@@ -214,6 +162,7 @@ class Settings(BaseSettings):
     )
     allow_guest_users: bool = Field(
         default=False,
+        validation_alias="ALLOW_GUEST_USERS",
         description=(
             "Let guests of the workspace (`users.info`: multi- or single-channel guests) start "
             "investigations and approve actions. Off: they are told so in the thread. When "
@@ -224,6 +173,7 @@ class Settings(BaseSettings):
     investigations_per_user_per_hour: int = Field(
         default=30,
         ge=1,
+        validation_alias="INVESTIGATIONS_PER_USER_PER_HOUR",
         description=(
             "Investigations one person may start per clock hour (UTC), all processes together; "
             "past it the thread says when the next question is taken and no model call is made."
@@ -232,200 +182,49 @@ class Settings(BaseSettings):
     investigations_per_channel_per_hour: int = Field(
         default=120,
         ge=1,
+        validation_alias="INVESTIGATIONS_PER_CHANNEL_PER_HOUR",
         description=(
             "Investigations people may start in one channel per clock hour (UTC), all processes "
             "together (automatic ones count against `AUTO_INVESTIGATIONS_PER_HOUR` instead)."
         ),
     )
-    # Grafana (links only)
-    grafana_url: str | None = Field(
+
+
+class GrafanaSettings(BaseModel):
+    model_config = _GROUP
+
+    url: HttpUrl | None = Field(
         default=None,
         description=(
             "Grafana base URL: verified trace IDs link to Explore, and each checked fact of an "
             "answer links to the query that showed it (Steps and the footer's sources)."
         ),
     )
-    grafana_tempo_datasource: str = Field(
-        default=_owned(TempoSpec, "datasource"),
-        description="The uid of the Tempo data source in Grafana.",
-    )
-    grafana_prometheus_datasource: str = Field(
-        default=_owned(PrometheusSpec, "datasource"),
-        description="The uid of the Prometheus data source in Grafana (links only).",
-    )
-    grafana_loki_datasource: str = Field(
-        default=_owned(LokiSpec, "datasource"),
-        description=(
-            "The uid of the Loki data source in Grafana: each log query's answer links to it in "
-            "Explore."
-        ),
-    )
 
-    # The model (ModelSpec)
-    google_api_key: SecretStr | None = Field(
-        default=_owned(ModelSpec, "api_key"),
-        description="Gemini API key. Never logged. Not used with `GOOGLE_GENAI_USE_VERTEXAI`.",
-    )
-    google_genai_use_vertexai: bool = Field(
-        default=_owned(ModelSpec, "vertexai"),
-        description=(
-            "`true`: every model (agent, grader, judge, fallback) is called through Vertex AI "
-            "in `GOOGLE_CLOUD_PROJECT` and `GOOGLE_CLOUD_LOCATION`, with Application Default "
-            "Credentials instead of an API key: `GOOGLE_APPLICATION_CREDENTIALS`, else gcloud's "
-            "login or the metadata server (GKE Workload Identity)."
-        ),
-    )
-    google_cloud_project: str | None = Field(
-        default=_owned(ModelSpec, "project"),
-        description="Vertex AI: the Google Cloud project (its id) the models are called in.",
-    )
-    google_cloud_location: str | None = Field(
-        default=_owned(ModelSpec, "location"),
-        description="Vertex AI: the region (e.g. `europe-west4`), or `global`.",
-    )
-    google_application_credentials: str | None = Field(
-        default=_owned(ModelSpec, "credentials_file"),
-        description=(
-            "Vertex AI: a credentials file (a service account's key, or a Workload Identity "
-            "Federation configuration). Unset: Application Default Credentials are looked for "
-            "as Google's libraries do (gcloud's login, the metadata server)."
-        ),
-    )
-    llm_model: str = Field(
-        default=_owned(ModelSpec, "model"),
-        description="`provider:model`; `google_genai` is the supported provider.",
-    )
-    gemini_base_url: str | None = Field(
-        default=_owned(ModelSpec, "base_url"),
-        description=(
-            "Where the Gemini REST API is (a proxy, or the sandbox simulator). Unset: Google's "
-            "endpoint."
-        ),
-    )
-    llm_timeout: float = Field(
-        default=_owned(ModelSpec, "timeout_s"),
-        description="Seconds per model request.",
-    )
-    llm_max_retries: int = Field(
-        default=_owned(ModelSpec, "max_retries"),
-        description=(
-            "Retries after a failed model request (0 = none): timeouts, dropped connections, "
-            "500/502/504. Not 429 (quota) and 503 (overload): those wait as the API asks "
-            "(`MODEL_WAIT_MAX`)."
-        ),
-    )
-    # Model capacity (CapacityLimits): one limit for every process, waits, fallback, budgets
-    model_rpm: int = Field(
-        default=_owned(CapacityLimits, "rpm"),
-        description=(
-            "Model requests per `MODEL_RATE_WINDOW`, per model, for all `serve` and `worker` "
-            "processes together (one limit in Redis), taken before every agent, grader and judge "
-            "call. Set it a little under the model's quota. `0`: no limit."
-        ),
-    )
-    model_tpm: int = Field(
-        default=_owned(CapacityLimits, "tpm"),
-        description=(
-            "Input tokens per `MODEL_RATE_WINDOW`, per model, shared the same way; a call's "
-            "tokens are estimated (4 characters a token) before it and corrected from the "
-            "response's usage after it. `0`: no limit."
-        ),
-    )
-    model_rate_window: Duration = Field(
-        default=int(_owned(CapacityLimits, "window_s")),
-        description=(
-            "The window of `MODEL_RPM` / `MODEL_TPM` (the API's quotas are per minute; a call "
-            "counts in it for a further 2 %, at least 0.5 s, as the API sees it a moment after it "
-            "is sent)."
-        ),
-    )
-    model_wait_max: Duration = Field(
-        default=int(_owned(CapacityLimits, "wait_max_s")),
-        description=(
-            "How long a turn waits for model capacity (a 429 or 503 from the API, or the shared "
-            'limit), counted from its first wait. While it waits its placeholder says "Waiting '
-            'for model capacity — next try at HH:MM:SS UTC" and its worker slot is free for other '
-            "threads; it then resumes from its checkpoint. Past it the turn ends with a message "
-            "saying it was the model's quota and what to do."
-        ),
-    )
-    llm_fallback_model: str | None = Field(
-        default=_owned(CapacityLimits, "fallback_model"),
-        description=(
-            "`provider:model` answering when the primary model stays exhausted (429/503) for "
-            "`MODEL_FALLBACK_AFTER`; the result records the model that answered (`model`)."
-        ),
-    )
-    model_fallback_after: Duration = Field(
-        default=int(_owned(CapacityLimits, "fallback_after_s")),
-        description=(
-            "How long the primary must have been exhausted (since its first quota or overload "
-            "error, across processes) before the fallback answers."
-        ),
-    )
-    thread_token_budget: int = Field(
-        default=_owned(CapacityLimits, "thread_token_budget"),
-        description=(
-            "Tokens (input and output, all roles) one thread may spend over its life; a turn that "
-            "would exceed it stops before its next model call with a message (not an error), ⚠️. "
-            "`0`: no budget."
-        ),
-    )
-    channel_daily_token_budget: int = Field(
-        default=_owned(CapacityLimits, "channel_daily_token_budget"),
-        description="Tokens one channel may spend per UTC day, the same way. `0`: no budget.",
-    )
-    # Grafana Tempo (TempoSpec)
-    tempo_url: str | None = Field(
-        default=None,
-        description=(
-            "Tempo's HTTP API, e.g. `http://tempo:3200` (`/api/v2/traces`; a Tempo older than 2.5 "
-            "is read through `/api/traces`)."
-        ),
-    )
-    tempo_tenant: str | None = Field(
-        default=_owned(TempoSpec, "tenant"),
-        description="Sent as `X-Scope-OrgID` on every Tempo request (multi-tenant Tempo).",
-    )
-    tempo_timeout: float = Field(
-        default=_owned(TempoSpec, "timeout_s"),
-        description="Seconds per Tempo request, for tools and verification alike.",
-    )
-    # Optional evidence: Prometheus (or Mimir, Thanos) metrics, Loki logs
-    prometheus_url: str | None = Field(
-        default=None,
-        description=(
-            "Prometheus' HTTP API, or Mimir's/Thanos' (with its path prefix, e.g. "
-            "`http://mimir/prometheus`). Set: the agent gets `query_prometheus`, "
-            "`query_prometheus_range` and `list_prometheus_label_values`. Optional: readiness "
-            "never depends on it. Unset: no metric tools."
-        ),
-    )
-    prometheus_tenant: str | None = Field(
-        default=_owned(PrometheusSpec, "tenant"),
-        description="Sent as `X-Scope-OrgID` on every Prometheus request (Mimir).",
-    )
-    prometheus_timeout: float = Field(
-        default=_owned(PrometheusSpec, "timeout_s"),
-        description="Seconds per Prometheus request.",
-    )
-    loki_url: str | None = Field(
-        default=None,
-        description=(
-            "Loki's HTTP API, e.g. `http://loki:3100`. Set: the agent gets `query_loki_logs`. "
-            "Optional: readiness never depends on it. Unset: no log queries."
-        ),
-    )
-    loki_tenant: str | None = Field(
-        default=_owned(LokiSpec, "tenant"),
-        description="Sent as `X-Scope-OrgID` on every Loki request (multi-tenant Loki).",
-    )
-    loki_timeout: float = Field(
-        default=_owned(LokiSpec, "timeout_s"),
-        description="Seconds per Loki request.",
-    )
-    # Redis (checkpoints)
-    redis_url: str = Field(
+
+def _redis_url(value: str) -> str:
+    # redis-py reads "localhost:6379" as a URL without a scheme and fails deep inside.
+    scheme = urlsplit(value).scheme
+    if scheme not in SCHEMES:
+        raise ValueError(
+            "not a URL like redis://host:6379/0 or "
+            "redis+sentinel://host1:26379,host2:26379/mymaster/0"
+        )
+    if scheme == SENTINEL_SCHEME:
+        parse_sentinel_url(value)  # its ValueError says what is wrong
+    return value
+
+
+def _ca_file(value: str | None) -> str | None:
+    if value and not Path(value).is_file():
+        raise ValueError(f"{value} is not a file; point it at a PEM CA bundle or unset it")
+    return value or None
+
+
+class RedisSettings(BaseModel):
+    model_config = _GROUP
+
+    url: Annotated[str, AfterValidator(_redis_url)] = Field(
         default="redis://localhost:6379/0",
         description=(
             "Redis with RedisJSON + RediSearch (Redis 8, Redis Stack 7.4, or a managed "
@@ -434,7 +233,7 @@ class Settings(BaseSettings):
             "`<service>`, followed through failovers). Redis Cluster is not supported."
         ),
     )
-    redis_prefix: str = Field(
+    prefix: str = Field(
         default="tracegate",
         description=(
             "Prefix of every key and search index the bot makes in Redis (turns, leases, "
@@ -442,46 +241,46 @@ class Settings(BaseSettings):
             "written before it applied to them: `tracegate migrate-checkpoints`."
         ),
     )
-    redis_username: str | None = Field(
+    username: str | None = Field(
         default=None,
         description="User of the Redis data nodes (ACL), when not in `REDIS_URL`.",
     )
-    redis_password: SecretStr | None = Field(
+    password: SecretStr | None = Field(
         default=None,
         description=(
             "Password of the Redis data nodes, when not in `REDIS_URL` (a password in both "
             "must agree)."
         ),
     )
-    redis_sentinel_username: str | None = Field(
+    sentinel_username: str | None = Field(
         default=None,
         description="User of the Sentinel nodes (ACL), with a `redis+sentinel://` URL.",
     )
-    redis_sentinel_password: SecretStr | None = Field(
+    sentinel_password: SecretStr | None = Field(
         default=None,
         description=(
             "Password of the Sentinel nodes (`requirepass` of the sentinels), with a "
             "`redis+sentinel://` URL; the data nodes' is `REDIS_PASSWORD`."
         ),
     )
-    redis_tls: bool = Field(
+    tls: bool = Field(
         default=False,
         description=(
             "TLS to the Redis data nodes. `rediss://` URLs use TLS anyway; with Sentinel this "
             "is how TLS to the primary is asked for."
         ),
     )
-    redis_sentinel_tls: bool = Field(
+    sentinel_tls: bool = Field(
         default=False, description="TLS to the Sentinel nodes (`redis+sentinel://` URLs)."
     )
-    redis_tls_ca_file: str | None = Field(
+    tls_ca_file: Annotated[str | None, AfterValidator(_ca_file)] = Field(
         default=None,
         description=(
             "PEM file of the CA that signed the Redis (and Sentinel) server certificates; "
             "unset: the system's trusted CAs."
         ),
     )
-    redis_failover_timeout: float = Field(
+    failover_timeout: float = Field(
         default=30.0,
         gt=0,
         le=600,
@@ -492,7 +291,7 @@ class Settings(BaseSettings):
             "election; a managed Redis's documented failover time)."
         ),
     )
-    redis_socket_timeout: float = Field(
+    socket_timeout: float = Field(
         default=5.0,
         gt=0,
         le=300,
@@ -505,9 +304,10 @@ class Settings(BaseSettings):
     checkpoint_ttl_minutes: float = Field(
         default=7 * 24 * 60,
         gt=0,
+        validation_alias="CHECKPOINT_TTL_MINUTES",
         description="Thread checkpoints expire this long after last use (the default: 7 days).",
     )
-    redis_allow_eviction: bool = Field(
+    allow_eviction: bool = Field(
         default=False,
         description=(
             "`serve`, `worker` and `investigate` refuse to start on a Redis whose "
@@ -516,86 +316,12 @@ class Settings(BaseSettings):
             "with a warning, for those who accept that risk."
         ),
     )
-    # Limits of one investigation turn (GraphLimits)
-    tool_budget: int = Field(
-        default=_owned(GraphLimits, "tool_budget"),
-        description="Tool calls per question; then the agent must answer (`force_answer`).",
-    )
-    recursion_limit: int = Field(
-        default=_owned(GraphLimits, "recursion_limit"),
-        description=(
-            "Graph steps per question (agent, `check_draft` and one to spare at least). The agent "
-            "is routed to a final answer before it."
-        ),
-    )
-    trace_max_revisions: int = Field(
-        default=_owned(GraphLimits, "trace_max_revisions"),
-        description="Times a draft citing missing trace IDs is sent back before they are removed.",
-    )
-    claim_max_revisions: int = Field(
-        default=_owned(GraphLimits, "claim_max_revisions"),
-        description=(
-            "Times a draft claiming an action was approved or carried out, against the action "
-            "records, is sent back before the sentence is removed."
-        ),
-    )
-    grounding_max_revisions: int = Field(
-        default=_owned(GraphLimits, "grounding_max_revisions"),
-        description=(
-            "Times a draft stating facts (pods, ReplicaSets, Deployments, services, namespaces, "
-            "nodes, images, versions, revisions, times) that no tool result, thread message or "
-            "live look-up shows is sent back, with each claim and what the evidence holds, before "
-            "`GROUNDING_MODE` applies."
-        ),
-    )
-    grounding_mode: Literal["remove", "mark"] = Field(
-        default=_owned(GraphLimits, "grounding_mode"),
-        description=(
-            "`remove` or `mark`: a fact still ungrounded when revisions run out has its sentence "
-            "removed, or is marked _(unverified)_ in place. Either way the answer says how many "
-            "and why; a fact whose source could not be reached is marked _(unchecked)_, never "
-            "passed as grounded."
-        ),
-    )
-    grounding_time_tolerance: Duration = Field(
-        default=_owned(GraphLimits, "grounding_time_tolerance_s"),
-        description=(
-            'How far a stated time ("at 14:02", "13:55 UTC", ISO) may be from a timestamp in the '
-            "evidence (a time written with a rollout word: from a rollout's). A time without a "
-            "zone is read as UTC, without a date as the incident's day."
-        ),
-    )
-    trace_verify_concurrency: int = Field(
-        default=_owned(GraphLimits, "trace_verify_concurrency"),
-        description=(
-            "Trace IDs of one draft checked in Tempo at once, over one shared connection pool; "
-            "the default checks a normal answer's IDs in one round trip."
-        ),
-    )
-    context_budget_tokens: int = Field(
-        default=_owned(GraphLimits, "context_budget_tokens"),
-        description=(
-            "Earlier turns the model re-reads on each call, in estimated tokens (4 characters a "
-            "token). Their tool results are already digests; beyond the budget the oldest turns "
-            "are folded, once, into a summary kept in the checkpoint. The current turn is always "
-            "read in full."
-        ),
-    )
-    full_tool_results: int = Field(
-        default=_owned(GraphLimits, "full_tool_results"),
-        description=(
-            "The current turn's latest tool results the model is sent whole on each call; an "
-            "older long one is sent as its headline, the lines with errors, failures or "
-            "versions, and its trace IDs (the checkpoint, the evidence and the answer's checks "
-            "keep it whole). 0 sends every result whole."
-        ),
-    )
-    question_max_chars: int = Field(
-        default=_owned(GraphLimits, "question_max_chars"),
-        description="Longer messages are cut, and the answer says so.",
-    )
-    # The incident thread as context (0 messages: not read)
-    thread_context_messages: int = Field(
+
+
+class ThreadSettings(BaseModel):
+    model_config = _GROUP
+
+    messages: int = Field(
         default=50,
         ge=0,
         le=1000,
@@ -605,41 +331,39 @@ class Settings(BaseSettings):
             "newest. `0`: the thread is not read."
         ),
     )
-    thread_context_chars: int = Field(
+    chars: int = Field(
         default=12_000,
         ge=1000,
         le=200_000,
         description="Upper bound on the size of that context, markers included.",
     )
-    # Rubric grading
+
+
+class RubricSettings(BaseModel):
+    model_config = _GROUP
+
     default_rubric: str = Field(
         default=DEFAULT_RUBRIC,
+        validation_alias="DEFAULT_RUBRIC",
         description=(
             "Newline-separated checklist (`\\n` accepted on one line). Empty: no grading unless a "
             "channel sets a rubric."
         ),
     )
-    rubric_max_iterations: int = Field(
-        default=_owned(GraphLimits, "rubric_max_iterations"),
-        description="Grader passes per answer (a whole number).",
-    )
     grader_model: str | None = Field(
         default=None,
+        validation_alias="GRADER_MODEL",
         description="The grader's model (a cheaper one is fine). Unset: `LLM_MODEL`.",
     )
-    grader_max_steps: int = Field(
-        default=_owned(GraphLimits, "grader_max_steps"),
-        description="Evidence look-ups the grader may make before its verdict.",
-    )
-    rubric_editors: str = Field(
-        default="",
+    editors: Names = Field(
+        default=frozenset(),
         description=(
             "Comma-separated Slack user IDs who may `/rubric set` and `/rubric clear`; `*` lets "
             "anyone. Every change (and every refused one) goes to the audit stream with its "
             "actor. Empty: the action approvers (`ACTION_APPROVERS` and `ACTION_APPROVER_GROUP`)."
         ),
     )
-    rubric_max_chars: int = Field(
+    max_chars: int = Field(
         default=4000,
         ge=1,
         le=40_000,
@@ -648,93 +372,45 @@ class Settings(BaseSettings):
             "naming this setting."
         ),
     )
-    # Kubernetes actions (ActionPolicy)
-    kubeconfig: str | None = Field(
+
+    @property
+    def checklist(self) -> str | None:
+        """DEFAULT_RUBRIC, with `\\n` accepted for newlines (one-line environment values)."""
+        text = self.default_rubric.replace("\\n", "\n").strip()
+        return text or None
+
+    def editor_ids(self) -> tuple[bool, frozenset[str]]:
+        """RUBRIC_EDITORS as (anyone, user ids); no ids means the action approvers."""
+        return "*" in self.editors, self.editors - {"*"}
+
+
+def _kubeconfig(value: str | None) -> str | None:
+    if value:
+        first = value.split(os.pathsep)[0]  # the file kubernetes_asyncio reads
+        if not Path(first).is_file():
+            raise ValueError(f"{first} is not a file; point it at a kubeconfig or unset it")
+    return value
+
+
+class KubernetesSettings(BaseModel):
+    """The cluster, and what of actions `ActionPolicy` does not hold (who else approves,
+    the judge, the leases)."""
+
+    model_config = _GROUP
+
+    kubeconfig: Annotated[str | None, AfterValidator(_kubeconfig)] = Field(
         default=None,
         description=(
             "Kubeconfig for the Kubernetes tools and actions (first path if a list). Unset: "
             "in-cluster credentials when running in a pod, otherwise no Kubernetes tools."
         ),
     )
-    kube_timeout: float = Field(
-        default=10.0,
-        gt=0,
-        description="Seconds per Kubernetes API call.",
-    )
-    actions_enabled: bool = Field(
-        default=_owned(ActionPolicy, "actions_enabled"),
-        description=(
-            "Kill switch. Off: proposals are evaluated and shown, and Approve runs a server-side "
-            "dry run (`dryRun=All`) only."
-        ),
-    )
-    allowed_namespaces: str = Field(
-        default=_owned_list(ActionPolicy, "allowed_namespaces"),
-        description=(
-            "Comma-separated namespaces actions may touch. Empty: every namespace not protected."
-        ),
-    )
-    protected_namespaces: str = Field(
-        default=_owned_list(ActionPolicy, "protected_namespaces"),
-        description="Comma-separated namespaces never touched.",
-    )
-    protected_deployments: str = Field(
-        default=_owned_list(ActionPolicy, "protected_deployments"),
-        description="Comma-separated `namespace/name` entries never touched.",
-    )
-    max_scale_factor: float = Field(
-        default=_owned(ActionPolicy, "max_scale_factor"),
-        description="A scale may not exceed this multiple of the current replicas.",
-    )
-    max_replicas: int = Field(
-        default=_owned(ActionPolicy, "max_replicas"),
-        description="Absolute cap for a scale. Scaling to 0 is always refused.",
-    )
-    breaker_failure_threshold: int = Field(
-        default=_owned(ActionPolicy, "breaker_failure_threshold"),
-        description=(
-            "Consecutive failed actions (per Deployment, and cluster-wide) that open the breaker; "
-            "it stays open until an approver resets it."
-        ),
-    )
-    breaker_window_minutes: int = Field(
-        default=_owned(ActionPolicy, "breaker_window_minutes"),
-        description="The sliding window for the two caps below.",
-    )
-    breaker_max_actions_per_target: int = Field(
-        default=_owned(ActionPolicy, "breaker_max_per_target"),
-        description="Executed actions per Deployment per window.",
-    )
-    breaker_max_actions_global: int = Field(
-        default=_owned(ActionPolicy, "breaker_max_global"),
-        description="Executed actions cluster-wide per window.",
-    )
-    approval_ttl: Duration = Field(
-        default=_owned(ActionPolicy, "approval_ttl_s"),
-        description="How long a proposal may wait for approval (`900`, `900s`, `15m`, `1h`).",
-    )
-    action_approvers: str = Field(
-        default=_owned_list(ActionPolicy, "approvers"),
-        description="Comma-separated Slack user IDs who may approve.",
-    )
+    kube_timeout: float = Field(default=10.0, gt=0, description="Seconds per Kubernetes API call.")
     action_approver_group: str | None = Field(
-        default=None,
-        description="A Slack user group whose members may approve.",
-    )
-    allow_self_approval: bool = Field(
-        default=_owned(ActionPolicy, "allow_self_approval"),
-        description="Whether the engineer who asked may approve their own request.",
-    )
-    judge_fail_mode: Literal["closed", "open"] = Field(
-        default=_owned(ActionPolicy, "judge_fail_mode"),
-        description=(
-            "`closed`: no approval buttons without a judge verdict. `open`: allowed, with a "
-            'visible "judge unavailable" warning.'
-        ),
+        default=None, description="A Slack user group whose members may approve."
     )
     judge_model: str | None = Field(
-        default=None,
-        description="The model that reviews proposals. Unset: `LLM_MODEL`.",
+        default=None, description="The model that reviews proposals. Unset: `LLM_MODEL`."
     )
     # proposed/approved/executing longer than this: settled by the reconciler (the lease)
     action_lease: Duration = Field(
@@ -755,14 +431,24 @@ class Settings(BaseSettings):
             "stale proposals (card or no card)."
         ),
     )
-    rollout_watch_timeout: Duration = Field(
-        default=_owned(ActionPolicy, "rollout_watch_s"),
-        description=(
-            "How long a succeeded action's rollout is followed before the card says it is not "
-            "healthy."
-        ),
-    )
-    # Durable turns (WorkerTiming)
+
+    @field_validator("action_lease")
+    @classmethod
+    def _lease_outlasts_an_execution(cls, value: int, info: ValidationInfo) -> int:
+        # A live executor makes at most this many API calls between two transitions; a
+        # shorter lease would let the reconciler settle a request that is still running.
+        floor = LEASE_KUBE_CALLS * info.data.get("kube_timeout", 0)
+        if value < floor:
+            raise ValueError(
+                f"{_shown(value, duration=True)} is shorter than {LEASE_KUBE_CALLS} × "
+                f"KUBE_TIMEOUT ({floor:g}s); raise ACTION_LEASE or lower KUBE_TIMEOUT"
+            )
+        return value
+
+
+class TurnSettings(BaseModel):
+    model_config = _GROUP
+
     worker_mode: Literal["inline", "queue"] = Field(
         default="inline",
         description=(
@@ -780,81 +466,16 @@ class Settings(BaseSettings):
             "gets a plain failure message with a reference id."
         ),
     )
-    shutdown_grace: float = Field(
-        default=_owned(WorkerTiming, "shutdown_grace_s"),
-        description=(
-            "Seconds a stopping process (SIGTERM) lets its running turns finish before handing "
-            "them back to the queue; keep it inside Kubernetes' `terminationGracePeriodSeconds` "
-            "(the shipped manifests: 45)."
-        ),
-    )
-    recovery: float = Field(
-        default=_owned(WorkerTiming, "recovery_budget_s"),
-        description=(
-            "Seconds within which a dead worker's turns are taken up by another: the thread lease "
-            "is `RECOVERY/3`, the sweep `RECOVERY/10`, the job heartbeat what is left after two "
-            "sweeps and saq's 5 s abort wait."
-        ),
-    )
-    worker_concurrency: int = Field(
-        default=_owned(WorkerTiming, "concurrency"),
-        description=(
-            "Turns a worker (or an inline `serve`) holds at once. Turns waiting behind their "
-            "thread's earlier turn hold at most all slots but one (no CPU); one beyond that "
-            "gives its slot back and is tried again about once a second."
-        ),
-    )
-    # Alerts (bot/turn/alert_desk.py, docs/alerts.md)
-    alert_webhook_token: SecretStr | None = Field(
-        default=None,
-        description=(
-            "Turns on `POST /alerts/alertmanager` and `POST /alerts/grafana` on `serve`, "
-            "authenticated with `Authorization: Bearer <token>`; unset, the routes do not exist."
-        ),
-    )
-    alert_channel: str | None = Field(
-        default=None,
-        description=(
-            "The channel id (`C…`) where each alert group of the webhooks is posted and "
-            "investigated; a receiver may name another with `?channel=<id>`."
-        ),
-    )
-    auto_investigate_channels: str = Field(
-        default="",
-        description=(
-            "Comma-separated channel ids where an alert another app posts (Alertmanager's, "
-            "Grafana's or PagerDuty's Slack integration) starts an investigation in its thread."
-        ),
-    )
-    auto_investigate_severities: str = Field(
-        default="critical",
-        description=(
-            "Comma-separated `severity` label values that start an investigation; an alert "
-            "without a severity label is investigated."
-        ),
-    )
-    auto_investigations_per_hour: int = Field(
-        default=20,
-        ge=0,
-        description=(
-            "Automatic investigations per channel per hour; past it the alert's thread says so "
-            "and no model call is made."
-        ),
-    )
-    auto_investigation_daily_token_budget: int = Field(
-        default=_owned(CapacityLimits, "automatic_daily_token_budget"),
-        ge=0,
-        description=(
-            "Tokens automatic investigations may spend per UTC day, all channels together "
-            "(people's questions are not counted). `0`: no budget of their own."
-        ),
-    )
-    # Logging
-    log_level: str = Field(
+
+
+class LogSettings(BaseModel):
+    model_config = _GROUP
+
+    level: str = Field(
         default="INFO",
         description="Python logging level: `DEBUG`, `INFO`, `WARNING`, `ERROR` or `CRITICAL`.",
     )
-    log_format: Literal["text", "json"] = Field(
+    format: Literal["text", "json"] = Field(
         default="text",
         description=(
             "`text`, or `json`: one JSON object a line (for log shippers). Either way a turn's "
@@ -862,89 +483,117 @@ class Settings(BaseSettings):
         ),
     )
 
-    @field_validator("log_level")
+    @field_validator("level")
     @classmethod
     def _log_level(cls, value: str) -> str:
         if value.strip().upper() not in LOG_LEVELS:
             raise ValueError(f"{value!r} is not one of {', '.join(LOG_LEVELS)}")
         return value.strip().upper()
 
-    @field_validator("redis_url")
-    @classmethod
-    def _redis_url(cls, value: str) -> str:
-        # redis-py reads "localhost:6379" as a URL without a scheme and fails deep inside.
-        scheme = urlsplit(value).scheme
-        if scheme not in SCHEMES:
-            raise ValueError(
-                "not a URL like redis://host:6379/0 or "
-                "redis+sentinel://host1:26379,host2:26379/mymaster/0"
-            )
-        if scheme == SENTINEL_SCHEME:
-            parse_sentinel_url(value)  # its ValueError says what is wrong
-        return value
 
-    @field_validator("redis_tls_ca_file")
-    @classmethod
-    def _ca_file_exists(cls, value: str | None) -> str | None:
-        if value and not Path(value).is_file():
-            raise ValueError(f"{value} is not a file; point it at a PEM CA bundle or unset it")
-        return value or None
+_SOURCES = "Optional evidence: each source's tools are offered only when its URL is set."
 
-    @field_validator("llm_fallback_model")
-    @classmethod
-    def _fallback_model(cls, value: str | None) -> str | None:
-        if value and not value.startswith("google_genai:"):
-            raise ValueError(f"{value!r} is not of the form google_genai:<model>")
-        return value or None
 
-    @field_validator(
-        "tempo_url", "prometheus_url", "loki_url", "gemini_base_url", "grafana_url", "slack_api_url"
+class Settings(BaseSettings):
+    """The groups, in the order of docs/configuration.md."""
+
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", frozen=True)
+
+    slack: Annotated[
+        SlackSettings, Group("SLACK_", "Slack", "The app's tokens, the Web API, the HTTP port.")
+    ] = Field(default_factory=SlackSettings)
+    grafana: Annotated[
+        GrafanaSettings,
+        Group("GRAFANA_", "Grafana links", "Only for links in answers; never queried."),
+    ] = Field(default_factory=GrafanaSettings)
+    model: Annotated[
+        ModelSpec, Group("", "The model", "Gemini, through langchain-google-genai.")
+    ] = Field(default_factory=ModelSpec)
+    capacity: Annotated[
+        CapacityLimits,
+        Group(
+            "MODEL_",
+            "Model capacity",
+            "One limit for every `serve` and `worker` process (kept in Redis), waits for quota, "
+            "a fallback model, token budgets.",
+        ),
+    ] = Field(default_factory=CapacityLimits)
+    # The evidence sources, together: one day each declared by its own graph/tools module.
+    tempo: Annotated[
+        TempoSettings,
+        Group("TEMPO_", "Grafana Tempo", "Traces: the tools and the trace guard."),
+    ] = Field(default_factory=TempoSettings)
+    prometheus: Annotated[
+        PrometheusSettings, Group("PROMETHEUS_", "Metrics and logs", _SOURCES)
+    ] = Field(default_factory=PrometheusSettings)
+    loki: Annotated[LokiSettings, Group("LOKI_", "Metrics and logs")] = Field(
+        default_factory=LokiSettings
     )
-    @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        # "tempo:3200" parses as scheme "tempo": every request would fail, quietly.
-        if value is not None:
-            parts = urlsplit(value)
-            if parts.scheme not in ("http", "https") or not parts.netloc:
-                raise ValueError(f"{value!r} is not an http:// or https:// URL with a host")
-        return value
+    # The rest
+    redis: Annotated[
+        RedisSettings,
+        Group("REDIS_", "Redis", "Checkpoints, turns, the queue, actions and the audit stream."),
+    ] = Field(default_factory=RedisSettings)
+    limits: Annotated[
+        GraphLimits, Group("", "One investigation", "Limits and checks of one turn of the graph.")
+    ] = Field(default_factory=GraphLimits)
+    thread: Annotated[
+        ThreadSettings,
+        Group("THREAD_CONTEXT_", "The incident thread", "What the agent reads of the thread."),
+    ] = Field(default_factory=ThreadSettings)
+    rubric: Annotated[
+        RubricSettings,
+        Group("RUBRIC_", "Rubric grading", "How answers are graded, and who may change it."),
+    ] = Field(default_factory=RubricSettings)
+    kubernetes: Annotated[
+        KubernetesSettings,
+        Group(
+            "",
+            "Kubernetes and actions",
+            "The cluster's tools, and the gates, approvals and follow-up of actions.",
+        ),
+    ] = Field(default_factory=KubernetesSettings)
+    actions: Annotated[ActionPolicy, Group("", "Kubernetes and actions")] = Field(
+        default_factory=ActionPolicy
+    )
+    turns: Annotated[
+        TurnSettings,
+        Group("", "Durable turns", "Who runs turns, retries, graceful stop, recovery."),
+    ] = Field(default_factory=TurnSettings)
+    worker: Annotated[WorkerTiming, Group("", "Durable turns")] = Field(
+        default_factory=WorkerTiming
+    )
+    alerts: Annotated[
+        AlertPolicy,
+        Group(
+            "ALERT_",
+            "Alerts",
+            "Investigations alerts start: webhooks, channels where alerts are posted, storm "
+            "control (docs/alerts.md).",
+        ),
+    ] = Field(default_factory=AlertPolicy)
+    logs: Annotated[LogSettings, Group("LOG_", "Logs")] = Field(default_factory=LogSettings)
 
-    @field_validator("google_application_credentials")
     @classmethod
-    def _credentials_file_exists(cls, value: str | None) -> str | None:
-        if value and not Path(value).is_file():
-            raise ValueError(f"{value} is not a file; point it at a credentials file or unset it")
-        return value or None
-
-    @field_validator("kubeconfig")
-    @classmethod
-    def _kubeconfig_exists(cls, value: str | None) -> str | None:
-        if value:
-            first = value.split(os.pathsep)[0]  # the file kubernetes_asyncio reads
-            if not Path(first).is_file():
-                raise ValueError(f"{first} is not a file; point it at a kubeconfig or unset it")
-        return value
-
-    @field_validator("action_lease")
-    @classmethod
-    def _lease_outlasts_an_execution(cls, value: int, info: ValidationInfo) -> int:
-        # A live executor makes at most this many API calls between two transitions; a
-        # shorter lease would let the reconciler settle a request that is still running.
-        floor = LEASE_KUBE_CALLS * info.data.get("kube_timeout", 0)
-        if value < floor:
-            raise ValueError(
-                f"{_shown(value, duration=True)} is shorter than {LEASE_KUBE_CALLS} × "
-                f"KUBE_TIMEOUT ({floor:g}s); raise ACTION_LEASE or lower KUBE_TIMEOUT"
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        assert isinstance(init_settings, InitSettingsSource)
+        assert isinstance(env_settings, EnvSettingsSource)
+        assert isinstance(dotenv_settings, EnvSettingsSource)
+        return tuple(
+            _Variables(settings_cls, values)
+            for values in (
+                init_settings.init_kwargs,
+                env_settings.env_vars,
+                dotenv_settings.env_vars,
             )
-        return value
-
-    @property
-    def action_lease_s(self) -> int:
-        return self.action_lease
-
-    @property
-    def reconcile_interval_s(self) -> int:
-        return self.reconcile_interval
+        )
 
     def check_for_serve(self, *, worker: bool = False) -> None:
         """Everything `tracegate serve` (or, with `worker`, `tracegate worker`) needs,
@@ -959,14 +608,14 @@ class Settings(BaseSettings):
         if command != "investigate":
             problems += self._missing_slack(worker=command == "worker")
         problems += self.missing_model()
-        if not self.tempo_url:
+        if not self.tempo.url:
             problems.append("TEMPO_URL: not set; set it to your Tempo's HTTP API")
         return problems
 
     def missing_model(self) -> list[str]:
         """What calling the model needs: an API key, or Vertex AI's project and location."""
-        if not self.google_genai_use_vertexai:
-            if self.google_api_key:
+        if not self.model.vertexai:
+            if self.model.api_key:
                 return []
             return [
                 "GOOGLE_API_KEY: not set; the agent needs a Gemini API key "
@@ -975,25 +624,26 @@ class Settings(BaseSettings):
         return [
             f"{name}: not set; GOOGLE_GENAI_USE_VERTEXAI=true needs {what}"
             for name, value, what in (
-                ("GOOGLE_CLOUD_PROJECT", self.google_cloud_project, "the Google Cloud project"),
-                ("GOOGLE_CLOUD_LOCATION", self.google_cloud_location, "the Vertex AI region"),
+                ("GOOGLE_CLOUD_PROJECT", self.model.project, "the Google Cloud project"),
+                ("GOOGLE_CLOUD_LOCATION", self.model.location, "the Vertex AI region"),
             )
             if not value
         ]
 
     def _missing_slack(self, *, worker: bool) -> list[str]:
         problems = []
-        bot = self.slack_bot_token.get_secret_value() if self.slack_bot_token else ""
+        slack = self.slack
+        bot = slack.bot_token.get_secret_value() if slack.bot_token else ""
         if not bot:
             problems.append("SLACK_BOT_TOKEN: not set; use the app's Bot User OAuth Token (xoxb-…)")
         elif not bot.startswith("xoxb-"):
             problems.append(
                 "SLACK_BOT_TOKEN: does not start with xoxb-; use the Bot User OAuth Token"
             )
-        app = self.slack_app_token.get_secret_value() if self.slack_app_token else ""
+        app = slack.app_token.get_secret_value() if slack.app_token else ""
         if app and not app.startswith("xapp-"):
             problems.append("SLACK_APP_TOKEN: does not start with xapp-; use an app-level token")
-        if not worker and not app and not self.slack_signing_secret:
+        if not worker and not app and not slack.signing_secret:
             problems.append(
                 "SLACK_SIGNING_SECRET: not set; copy it from the app's Basic Information page "
                 "(or set SLACK_APP_TOKEN for Socket Mode)"
@@ -1002,113 +652,85 @@ class Settings(BaseSettings):
 
     @property
     def kubernetes_configured(self) -> bool:
-        return bool(self.kubeconfig) or "KUBERNETES_SERVICE_HOST" in os.environ
-
-    def _typed(self, config: type[Config], **converted: Any) -> Config:
-        """`config` filled from these settings (see FILLS), `converted` where a value is
-        more than a copy; what it refuses is reported by the variables' names."""
-        fills = FILLS.get(config, {})
-        values = {
-            field: getattr(self, fills.get(field, field))
-            for field in config.model_fields
-            if fills.get(field, field) in type(self).model_fields
-        }
-        try:
-            return config(**(values | converted))
-        except ValidationError as exc:
-            raise SettingsError(describe(exc, fills)) from None
-
-    def graph_limits(self) -> GraphLimits:
-        return self._typed(GraphLimits)
-
-    def action_policy(self) -> ActionPolicy:
-        return self._typed(
-            ActionPolicy,
-            allowed_namespaces=frozenset(_split(self.allowed_namespaces)),
-            protected_namespaces=frozenset(_split(self.protected_namespaces)),
-            protected_deployments=frozenset(_split(self.protected_deployments)),
-            approvers=frozenset(_split(self.action_approvers)),
-        )
-
-    def model_spec(self) -> ModelSpec:
-        key = self.google_api_key
-        return self._typed(ModelSpec, api_key=key.get_secret_value() if key else None)
+        return bool(self.kubernetes.kubeconfig) or "KUBERNETES_SERVICE_HOST" in os.environ
 
     def judge_spec(self) -> ModelSpec:
-        return self.model_spec().model_copy(update={"model": self.judge_model or self.llm_model})
+        return self.model.model_copy(
+            update={"model": self.kubernetes.judge_model or self.model.model}
+        )
 
     def grader_spec(self) -> ModelSpec:
-        return self.model_spec().model_copy(update={"model": self.grader_model or self.llm_model})
+        return self.model.model_copy(update={"model": self.rubric.grader_model or self.model.model})
 
     def redis_spec(self) -> RedisSpec:
         """Where Redis is and how to reach it; SettingsError names the settings that clash."""
+        redis = self.redis
         problems = []
-        url = urlsplit(self.redis_url)
+        url = urlsplit(redis.url)
         sentinel = url.scheme == SENTINEL_SCHEME
-        password = self.redis_password.get_secret_value() if self.redis_password else None
+        password = redis.password.get_secret_value() if redis.password else None
         in_url = unquote(url.password) if url.password else None
         if password and in_url and password != in_url:
             problems.append(
                 "REDIS_PASSWORD: differs from the password in REDIS_URL; set it in one place"
             )
         user_in_url = unquote(url.username) if url.username else None
-        if self.redis_username and user_in_url and self.redis_username != user_in_url:
+        if redis.username and user_in_url and redis.username != user_in_url:
             problems.append(
                 "REDIS_USERNAME: differs from the user in REDIS_URL; set it in one place"
             )
         if not sentinel:
-            for name in ("redis_sentinel_username", "redis_sentinel_password"):
-                if getattr(self, name):
-                    problems.append(
-                        f"{name.upper()}: set, but REDIS_URL is not a redis+sentinel:// URL"
-                    )
-            if self.redis_sentinel_tls:
+            for name, value in (
+                ("REDIS_SENTINEL_USERNAME", redis.sentinel_username),
+                ("REDIS_SENTINEL_PASSWORD", redis.sentinel_password),
+            ):
+                if value:
+                    problems.append(f"{name}: set, but REDIS_URL is not a redis+sentinel:// URL")
+            if redis.sentinel_tls:
                 problems.append(
                     "REDIS_SENTINEL_TLS: true, but REDIS_URL is not a redis+sentinel:// URL"
                 )
-        if url.scheme == "unix" and self.redis_tls:
+        if url.scheme == "unix" and redis.tls:
             problems.append("REDIS_TLS: true, but REDIS_URL is a unix:// socket (no TLS there)")
-        if self.redis_tls_ca_file and not (
-            self.redis_tls or self.redis_sentinel_tls or url.scheme == "rediss"
-        ):
+        if redis.tls_ca_file and not (redis.tls or redis.sentinel_tls or url.scheme == "rediss"):
             problems.append(
                 "REDIS_TLS_CA_FILE: set, but nothing uses TLS; set REDIS_TLS=true (or "
                 "REDIS_SENTINEL_TLS=true, or a rediss:// URL)"
             )
         if problems:
             raise SettingsError("\n".join(problems))
-        sentinel_password = self.redis_sentinel_password
+        sentinel_password = redis.sentinel_password
         return RedisSpec(
-            url=self.redis_url,
-            username=self.redis_username or user_in_url,
+            url=redis.url,
+            username=redis.username or user_in_url,
             password=password or in_url,
-            sentinel_username=self.redis_sentinel_username,
+            sentinel_username=redis.sentinel_username,
             sentinel_password=sentinel_password.get_secret_value() if sentinel_password else None,
-            tls=self.redis_tls or url.scheme == "rediss",
-            sentinel_tls=self.redis_sentinel_tls,
-            tls_ca_file=self.redis_tls_ca_file,
-            failover_timeout_s=self.redis_failover_timeout,
-            socket_timeout_s=self.redis_socket_timeout,
+            tls=redis.tls or url.scheme == "rediss",
+            sentinel_tls=redis.sentinel_tls,
+            tls_ca_file=redis.tls_ca_file,
+            failover_timeout_s=redis.failover_timeout,
+            socket_timeout_s=redis.socket_timeout,
         )
 
     def tempo_spec(self) -> TempoSpec:
-        if not self.tempo_url:
+        if not self.tempo.url:
             raise SettingsError(
                 "TEMPO_URL: not set; set it to your Tempo's HTTP API, e.g. http://tempo:3200"
             )
-        return self._typed(TempoSpec, grafana_url=self.grafana_url)
+        return TempoSpec(**self.tempo.model_dump(), grafana_url=self.grafana.url)
 
     def prometheus_spec(self) -> PrometheusSpec | None:
         """None when PROMETHEUS_URL is not set: no metric tools."""
-        if not self.prometheus_url:
+        if not self.prometheus.url:
             return None
-        return self._typed(PrometheusSpec, grafana_url=self.grafana_url)
+        return PrometheusSpec(**self.prometheus.model_dump(), grafana_url=self.grafana.url)
 
     def loki_spec(self) -> LokiSpec | None:
         """None when LOKI_URL is not set: no log-query tools."""
-        if not self.loki_url:
+        if not self.loki.url:
             return None
-        return self._typed(LokiSpec, grafana_url=self.grafana_url)
+        return LokiSpec(**self.loki.model_dump(), grafana_url=self.grafana.url)
 
     def tool_settings(self) -> dict[str, BaseModel]:
         """The settings of each configured tool set, by its name."""
@@ -1120,61 +742,84 @@ class Settings(BaseSettings):
         sources = ["Tempo"]
         if self.kubernetes_configured:
             sources.append("Kubernetes (rollouts, pods, events, logs)")
-        if self.prometheus_url:
+        if self.prometheus.url:
             sources.append("Prometheus")
-        if self.loki_url:
+        if self.loki.url:
             sources.append("Loki")
         return sources
 
-    def worker_timing(self) -> WorkerTiming:
-        return self._typed(WorkerTiming)
 
-    def capacity_limits(self) -> CapacityLimits:
-        return self._typed(CapacityLimits, fallback_model=self.llm_fallback_model or None)
+# --- the variables: one per field of a group --------------------------------------------
 
-    def alert_policy(self) -> AlertPolicy:
-        return AlertPolicy(
-            channel=self.alert_channel or None,
-            severities=frozenset(s.lower() for s in _split(self.auto_investigate_severities)),
-            per_hour=self.auto_investigations_per_hour,
-            channels=frozenset(_split(self.auto_investigate_channels)),
-        )
 
-    def typed_problems(self) -> list[str]:
-        """What the typed configs refuse, one line each (TEMPO_URL is `missing`'s to check)."""
-        problems = []
-        for build in (
-            self.graph_limits,
-            self.action_policy,
-            self.model_spec,
-            self.worker_timing,
-            self.capacity_limits,
-            self.redis_spec,
-            lambda: self._typed(TempoSpec, url=self.tempo_url or ""),
-            lambda: self._typed(PrometheusSpec, url=self.prometheus_url or ""),
-            lambda: self._typed(LokiSpec, url=self.loki_url or ""),
-        ):
-            try:
-                build()
-            except SettingsError as exc:
-                problems.append(str(exc))
-        return problems
+@dataclass(frozen=True)
+class Variable:
+    """One environment variable: the group field it sets."""
 
-    def rubric_editor_ids(self) -> tuple[bool, frozenset[str]]:
-        """RUBRIC_EDITORS as (anyone, user ids); no ids means the action approvers."""
-        ids = frozenset(_split(self.rubric_editors))
-        return "*" in ids, ids - {"*"}
+    name: str  # TEMPO_TIMEOUT
+    group: str  # Settings' field: tempo
+    field: str  # the group model's field: timeout_s
+    info: FieldInfo
+    section: Group
 
     @property
-    def rubric(self) -> str | None:
-        """DEFAULT_RUBRIC, with `\\n` accepted for newlines (one-line environment values)."""
-        text = self.default_rubric.replace("\\n", "\n").strip()
-        return text or None
+    def duration(self) -> bool:
+        return any(getattr(rule, "func", None) is parse_duration for rule in self.info.metadata)
 
 
-def _split(value: str) -> list[str]:
-    return [item.strip() for item in value.split(",") if item.strip()]
+def groups(model: type[Settings] = Settings) -> Iterator[tuple[str, type[BaseModel], Group]]:
+    """Settings' groups in order: (attribute, model, group)."""
+    for attribute, info in model.model_fields.items():
+        section = next(rule for rule in info.metadata if isinstance(rule, Group))
+        assert isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel)
+        yield attribute, info.annotation, section
 
+
+def variables(model: type[Settings] = Settings) -> dict[str, Variable]:
+    """Every variable `model` reads, by name, in the page's order."""
+    found: dict[str, Variable] = {}
+    for attribute, config, section in groups(model):
+        for field, info in config.model_fields.items():
+            if info.json_schema_extra == NOT_A_SETTING:
+                continue
+            alias = info.validation_alias
+            name = alias if isinstance(alias, str) else section.prefix + field.upper()
+            if name in found:
+                raise ValueError(f"{name} is set by two fields: {attribute}.{field} and another")
+            found[name] = Variable(name, attribute, field, info, section)
+    return found
+
+
+VARIABLES = variables()
+
+
+class _Variables(PydanticBaseSettingsSource):
+    """The groups from `values` keyed by variable (any case: the environment, `.env`, or
+    `Settings(tempo_url=...)`), and from values already grouped (`Settings(**s.model_dump())`;
+    a variable given beside them wins)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], values: Mapping[str, Any]) -> None:
+        super().__init__(settings_cls)
+        self.values = values
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # __call__ reads every field at once
+
+    def __call__(self) -> dict[str, Any]:
+        assert issubclass(self.settings_cls, Settings)
+        known = variables(self.settings_cls)
+        grouped: dict[str, dict[str, Any]] = {}
+        for key, value in self.values.items():
+            if key in self.settings_cls.model_fields and isinstance(value, Mapping):
+                grouped.setdefault(key, {}).update(value)
+        for key, value in self.values.items():
+            variable = known.get(key.upper())
+            if variable is not None:
+                grouped.setdefault(variable.group, {})[variable.field] = value
+        return grouped
+
+
+# --- errors, named by the variable --------------------------------------------------------
 
 # pydantic's bound errors → how they read for a number and for a duration, and the bound
 _BOUNDS = {
@@ -1192,29 +837,32 @@ _NOT_A = {
 }
 
 
-def describe(exc: ValidationError, fills: dict[str, str] | None = None) -> str:
-    """One line per error, named by the environment variable: `fills` maps a typed config's
-    fields to the settings that fill them (a Settings error is named by its own field)."""
-    return "\n".join(_problem((fills or {}), error) for error in exc.errors())
+def _variable(error: ErrorDetails) -> Variable | None:
+    where = tuple(map(str, error["loc"][:2]))
+    return next((v for v in VARIABLES.values() if (v.group, v.field) == where), None)
 
 
-def _problem(fills: dict[str, str], error: ErrorDetails) -> str:
-    field = str(error["loc"][0]) if error["loc"] else "settings"
-    setting = fills.get(field, field)
-    owner = Settings.model_fields.get(setting)
-    duration = owner is not None and _AS_SECONDS in owner.metadata
+def describe(exc: ValidationError) -> str:
+    """One line per error of `Settings`, named by the environment variable."""
+    return "\n".join(_problem(error) for error in exc.errors())
+
+
+def _problem(error: ErrorDetails) -> str:
+    variable = _variable(error)
+    name = variable.name if variable else ".".join(map(str, error["loc"])).upper() or "SETTINGS"
+    duration = variable is not None and variable.duration
     given = error.get("input")
-    if setting == "redis_url":  # its password stays out of messages and logs
+    if name == "REDIS_URL":  # its password stays out of messages and logs
         given = redacted(str(given))
     if error["type"] in _BOUNDS:
         number, longer, key = _BOUNDS[error["type"]]
         bound = _shown(error.get("ctx", {})[key], duration)
         phrase = longer if duration else number
-        return f"{setting.upper()}: {_shown(given, duration)} {phrase} {bound}"
+        return f"{name}: {_shown(given, duration)} {phrase} {bound}"
     if error["type"] in _NOT_A:
-        return f"{setting.upper()}: {_shown(given, duration)!r} is not {_NOT_A[error['type']]}"
+        return f"{name}: {_shown(given, duration)!r} is not {_NOT_A[error['type']]}"
     message = str(error["msg"]).removeprefix("Value error, ")
-    return f"{setting.upper()}: {message} (got {_shown(given, duration)!r})"
+    return f"{name}: {message} (got {_shown(given, duration)!r})"
 
 
 def _shown(value: object, duration: bool) -> str:
@@ -1232,9 +880,9 @@ def _shown(value: object, duration: bool) -> str:
 
 
 def load_settings(command: Command | None = None, **overrides: Any) -> Settings:
-    """Read and validate the settings, including the limits handed to the graph and, with
-    `command`, what that command needs. Every problem is reported at once: a setting that
-    fails is replaced by its default so the checks that depend on it still run."""
+    """Read and validate the settings (`overrides` by variable, any case: `tempo_url=`),
+    with `command`, what that command needs. Every problem is reported at once: a setting
+    that fails is replaced by its default so the checks that depend on it still run."""
     problems: list[str] = []
     replaced: dict[str, Any] = {}
     settings: Settings | None = None
@@ -1243,13 +891,20 @@ def load_settings(command: Command | None = None, **overrides: Any) -> Settings:
             settings = Settings(**{**overrides, **replaced})
         except ValidationError as exc:
             problems.append(describe(exc))
-            failed = {str(e["loc"][0]) for e in exc.errors() if e["loc"]} - set(replaced)
-            if not failed & set(Settings.model_fields):
+            failed = {
+                v.name.lower(): v
+                for v in map(_variable, exc.errors())
+                if v and v.name.lower() not in replaced
+            }
+            if not failed:
                 # A default that fails with the other values: nothing left to replace.
                 raise SettingsError("\n".join(problems)) from None
-            for name in failed & set(Settings.model_fields):
-                replaced[name] = Settings.model_fields[name].get_default(call_default_factory=True)
-    problems += settings.typed_problems()
+            for key, variable in failed.items():
+                replaced[key] = variable.info.get_default(call_default_factory=True)
+    try:
+        settings.redis_spec()
+    except SettingsError as exc:
+        problems.append(str(exc))
     if command is not None:
         reported = {name.upper() for name in replaced}
         problems += [p for p in settings.missing(command) if p.split(":")[0] not in reported]

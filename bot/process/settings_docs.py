@@ -1,63 +1,25 @@
 """docs/configuration.md, written from the settings model (`make docs`).
 
-Every field of `Settings` is one row: its variable, its type and bounds (the bounds of the
-typed config it fills included), its default as it is written in the environment, and its
-description. Nothing is read from the environment or `.env`: the page is the same on every
-machine, and a secret's default is never shown.
+Every variable of `Settings` is one row, in its group's section: its name, its type and
+bounds, its default as it is written in the environment, and its description. Nothing is
+read from the environment or `.env`: the page is the same on every machine, and a secret's
+default is never shown.
 """
 
 from __future__ import annotations
 
 import types
 import typing
-from collections.abc import Mapping
 from pathlib import Path
 
 from annotated_types import Ge, Gt, Le, Lt
-from pydantic import BaseModel, SecretStr
+from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 
-from bot.process.settings import FILLS, Command, Settings, parse_duration
+from bot.process.settings import Command, Settings, Variable, variables
 
 PAGE = Path("docs/configuration.md")
 COMMAND = "make docs"
-
-# The page's sections, each from its first setting to the next section's first, in the
-# order Settings declares them: a new setting lands in the section it is declared in.
-SECTIONS: tuple[tuple[str, str, str], ...] = (
-    ("slack_bot_token", "Slack", "The app's tokens, the Web API, the HTTP port."),
-    ("grafana_url", "Grafana links", "Only for links in answers; never queried."),
-    ("google_api_key", "The model", "Gemini, through langchain-google-genai."),
-    (
-        "model_rpm",
-        "Model capacity",
-        "One limit for every `serve` and `worker` process (kept in Redis), waits for quota, "
-        "a fallback model, token budgets.",
-    ),
-    ("tempo_url", "Grafana Tempo", "Traces: the tools and the trace guard."),
-    (
-        "prometheus_url",
-        "Metrics and logs",
-        "Optional evidence: each source's tools are offered only when its URL is set.",
-    ),
-    ("redis_url", "Redis", "Checkpoints, turns, the queue, actions and the audit stream."),
-    ("tool_budget", "One investigation", "Limits and checks of one turn of the graph."),
-    ("thread_context_messages", "The incident thread", "What the agent reads of the thread."),
-    ("default_rubric", "Rubric grading", "How answers are graded, and who may change it."),
-    (
-        "kubeconfig",
-        "Kubernetes and actions",
-        "The cluster's tools, and the gates, approvals and follow-up of actions.",
-    ),
-    ("worker_mode", "Durable turns", "Who runs turns, retries, graceful stop, recovery."),
-    (
-        "alert_webhook_token",
-        "Alerts",
-        "Investigations alerts start: webhooks, channels where alerts are posted, storm control "
-        "(docs/alerts.md).",
-    ),
-    ("log_level", "Logs", ""),
-)
 
 _SIGNS = {Ge: ("≥", "ge"), Gt: (">", "gt"), Le: ("≤", "le"), Lt: ("<", "lt")}
 _TYPES: dict[object, str] = {
@@ -68,45 +30,38 @@ _TYPES: dict[object, str] = {
 }
 
 
-def render(
-    model: type[Settings] = Settings,
-    fills: Mapping[type[BaseModel], Mapping[str, str]] = FILLS,
-) -> str:
-    """The page for `model`; `fills` maps typed configs' fields to the settings filling them."""
-    fields = model.model_fields
-    starts = {first: (title, intro) for first, title, intro in SECTIONS}
-    unknown = sorted(set(starts) - set(fields))
-    if unknown:
-        raise ValueError(f"SECTIONS starts at settings that do not exist: {unknown}")
-    if next(iter(fields)) not in starts:
-        raise ValueError(f"SECTIONS must start at the first setting, {next(iter(fields))}")
+def render(model: type[Settings] = Settings) -> str:
+    """The page for `model`: a section per group title, a row per variable."""
     required = _required_by(model)
     long_defaults: list[tuple[str, str]] = []
     body: list[str] = []
     contents: list[str] = []
-    for name, field in fields.items():
-        if name in starts:
-            title, intro = starts[name]
+    title = None
+    for variable in variables(model).values():
+        section = variable.section
+        if section.title != title:
+            title = section.title
             contents.append(f"- [{title}](#{_anchor(title)})")
             body += ["", f"## {title}", ""]
-            body += [intro, ""] if intro else []
+            body += [section.intro, ""] if section.intro else []
             body += ["| variable | type | default | what it does |", "|---|---|---|---|"]
+        field = variable.info
         if not field.description:
             raise ValueError(
-                f"{name.upper()} has no description: add Field(description=...) to it in "
-                "bot/process/settings.py"
+                f"{variable.name} has no description: add Field(description=...) to "
+                f"{variable.group}.{variable.field}"
             )
-        default = _default(name, field, required.get(name, []))
+        default = _default(variable, required.get(variable.name, []))
         if "\n" in default:
-            long_defaults.append((name.upper(), default))
-            default = f"[below](#{_anchor(_long_default_title(name.upper()))})"
-        cells = [f"`{name.upper()}`", _type(name, field, fills), default, field.description]
+            long_defaults.append((variable.name, default))
+            default = f"[below](#{_anchor(_long_default_title(variable.name))})"
+        cells = [f"`{variable.name}`", _type(variable), default, field.description]
         body.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     if long_defaults:
         contents.append(f"- [Long defaults](#{_anchor('Long defaults')})")
         body += ["", "## Long defaults"]
-    for variable, text in long_defaults:
-        body += ["", f"### {_long_default_title(variable)}", "", "```text", text, "```"]
+    for name, text in long_defaults:
+        body += ["", f"### {_long_default_title(name)}", "", "```text", text, "```"]
     return "\n".join(_HEADER + contents + body) + "\n"
 
 
@@ -133,68 +88,66 @@ def _long_default_title(variable: str) -> str:
 
 
 def _required_by(model: type[Settings]) -> dict[str, list[str]]:
-    """Setting → the commands that refuse to start without it (asked of the defaults)."""
+    """Variable → the commands that refuse to start without it (asked of the defaults)."""
     defaults = model.model_construct()
     required: dict[str, list[str]] = {}
     for command in typing.get_args(Command):
         for problem in defaults.missing(command):
-            required.setdefault(problem.split(":")[0].lower(), []).append(command)
+            required.setdefault(problem.split(":")[0], []).append(command)
     return required
 
 
-def _default(name: str, field: FieldInfo, required_by: list[str]) -> str:
+def _default(variable: Variable, required_by: list[str]) -> str:
+    field = variable.info
     needed = ", ".join(f"`{command}`" for command in required_by)
     if _is_secret(field) or (required_by and field.get_default() is None):
         return f"— (required by {needed})" if needed else "—"
     value = field.get_default(call_default_factory=True)
     if value is None:
         shown = "none"
-    elif value == "":
+    elif value in ("", frozenset()):
         shown = "empty"
     elif isinstance(value, str) and "\n" in value:
         return value
     else:
-        shown = f"`{_in_env_terms(field, value)}`"
+        shown = f"`{in_env_terms(variable, value)}`"
     return f"{shown} (required by {needed})" if needed else shown
 
 
-def _type(name: str, field: FieldInfo, fills: Mapping[type[BaseModel], Mapping[str, str]]) -> str:
+def _type(variable: Variable) -> str:
+    field = variable.info
     kind = _unwrap(field.annotation)
     if _is_secret(field):
         shown = "secret"
-    elif _is_duration(field):
+    elif variable.duration:
         shown = "duration"
     elif typing.get_origin(kind) is typing.Literal:
         shown = " or ".join(f"`{choice}`" for choice in typing.get_args(kind))
+    elif typing.get_origin(kind) is frozenset:
+        shown = "text"  # comma-separated, as each such setting's description says
     else:
         shown = _TYPES.get(kind, getattr(kind, "__name__", str(kind)))
-    bounds = _bounds(name, field, fills)
+    bounds = bounds_of(variable)
     return f"{shown}, {bounds}" if bounds else shown
 
 
-def _bounds(name: str, field: FieldInfo, fills: Mapping[type[BaseModel], Mapping[str, str]]) -> str:
-    """The bounds of the setting and of every typed config's field it fills."""
-    owners = [field] + [
-        config.model_fields[inner]
-        for config, renamed in fills.items()
-        for inner in config.model_fields
-        if renamed.get(inner, inner) == name
-    ]
-    found: dict[type, object] = {}
-    for owner in owners:
-        for rule in owner.metadata:
-            if type(rule) in _SIGNS:
-                found[type(rule)] = getattr(rule, _SIGNS[type(rule)][1])
+def bounds_of(variable: Variable) -> str:
+    """What a variable's field allows, as the `type` column writes it after the type."""
+    found = {
+        type(rule): getattr(rule, _SIGNS[type(rule)][1])
+        for rule in variable.info.metadata
+        if type(rule) in _SIGNS
+    }
     if Ge in found and Le in found:
-        return f"{_in_env_terms(field, found[Ge])}–{_in_env_terms(field, found[Le])}"
-    return ", ".join(f"{_SIGNS[kind][0]} {_in_env_terms(field, b)}" for kind, b in found.items())
+        return f"{in_env_terms(variable, found[Ge])}–{in_env_terms(variable, found[Le])}"
+    return ", ".join(f"{_SIGNS[kind][0]} {in_env_terms(variable, b)}" for kind, b in found.items())
 
 
-def _in_env_terms(field: FieldInfo, value: object) -> str:
+def in_env_terms(variable: Variable, value: object) -> str:
     """A value as it is written in the environment: `15m`, `false`, `1.5`, `a,b`."""
     if isinstance(value, bool):
         return str(value).lower()
-    if _is_duration(field) and isinstance(value, int | float):
+    if variable.duration and isinstance(value, int | float):
         seconds = int(value)
         for unit, size in (("h", 3600), ("m", 60)):
             if seconds and seconds % size == 0:
@@ -202,23 +155,23 @@ def _in_env_terms(field: FieldInfo, value: object) -> str:
         return f"{seconds}s"
     if isinstance(value, float):
         return f"{value:g}"
+    if isinstance(value, frozenset):
+        return ",".join(sorted(value))
     return str(value)
 
 
 def _unwrap(annotation: object) -> object:
-    """`X | None` → X."""
+    """`X | None` → X, `Annotated[X, ...]` → X."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _unwrap(typing.get_args(annotation)[0])
     if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
         kinds = [kind for kind in typing.get_args(annotation) if kind is not type(None)]
-        return kinds[0] if len(kinds) == 1 else annotation
+        return _unwrap(kinds[0]) if len(kinds) == 1 else annotation
     return annotation
 
 
 def _is_secret(field: FieldInfo) -> bool:
     return _unwrap(field.annotation) is SecretStr
-
-
-def _is_duration(field: FieldInfo) -> bool:
-    return any(getattr(rule, "func", None) is parse_duration for rule in field.metadata)
 
 
 def _anchor(title: str) -> str:

@@ -12,11 +12,12 @@ gets a 400 it can log, not a 500 it would retry forever.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from gates.config import Names
 
 MAX_ALERTS = 1000  # alerts read of one notification (Alertmanager's max_alerts is often 0)
 MAX_BODY_BYTES = 1_000_000
@@ -94,14 +95,60 @@ class Notification(BaseModel):
         return self.status == "resolved" and not self.firing
 
 
-@dataclass(frozen=True)
-class AlertPolicy:
+class AlertPolicy(BaseModel):
     """Which alerts start investigations, and how many (the ALERT_* and AUTO_* settings)."""
 
-    channel: str | None = None  # ALERT_CHANNEL: where webhook groups are posted
-    severities: frozenset[str] = frozenset({"critical"})  # AUTO_INVESTIGATE_SEVERITIES
-    per_hour: int = 20  # AUTO_INVESTIGATIONS_PER_HOUR, per channel
-    channels: frozenset[str] = frozenset()  # AUTO_INVESTIGATE_CHANNELS (alerts posted there)
+    model_config = ConfigDict(frozen=True, validate_by_name=True)
+
+    webhook_token: SecretStr | None = Field(
+        default=None,
+        description=(
+            "Turns on `POST /alerts/alertmanager` and `POST /alerts/grafana` on `serve`, "
+            "authenticated with `Authorization: Bearer <token>`; unset, the routes do not exist."
+        ),
+    )
+    channel: str | None = Field(
+        default=None,
+        description=(
+            "The channel id (`C…`) where each alert group of the webhooks is posted and "
+            "investigated; a receiver may name another with `?channel=<id>`."
+        ),
+    )
+    channels: Names = Field(
+        default=frozenset(),
+        validation_alias="AUTO_INVESTIGATE_CHANNELS",
+        description=(
+            "Comma-separated channel ids where an alert another app posts (Alertmanager's, "
+            "Grafana's or PagerDuty's Slack integration) starts an investigation in its thread."
+        ),
+    )
+    severities: Names = Field(
+        default=frozenset({"critical"}),
+        validation_alias="AUTO_INVESTIGATE_SEVERITIES",
+        description=(
+            "Comma-separated `severity` label values that start an investigation; an alert "
+            "without a severity label is investigated."
+        ),
+    )
+    per_hour: int = Field(
+        default=20,
+        ge=0,
+        validation_alias="AUTO_INVESTIGATIONS_PER_HOUR",
+        description=(
+            "Automatic investigations per channel per hour; past it the alert's thread says so "
+            "and no model call is made."
+        ),
+    )
+
+    @field_validator("severities")
+    @classmethod
+    def _lower_case(cls, value: frozenset[str]) -> frozenset[str]:
+        return frozenset(severity.lower() for severity in value)
+
+    @field_validator("channel")
+    @classmethod
+    def _set_or_none(cls, value: str | None) -> str | None:
+        return value or None
 
     def wants(self, labels: dict[str, str]) -> bool:
         severity = labels.get("severity", "").strip().lower()

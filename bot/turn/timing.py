@@ -24,13 +24,43 @@ class WorkerTiming(BaseModel):
     heartbeat and sweep derive from RECOVERY: heartbeat + two sweeps + saq's abort wait
     stay within it."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, validate_by_name=True)
 
-    recovery_budget_s: float = Field(default=30.0, ge=10, le=600)  # RECOVERY
-    shutdown_grace_s: float = Field(default=20.0, gt=0, le=600)  # SHUTDOWN_GRACE
-    # WORKER_CONCURRENCY: jobs per worker; jobs waiting for their thread hold at most all
-    # slots but one (no CPU), so a head turn's job always finds one
-    concurrency: int = Field(default=32, ge=1, le=1000)
+    shutdown_grace_s: float = Field(
+        default=20.0,
+        gt=0,
+        le=600,
+        validation_alias="SHUTDOWN_GRACE",
+        description=(
+            "Seconds a stopping process (SIGTERM) lets its running turns finish before handing "
+            "them back to the queue; keep it inside Kubernetes' `terminationGracePeriodSeconds` "
+            "(the shipped manifests: 45)."
+        ),
+    )
+    recovery_budget_s: float = Field(
+        default=30.0,
+        ge=10,
+        le=600,
+        validation_alias="RECOVERY",
+        description=(
+            "Seconds within which a dead worker's turns are taken up by another: the thread lease "
+            "is `RECOVERY/3`, the sweep `RECOVERY/10`, the job heartbeat what is left after two "
+            "sweeps and saq's 5 s abort wait."
+        ),
+    )
+    # Jobs waiting for their thread hold at most all slots but one (no CPU), so a head turn's
+    # job always finds one.
+    concurrency: int = Field(
+        default=32,
+        ge=1,
+        le=1000,
+        validation_alias="WORKER_CONCURRENCY",
+        description=(
+            "Turns a worker (or an inline `serve`) holds at once. Turns waiting behind their "
+            "thread's earlier turn hold at most all slots but one (no CPU); one beyond that "
+            "gives its slot back and is tried again about once a second."
+        ),
+    )
 
     @property
     def lease_s(self) -> float:
