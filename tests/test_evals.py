@@ -154,7 +154,7 @@ def _clock_free(answer: str) -> str:
     return re.sub(r"\((\d+)(, over \d+ minutes)?\)", "(#)", answer)
 
 
-def _served(out: Outside) -> str:
+def _world_of(out: Outside) -> str:
     """Everything the simulators of one run serve: traces, cluster objects, metrics, logs
     (a cluster object's uid, also in messages, and an event's name suffix are random, as
     Kubernetes makes them: left out)."""
@@ -190,7 +190,7 @@ async def test_the_truth_cannot_reach_what_the_tools_serve_or_the_thread(name: s
         outside(scenario, NOW, False) as kept,
         outside(_rewritten(scenario), NOW, False) as changed,
     ):
-        moved = _first_difference(_served(kept), _served(changed))
+        moved = _first_difference(_world_of(kept), _world_of(changed))
     assert moved is None, f"the truth reached the world: {moved}"
     # The thread's quoting markers carry a random nonce each render: left out.
     kept_thread, changed_thread = (
