@@ -22,14 +22,14 @@ from evals import spec, world
 from evals.run import outside
 from gates.cluster import KubernetesCluster
 from gates.config import ActionPolicy
-from graph.config import LokiSpec, PrometheusSpec, TempoSpec
+from graph.config import TempoSpec
 from graph.grounding.evidence import Fact
 from graph.grounding.sources import LiveSources
 from graph.runner import _said
 from graph.tools.kubernetes import rollout_facts
-from graph.tools.loki import LokiClient, loki_tools
+from graph.tools.loki import LokiClient, LokiSpec, loki_tools
 from graph.tools.pods import kubernetes_read_tools
-from graph.tools.prometheus import PrometheusClient, prometheus_tools
+from graph.tools.prometheus import PrometheusClient, PrometheusSpec, prometheus_tools
 from graph.tools.tempo import TempoClient, tempo_tools
 from graph.trace_ids import find_trace_ids
 

@@ -538,9 +538,9 @@ async def open_investigator(
     Redis checkpointer (the demo's embedded mode; `redis` is then unused). `guard` takes every
     model call (agent, grader) through the shared limit, the budgets and the quota waits.
     The agent gets the tools of each of `toolsets` whose prerequisites hold: its settings
-    in `configured` (by the set's name; Tempo's are `tempo`), the cluster (`actions`) for the
-    sets that need it. Nothing else depends on an optional source: one that fails is a
-    failed tool call.
+    in `configured` (by the set's name; Tempo's tools share the trace guard's client), the
+    cluster (`actions`) for the sets that need it. Nothing else depends on an optional
+    source: one that fails is a failed tool call.
     """
     chat_model = make_chat_model(model, guard=guard) if isinstance(model, ModelSpec) else model
     if grader_model is None:
@@ -565,7 +565,7 @@ async def open_investigator(
 
         async with AsyncExitStack() as opened:
             tools = await opened.enter_async_context(
-                open_tools(toolsets, {"tempo": tempo, **(configured or {})}, client, actions)
+                open_tools(toolsets, configured or {}, client, actions)
             )
             grader = Grader(grading_model, tools.grader, limits.grader_max_steps)
             checkpointer = saver

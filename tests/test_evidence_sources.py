@@ -9,8 +9,10 @@ import redis.asyncio as aioredis
 
 from bot.process.logs import log_startup
 from bot.process.settings import Settings, SettingsError, load_settings
-from graph.config import GraphLimits, LokiSpec, ModelSpec, PrometheusSpec, TempoSpec
+from graph.config import GraphLimits, ModelSpec, TempoSpec
 from graph.runner import open_investigator
+from graph.tools.loki import LokiSpec
+from graph.tools.prometheus import PrometheusSpec
 from sandbox import GeminiSimulator, Reply
 from sandbox.loki import LokiSimulator
 from sandbox.prometheus import PrometheusSimulator
@@ -100,12 +102,14 @@ def test_unset_sources_have_no_spec_and_set_ones_are_typed() -> None:
         loki_url="http://loki:3100",
         grafana_url="https://grafana.example.com",
     )
-    assert (bare.prometheus_spec(), bare.loki_spec()) == (None, None)
-    assert full.prometheus_spec() == PrometheusSpec(
+    assert bare.tool_settings() == {}
+    configured = full.tool_settings()
+    assert configured["prometheus"] == PrometheusSpec(
         url="http://mimir/prometheus", tenant="acme", grafana_url="https://grafana.example.com"
     )
-    spec = full.loki_spec()
-    assert spec is not None and spec.grafana_url == "https://grafana.example.com"
+    assert configured["loki"] == LokiSpec(
+        url="http://loki:3100", grafana_url="https://grafana.example.com"
+    )
 
 
 def test_a_source_url_without_a_scheme_is_refused_naming_the_setting() -> None:

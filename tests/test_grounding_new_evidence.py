@@ -11,13 +11,12 @@ from langchain_core.tools import BaseTool
 
 from gates.cluster import KubernetesCluster
 from gates.config import ActionPolicy
-from graph.config import LokiSpec, PrometheusSpec
 from graph.grounding.check import ClaimCheck
 from graph.grounding.evidence import Fact
 from graph.grounding.guard import ground_draft
-from graph.tools.loki import LokiClient, loki_tools
+from graph.tools.loki import LokiClient, LokiSpec, loki_tools
 from graph.tools.pods import kubernetes_read_tools
-from graph.tools.prometheus import PrometheusClient, prometheus_tools
+from graph.tools.prometheus import PrometheusClient, PrometheusSpec, prometheus_tools
 from sandbox.kubernetes import KubernetesSimulator
 from sandbox.loki import LokiSimulator
 from sandbox.prometheus import PrometheusSimulator

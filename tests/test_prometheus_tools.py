@@ -11,13 +11,13 @@ import pytest
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 
-from graph.config import PrometheusSpec
 from graph.grounding.evidence import parse_iso
 from graph.tools.errors import ToolFailed
 from graph.tools.prometheus import (
     MAX_LABEL_VALUES,
     MAX_SERIES_LISTED,
     PrometheusClient,
+    PrometheusSpec,
     prometheus_tools,
 )
 from sandbox.prometheus import PrometheusSimulator

@@ -1,6 +1,7 @@
 """A tool is one module: a throwaway tool set added through the registry alone is offered
-to the model, titled on the timeline, hands over only the facts it declares, and is not
-offered when its settings are not configured."""
+to the model, titled on the timeline, hands over only the facts it declares, is read from
+its own variables and listed on the configuration page, and is not offered when its
+settings are not configured."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from langchain_core.tools import BaseTool, tool
 from pydantic import BaseModel, Field
 
 from bot.outbound.timeline import Timeline
+from bot.process import settings_docs
+from bot.process.settings import SettingsError, load_settings, settings_model
 from graph.config import GraphLimits, ModelSpec, TempoSpec
 from graph.grounding.evidence import Fact, fact
 from graph.runner import open_investigator
@@ -25,15 +28,17 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 # --- the throwaway tool's module: its settings, its tool, its TOOLSET -------------------------
-class EchoSpec(BaseModel):
-    url: str = Field(description="Where the echo service is. Set: the agent gets `read_echo`.")
+class EchoSettings(BaseModel):
+    url: str | None = Field(
+        default=None, description="Where the echo service is. Set: the agent gets `read_echo`."
+    )
     loudness: int = Field(default=3, ge=1, description="How loud the echo is.")
 
 
 SHOWN = {"read_echo": Shown("Listening to the echo of {word}", facts=("service",))}
 
 
-def echo_tools(spec: EchoSpec) -> list[BaseTool]:
+def echo_tools(spec: EchoSettings) -> list[BaseTool]:
     @tool(response_format="content_and_artifact")
     async def read_echo(word: str) -> tuple[str, list[Fact]]:
         """What the echo service says back for `word`."""
@@ -45,7 +50,7 @@ def echo_tools(spec: EchoSpec) -> list[BaseTool]:
 
 
 def _open(bound: Bound) -> nullcontext[list[BaseTool]]:
-    assert isinstance(bound.settings, EchoSpec)
+    assert isinstance(bound.settings, EchoSettings)
     return nullcontext(echo_tools(bound.settings))
 
 
@@ -54,8 +59,9 @@ ECHO = ToolSet(
     label="Echo",
     open=_open,
     shown=SHOWN,
-    settings=EchoSpec,
+    settings=EchoSettings,
     env_prefix="ECHO_",
+    section="Echo service",
     needs="`ECHO_URL`",
 )
 # ----------------------------------------------------------------------------------------------
@@ -76,7 +82,7 @@ async def test_a_tool_added_through_the_registry_is_in_the_graph_and_titled_on_t
         redis_client,
         prefix=PREFIX,
         toolsets=[*TOOLSETS, ECHO],
-        configured={"echo": EchoSpec(url="http://echo.invalid")},
+        configured={"echo": EchoSettings(url="http://echo.invalid")},
     ) as investigator:
         result = await investigator.investigate(thread_id, "what does the echo say?", "U1")
         state = await investigator.graph.aget_state({"configurable": {"thread_id": thread_id}})
@@ -124,4 +130,29 @@ def test_a_tool_added_through_the_registry_is_on_the_tools_page() -> None:
 
 def test_a_tool_a_set_does_not_declare_is_refused() -> None:
     with pytest.raises(ValueError, match="read_echo is not declared"):
-        declared({}, echo_tools(EchoSpec(url="http://echo.invalid")))
+        declared({}, echo_tools(EchoSettings(url="http://echo.invalid")))
+
+
+def test_a_tool_added_through_the_registry_is_read_from_its_own_variables() -> None:
+    toolsets = [*TOOLSETS, ECHO]
+    model = settings_model(toolsets)
+    settings = model(_env_file=None, tempo_url="http://t:1", echo_url="http://echo:1")
+    assert settings.tool_settings(toolsets)["echo"] == EchoSettings(url="http://echo:1")
+    assert "echo" not in model(_env_file=None, tempo_url="http://t:1").tool_settings(toolsets)
+
+
+def test_a_bad_value_of_a_registered_tool_is_named_by_its_variable() -> None:
+    with pytest.raises(SettingsError, match=r"^ECHO_LOUDNESS: 0 is below the minimum 1$"):
+        load_settings(
+            _env_file=None,
+            tempo_url="http://t:1",
+            echo_loudness=0,
+            model=settings_model([*TOOLSETS, ECHO]),
+        )
+
+
+def test_a_tool_added_through_the_registry_is_on_the_configuration_page() -> None:
+    page = settings_docs.render(settings_model([*TOOLSETS, ECHO]))
+    assert "## Echo service" in page
+    assert "| `ECHO_URL` |" in page and "| `ECHO_LOUDNESS` |" in page
+    assert "Where the echo service is." in page

@@ -12,10 +12,10 @@ bound and description is written once, in its model.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import unquote, urlsplit
 
 from pydantic import (
@@ -26,6 +26,7 @@ from pydantic import (
     SecretStr,
     ValidationError,
     ValidationInfo,
+    create_model,
     field_validator,
 )
 from pydantic.fields import FieldInfo
@@ -52,15 +53,13 @@ from graph.capacity import CapacityLimits
 from graph.config import (
     GraphLimits,
     HttpUrl,
-    LokiSettings,
-    LokiSpec,
     ModelSpec,
-    PrometheusSettings,
-    PrometheusSpec,
     TempoSettings,
     TempoSpec,
 )
 from graph.rubric import DEFAULT_RUBRIC
+from graph.tools import ToolSet
+from graph.tools.registry import TOOLSETS
 
 LEASE_KUBE_CALLS = 6
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -491,11 +490,8 @@ class LogSettings(BaseModel):
         return value.strip().upper()
 
 
-_SOURCES = "Optional evidence: each source's tools are offered only when its URL is set."
-
-
-class Settings(BaseSettings):
-    """The groups, in the order of docs/configuration.md."""
+class _First(BaseSettings):
+    """The groups before the optional evidence sources, in the page's order."""
 
     model_config = SettingsConfigDict(env_file=".env", extra="ignore", frozen=True)
 
@@ -518,18 +514,39 @@ class Settings(BaseSettings):
             "a fallback model, token budgets.",
         ),
     ] = Field(default_factory=CapacityLimits)
-    # The evidence sources, together: one day each declared by its own graph/tools module.
     tempo: Annotated[
         TempoSettings,
         Group("TEMPO_", "Grafana Tempo", "Traces: the tools and the trace guard."),
     ] = Field(default_factory=TempoSettings)
-    prometheus: Annotated[
-        PrometheusSettings, Group("PROMETHEUS_", "Metrics and logs", _SOURCES)
-    ] = Field(default_factory=PrometheusSettings)
-    loki: Annotated[LokiSettings, Group("LOKI_", "Metrics and logs")] = Field(
-        default_factory=LokiSettings
-    )
-    # The rest
+
+
+def tool_groups(toolsets: Sequence[ToolSet]) -> dict[str, Any]:
+    """A group for each tool set with settings of its own, as its module declares them."""
+    return {
+        toolset.name: (
+            Annotated[
+                toolset.settings,
+                Group(toolset.env_prefix, toolset.section or toolset.label, toolset.intro),
+            ],
+            Field(default_factory=toolset.settings),
+        )
+        for toolset in toolsets
+        if toolset.settings is not None
+    }
+
+
+if TYPE_CHECKING:
+
+    class _WithTools(_First):
+        pass
+
+else:  # the registry's tool sets, after Tempo (PROMETHEUS_*, LOKI_*)
+    _WithTools = create_model("_WithTools", __base__=_First, **tool_groups(TOOLSETS))
+
+
+class Settings(_WithTools):
+    """The groups, in the order of docs/configuration.md."""
+
     redis: Annotated[
         RedisSettings,
         Group("REDIS_", "Redis", "Checkpoints, turns, the queue, actions and the audit stream."),
@@ -720,33 +737,30 @@ class Settings(BaseSettings):
             )
         return TempoSpec(**self.tempo.model_dump(), grafana_url=self.grafana.url)
 
-    def prometheus_spec(self) -> PrometheusSpec | None:
-        """None when PROMETHEUS_URL is not set: no metric tools."""
-        if not self.prometheus.url:
-            return None
-        return PrometheusSpec(**self.prometheus.model_dump(), grafana_url=self.grafana.url)
-
-    def loki_spec(self) -> LokiSpec | None:
-        """None when LOKI_URL is not set: no log-query tools."""
-        if not self.loki.url:
-            return None
-        return LokiSpec(**self.loki.model_dump(), grafana_url=self.grafana.url)
-
-    def tool_settings(self) -> dict[str, BaseModel]:
-        """The settings of each configured tool set, by its name."""
-        configured = {"prometheus": self.prometheus_spec(), "loki": self.loki_spec()}
-        return {name: spec for name, spec in configured.items() if spec is not None}
+    def tool_settings(self, toolsets: Sequence[ToolSet] = TOOLSETS) -> dict[str, BaseModel]:
+        """What each configured tool set's tools are bound to, by the set's name."""
+        configured = {}
+        for toolset in toolsets:
+            group = getattr(self, toolset.name, None)
+            if isinstance(group, BaseModel):
+                bound = toolset.bound_settings(group, self.grafana.url)
+                if bound is not None:
+                    configured[toolset.name] = bound
+        return configured
 
     def evidence_sources(self) -> list[str]:
         """The sources the agent reads, for the start-up line."""
         sources = ["Tempo"]
         if self.kubernetes_configured:
             sources.append("Kubernetes (rollouts, pods, events, logs)")
-        if self.prometheus.url:
-            sources.append("Prometheus")
-        if self.loki.url:
-            sources.append("Loki")
-        return sources
+        configured = self.tool_settings()
+        return sources + [t.label for t in TOOLSETS if t.name in configured]
+
+
+def settings_model(toolsets: Sequence[ToolSet]) -> type[Settings]:
+    """`Settings` with the groups of tool sets the registry does not list (a test's)."""
+    extra = [t for t in toolsets if t.settings is not None and t.name not in Settings.model_fields]
+    return create_model("Settings", __base__=Settings, **tool_groups(extra))
 
 
 # --- the variables: one per field of a group --------------------------------------------
@@ -837,18 +851,18 @@ _NOT_A = {
 }
 
 
-def _variable(error: ErrorDetails) -> Variable | None:
+def _variable(error: ErrorDetails, known: Mapping[str, Variable]) -> Variable | None:
     where = tuple(map(str, error["loc"][:2]))
-    return next((v for v in VARIABLES.values() if (v.group, v.field) == where), None)
+    return next((v for v in known.values() if (v.group, v.field) == where), None)
 
 
-def describe(exc: ValidationError) -> str:
-    """One line per error of `Settings`, named by the environment variable."""
-    return "\n".join(_problem(error) for error in exc.errors())
+def describe(exc: ValidationError, known: Mapping[str, Variable] = VARIABLES) -> str:
+    """One line per error of `Settings`, named by the environment variable (of `known`)."""
+    return "\n".join(_problem(error, known) for error in exc.errors())
 
 
-def _problem(error: ErrorDetails) -> str:
-    variable = _variable(error)
+def _problem(error: ErrorDetails, known: Mapping[str, Variable]) -> str:
+    variable = _variable(error, known)
     name = variable.name if variable else ".".join(map(str, error["loc"])).upper() or "SETTINGS"
     duration = variable is not None and variable.duration
     given = error.get("input")
@@ -879,23 +893,24 @@ def _shown(value: object, duration: bool) -> str:
     return f"{value:g}" if isinstance(value, float) and not value.is_integer() else str(int(value))
 
 
-def load_settings(command: Command | None = None, **overrides: Any) -> Settings:
+def load_settings(
+    command: Command | None = None, model: type[Settings] = Settings, **overrides: Any
+) -> Settings:
     """Read and validate the settings (`overrides` by variable, any case: `tempo_url=`),
     with `command`, what that command needs. Every problem is reported at once: a setting
-    that fails is replaced by its default so the checks that depend on it still run."""
+    that fails is replaced by its default so the checks that depend on it still run.
+    (`model`: `Settings` with a test's own tool sets, from `settings_model`.)"""
+    known = VARIABLES if model is Settings else variables(model)
     problems: list[str] = []
     replaced: dict[str, Any] = {}
     settings: Settings | None = None
     while settings is None:
         try:
-            settings = Settings(**{**overrides, **replaced})
+            settings = model(**{**overrides, **replaced})
         except ValidationError as exc:
-            problems.append(describe(exc))
-            failed = {
-                v.name.lower(): v
-                for v in map(_variable, exc.errors())
-                if v and v.name.lower() not in replaced
-            }
+            problems.append(describe(exc, known))
+            found = (_variable(error, known) for error in exc.errors())
+            failed = {v.name.lower(): v for v in found if v and v.name.lower() not in replaced}
             if not failed:
                 # A default that fails with the other values: nothing left to replace.
                 raise SettingsError("\n".join(problems)) from None

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.tools import BaseTool, tool
+from pydantic import BaseModel, ConfigDict, Field
 
+from gates.config import NOT_A_SETTING
 from graph.charts import Findings, metric_data
-from graph.config import LokiSpec
+from graph.config import HttpUrl
 from graph.grounding.evidence import CITE, Fact, citation, fact, text_facts, times_from
 from graph.links import loki_link
 from graph.tools import Shown, ToolSet, declared
@@ -38,6 +40,44 @@ from graph.tools.prometheus import (
 )
 from graph.tools.window import IncidentStart, Since, utc, window
 from graph.untrusted import clip, quoted
+
+
+class LokiSettings(BaseModel):
+    """LOKI_*: logs."""
+
+    model_config = ConfigDict(frozen=True, validate_by_name=True)
+
+    url: HttpUrl | None = Field(
+        default=None,
+        description=(
+            "Loki's HTTP API, e.g. `http://loki:3100`. Set: the agent gets `query_loki_logs`. "
+            "Optional: readiness never depends on it. Unset: no log queries."
+        ),
+    )
+    tenant: str | None = Field(
+        default=None,
+        description="Sent as `X-Scope-OrgID` on every Loki request (multi-tenant Loki).",
+    )
+    timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        validation_alias="LOKI_TIMEOUT",
+        description="Seconds per Loki request.",
+    )
+    datasource: str = Field(
+        default="loki",
+        validation_alias="GRAFANA_LOKI_DATASOURCE",
+        description=(
+            "The uid of the Loki data source in Grafana: each log query's answer links to it in "
+            "Explore."
+        ),
+    )
+
+
+class LokiSpec(LokiSettings):
+    url: HttpUrl
+    grafana_url: str | None = Field(default=None, json_schema_extra=NOT_A_SETTING)  # links
+
 
 MAX_LINES = 500  # lines one query reads (Loki's `limit`)
 MAX_LINE = 300  # characters of one line shown
@@ -265,8 +305,10 @@ TOOLSET = ToolSet(
     label="Loki",
     open=opener(LokiClient, loki_tools),
     shown=SHOWN,
-    settings=LokiSpec,
+    settings=LokiSettings,
+    spec=LokiSpec,
     env_prefix="LOKI_",
+    section="Metrics and logs",
     grader=True,
     needs="`LOKI_URL`",
 )

@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.tools import BaseTool, tool
+from pydantic import BaseModel, ConfigDict, Field
 
+from gates.config import NOT_A_SETTING
 from graph.charts import Findings, metric_data
-from graph.config import PrometheusSpec
+from graph.config import HttpUrl
 from graph.grounding.evidence import CITE, Fact, citation, fact, times_from
 from graph.links import prometheus_link
 from graph.tools import Shown, ToolSet, declared
@@ -32,6 +34,44 @@ from graph.tools.http_api import (
 )
 from graph.tools.window import IncidentStart, Since, utc, window
 from graph.untrusted import clip, quoted
+
+
+class PrometheusSettings(BaseModel):
+    """PROMETHEUS_*: Prometheus, or anything serving its HTTP API (Mimir, Thanos,
+    VictoriaMetrics)."""
+
+    model_config = ConfigDict(frozen=True, validate_by_name=True)
+
+    url: HttpUrl | None = Field(
+        default=None,
+        description=(
+            "Prometheus' HTTP API, or Mimir's/Thanos' (with its path prefix, e.g. "
+            "`http://mimir/prometheus`). Set: the agent gets `query_prometheus`, "
+            "`query_prometheus_range` and `list_prometheus_label_values`. Optional: readiness "
+            "never depends on it. Unset: no metric tools."
+        ),
+    )
+    tenant: str | None = Field(
+        default=None,
+        description="Sent as `X-Scope-OrgID` on every Prometheus request (Mimir).",
+    )
+    timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        validation_alias="PROMETHEUS_TIMEOUT",
+        description="Seconds per Prometheus request.",
+    )
+    datasource: str = Field(
+        default="prometheus",
+        validation_alias="GRAFANA_PROMETHEUS_DATASOURCE",
+        description="The uid of the Prometheus data source in Grafana (links only).",
+    )
+
+
+class PrometheusSpec(PrometheusSettings):
+    url: HttpUrl
+    grafana_url: str | None = Field(default=None, json_schema_extra=NOT_A_SETTING)  # links
+
 
 MAX_SERIES_LISTED = 10  # series shown of one answer, the highest first
 MAX_LABELS_SHOWN = 8  # labels shown of one series
@@ -362,8 +402,11 @@ TOOLSET = ToolSet(
     label="Prometheus",
     open=opener(PrometheusClient, prometheus_tools),
     shown=SHOWN,
-    settings=PrometheusSpec,
+    settings=PrometheusSettings,
+    spec=PrometheusSpec,
     env_prefix="PROMETHEUS_",
+    section="Metrics and logs",
+    intro="Optional evidence: each source's tools are offered only when its URL is set.",
     grader=True,
     needs="`PROMETHEUS_URL`",
 )

@@ -593,8 +593,6 @@ TOOLSET = ToolSet(
     label="Tempo",
     open=lambda bound: nullcontext(tempo_tools(bound.tempo)),
     shown=SHOWN,
-    settings=TempoSpec,
-    env_prefix="TEMPO_",
     grader=True,
     needs="`TEMPO_URL` (always: the trace guard checks every trace ID there)",
 )
