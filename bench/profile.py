@@ -51,7 +51,7 @@ def _instant(request: GeminiRequest) -> Reply:
 
 async def main() -> None:
     redis_url = os.environ["REDIS_URL"]
-    Connection.pack_command = _counted  # type: ignore[method-assign]
+    Connection.pack_command = _counted  # type: ignore[method-assign, assignment]
     async with (
         SlackSimulator(bot_token="xoxb-bench") as slack,
         TempoSimulator(traces=bad_deploy().traces) as tempo,

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import write_section
-from bot.process.settings import Settings
+from bot.process.settings import VARIABLES
 from evals import run
 from evals.spec import load, names
 from evals.world import scenario_clock
@@ -130,7 +130,7 @@ async def measure() -> str:
     run.outside = seen.outside  # observe the requests; the run itself is unchanged
     try:
         variants = {}
-        if "full_tool_results" in Settings.model_fields:
+        if "FULL_TOOL_RESULTS" in VARIABLES:
             variants["every result whole (FULL_TOOL_RESULTS=0)"] = await variant(
                 {"full_tool_results": 0}, seen
             )

@@ -1,8 +1,11 @@
 """Bounding text that others wrote: `clip` makes one line, `truncate` keeps the lines."""
 
+import re
 from datetime import UTC, datetime
 
 from bot.outbound.alert_message import MAX_TEXT, alert_blocks
+from bot.outbound.mrkdwn import clip_escaped, escape
+from bot.outbound.timeline import TITLE_CHARS, Timeline
 from bot.turn.notifications import Alert, Notification
 from graph.untrusted import clip, truncate
 
@@ -37,3 +40,22 @@ def test_an_alert_summary_keeps_its_lines_and_is_cut_at_its_limit() -> None:
 
     assert blocks[1]["text"]["text"] == "5xx above 5%\nsince the 14:00 deploy"
     assert long[1]["text"]["text"] == "x" * (MAX_TEXT - 1) + "…"
+
+
+def test_escaped_text_clipped_never_ends_in_half_an_entity() -> None:
+    escaped = escape("a < b & c > d")  # "a &lt; b &amp; c &gt; d"
+    for limit in range(1, len(escaped) + 2):
+        clipped = clip_escaped(escaped, limit)
+        assert len(clipped) <= limit
+        assert clipped == escaped or not re.search(r"&[a-z]*…$", clipped), clipped
+
+
+def test_a_tool_argument_cut_for_its_title_keeps_its_entities_whole() -> None:
+    started = {
+        "type": "tool_started",
+        "tool": "get_pod_logs",
+        "title": "Reading the logs of {pod}",
+        "args": {"pod": "x" * 60 + "&" * 30},
+    }
+    (chunk,) = Timeline().update(started)
+    assert len(chunk["title"]) <= TITLE_CHARS and chunk["title"].endswith("&amp;…")

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 
+from graph.untrusted import clip
+
 # C0 (but tab and newline), DEL, C1; Arabic letter mark, LRM/RLM, the embeddings and
 # overrides (U+202A–E) and the isolates (U+2066–9).
 _INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -29,6 +31,16 @@ def visible(text: str) -> str:
 def escape(text: str) -> str:
     """Outside text made inert for mrkdwn: no mention, ping or disguised link survives."""
     return visible(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+# An entity `escape` wrote, cut short where text was clipped after escaping ("&am…").
+_CUT_ENTITY = re.compile(r"&(?:a|am|amp|l|lt|g|gt)?…$")
+
+
+def clip_escaped(text: str, limit: int) -> str:
+    """Escaped text clipped to `limit` characters (Slack's limits count them escaped)
+    without cutting an entity in two: a cut one is dropped whole."""
+    return _CUT_ENTITY.sub("…", clip(text, limit))
 
 
 def plain(text: str) -> str:

@@ -22,8 +22,7 @@ from typing import Any
 
 from slack_sdk.models.messages.chunk import TaskUpdateChunk
 
-from bot.outbound.mrkdwn import escape
-from graph.untrusted import clip
+from bot.outbound.mrkdwn import clip_escaped, escape
 
 Chunk = dict[str, Any]
 TITLE_CHARS = 120  # a task's title, after escaping
@@ -48,7 +47,7 @@ class _Args(dict[str, Any]):
 
 def _safe(text: Any, limit: int) -> str:
     """Untrusted text (model arguments, telemetry) as a short, escaped line."""
-    return clip(escape(str(text)), limit)
+    return clip_escaped(escape(str(text)), limit)
 
 
 def task(
@@ -158,7 +157,10 @@ class Timeline:
                 if isinstance(template, str)
                 else "Running " + _safe(tool, 40)
             )
-            return [*self._end("tool", "complete"), self._start("tool", clip(shown, TITLE_CHARS))]
+            return [
+                *self._end("tool", "complete"),
+                self._start("tool", clip_escaped(shown, TITLE_CHARS)),
+            ]
         if kind == "tool_finished":
             failed = event.get("outcome") == "failed" or event.get("status") == "error"
             summary = event.get("summary")  # none for a tool whose own task follows

@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-import hiredis
-import redis
 import redis.asyncio as aioredis
 from redis.asyncio.connection import Connection, SSLConnection, parse_url
 from redis.asyncio.retry import Retry
@@ -28,8 +26,7 @@ from redis.asyncio.sentinel import (
     SentinelManagedSSLConnection,
 )
 from redis.backoff import ExponentialBackoff
-from redis.driver_info import DriverInfo
-from redis.exceptions import ConnectionError, DataError, ReadOnlyError, RedisError, TimeoutError
+from redis.exceptions import ConnectionError, ReadOnlyError, RedisError, TimeoutError
 
 SENTINEL_SCHEME = "redis+sentinel"
 SCHEMES = ("redis", "rediss", "unix", SENTINEL_SCHEME)
@@ -148,26 +145,7 @@ RETRIED: tuple[type[RedisError], ...] = (ConnectionError, TimeoutError)
 class FailoverConnection(Connection):
     """A connection that reads `READONLY` (its node was demoted to a replica) as a lost
     connection: it disconnects, so the retry reconnects to the primary — through Sentinel,
-    or the address a managed Redis moved to the new primary. It also packs commands with
-    hiredis: redis-py's asyncio connection packs them in Python, one join per argument (the
-    sync client hands them to hiredis). The same bytes (floats as repr, str as UTF-8; bool
-    and None refused), at a fraction of the CPU — a turn's record is ~45 arguments, in the
-    ack path of every mention. hiredis encodes text as UTF-8, strictly: a client configured
-    with another `encoding` or `encoding_errors` is packed by redis-py's own packer, which
-    goes through that client's encoder (tests/test_redis_packing.py holds both to it)."""
-
-    def pack_command(self, *args: Any) -> list[bytes]:
-        if (self.encoder.encoding, self.encoder.encoding_errors) != ("utf-8", "strict"):
-            return list(super().pack_command(*args))
-        if isinstance(args[0], str):
-            args = (*args[0].encode().split(), *args[1:])
-        elif b" " in args[0]:
-            args = (*args[0].split(), *args[1:])
-        args = tuple(bytes(a) if isinstance(a, bytearray | memoryview) else a for a in args)
-        try:
-            return [hiredis.pack_command(args)]
-        except TypeError as error:
-            raise DataError(str(error)) from error
+    or the address a managed Redis moved to the new primary."""
 
     async def read_response(self, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -221,9 +199,6 @@ def client_options(spec: RedisSpec) -> dict[str, Any]:
         "socket_connect_timeout": spec.socket_timeout_s,
         "health_check_interval": 10,
         "socket_keepalive": True,
-        # Named once: otherwise every new pooled connection looks redis-py's version up in
-        # the installed packages' metadata (~1 ms of CPU, in the ack path under a burst).
-        "driver_info": DriverInfo(lib_version=redis.__version__),
     }
     if spec.username:
         options["username"] = spec.username
@@ -281,7 +256,6 @@ def _sentinel_client(spec: RedisSpec, options: dict[str, Any]) -> aioredis.Redis
     sentinel_options: dict[str, Any] = {
         "socket_timeout": spec.socket_timeout_s,
         "socket_connect_timeout": spec.socket_timeout_s,
-        "driver_info": options["driver_info"],
     }
     if spec.sentinel_username:
         sentinel_options["username"] = spec.sentinel_username
