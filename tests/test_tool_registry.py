@@ -156,3 +156,10 @@ def test_a_tool_added_through_the_registry_is_on_the_configuration_page() -> Non
     assert "## Echo service" in page
     assert "| `ECHO_URL` |" in page and "| `ECHO_LOUDNESS` |" in page
     assert "Where the echo service is." in page
+
+
+@pytest.mark.parametrize("name", ["slack", "redis", "prometheus"])
+def test_a_tool_set_named_as_a_settings_group_is_refused(name: str) -> None:
+    clash = ToolSet(name=name, label="Clash", open=_open, shown=SHOWN, settings=EchoSettings)
+    with pytest.raises(ValueError, match=f"tool set '{name}': a settings group has that name"):
+        settings_model([*TOOLSETS, clash])

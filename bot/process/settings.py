@@ -12,7 +12,7 @@ bound and description is written once, in its model.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -520,8 +520,13 @@ class _First(BaseSettings):
     ] = Field(default_factory=TempoSettings)
 
 
-def tool_groups(toolsets: Sequence[ToolSet]) -> dict[str, Any]:
-    """A group for each tool set with settings of its own, as its module declares them."""
+def tool_groups(toolsets: Sequence[ToolSet], taken: Iterable[str] = ()) -> dict[str, Any]:
+    """A group for each tool set with settings of its own, as its module declares them; a
+    set named as a group already is (`taken`, or `slack`, `tempo`, ...) is refused."""
+    taken = {*taken, *_First.model_fields}
+    for toolset in toolsets:
+        if toolset.settings is not None and toolset.name in taken:
+            raise ValueError(f"tool set {toolset.name!r}: a settings group has that name")
     return {
         toolset.name: (
             Annotated[
@@ -757,10 +762,23 @@ class Settings(_WithTools):
         return sources + [t.label for t in TOOLSETS if t.name in configured]
 
 
+def _registry_groups_kept() -> None:
+    """A registry tool set named as one of `Settings`' own groups would lose to it."""
+    for toolset in TOOLSETS:
+        if (
+            toolset.settings
+            and Settings.model_fields[toolset.name].annotation is not toolset.settings
+        ):
+            raise ValueError(f"tool set {toolset.name!r}: a settings group has that name")
+
+
+_registry_groups_kept()
+
+
 def settings_model(toolsets: Sequence[ToolSet]) -> type[Settings]:
     """`Settings` with the groups of tool sets the registry does not list (a test's)."""
-    extra = [t for t in toolsets if t.settings is not None and t.name not in Settings.model_fields]
-    return create_model("Settings", __base__=Settings, **tool_groups(extra))
+    extra = [t for t in toolsets if t not in TOOLSETS]
+    return create_model("Settings", __base__=Settings, **tool_groups(extra, Settings.model_fields))
 
 
 # --- the variables: one per field of a group --------------------------------------------
