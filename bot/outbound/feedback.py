@@ -59,19 +59,17 @@ class FeedbackClick:
     trigger_id: str | None
 
 
+@dataclass(eq=False)
 class Feedback:
-    def __init__(
-        self,
-        client: AsyncWebClient,
-        redis: aioredis.Redis,
-        memory: ThreadMemory,
-        audit: ActionStore,
-        prefix: str,
-        ttl_s: int,
-    ) -> None:
-        self.client, self.redis, self.memory, self.audit = client, redis, memory, audit
-        self.prefix, self.ttl_s = prefix, ttl_s
-        self._record = redis.register_script(_RECORD)
+    client: AsyncWebClient
+    redis: aioredis.Redis
+    memory: ThreadMemory
+    audit: ActionStore
+    prefix: str
+    ttl_s: int
+
+    def __post_init__(self) -> None:
+        self._record = self.redis.register_script(_RECORD)
 
     def _key(self, correlation_id: str) -> str:
         return f"{self.prefix}:feedback:{correlation_id}"

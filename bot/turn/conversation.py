@@ -90,23 +90,18 @@ class Presentation:
     charts: bool = True  # SLACK_CHARTS: charts of the evidence under the answer
 
 
+@dataclass(eq=False)
 class Placeholder:
     """The "working on it" message, edited as progress arrives (throttled)."""
 
-    def __init__(
-        self,
-        client: AsyncWebClient,
-        channel: str,
-        ts: str,
-        interval_s: float,
-        max_passes: int,
-        fence: Fence,
-    ) -> None:
-        self.client, self.channel, self.ts = client, channel, ts
-        self.interval_s, self.max_passes = interval_s, max_passes
-        self.fence = fence
-        self._last_at = float("-inf")
-        self._last_text = ""
+    client: AsyncWebClient
+    channel: str
+    ts: str
+    interval_s: float
+    max_passes: int
+    fence: Fence
+    _last_at: float = field(default=float("-inf"), init=False)
+    _last_text: str = field(default="", init=False)
 
     async def progress(self, event: dict[str, Any]) -> None:
         text = progress_text(event, self.max_passes)
