@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from graph.charts import ChartSpec, Marker, MetricData, TraceData
+from graph.charts import ChartSpec, Marker
 from graph.tools.prometheus import number
 from graph.untrusted import clip
 
@@ -106,15 +106,14 @@ def _png(figure: Figure) -> bytes:
     return out.getvalue()
 
 
+ENGINEERING_UNITS = {"bytes": "B", "bytes/s": "B/s", "seconds": "s"}  # shown as 3kB, 340ms
+
+
 def _value_formatter(unit: str) -> Any:
     from matplotlib.ticker import EngFormatter, FuncFormatter
 
-    if unit == "bytes":
-        return EngFormatter(unit="B", places=0, sep="")
-    if unit == "bytes/s":
-        return EngFormatter(unit="B/s", places=0, sep="")
-    if unit == "seconds":
-        return EngFormatter(unit="s", places=0, sep="")
+    if unit in ENGINEERING_UNITS:
+        return EngFormatter(unit=ENGINEERING_UNITS[unit], places=0, sep="")
     return FuncFormatter(lambda v, _: number(v))
 
 
@@ -300,22 +299,11 @@ def draw(index: int, raw: dict[str, Any], turn_id: str) -> Chart:
     spec: ChartSpec = raw  # type: ignore[assignment]  # stored with the turn as plain JSON
     data = spec["data"]
     if data["kind"] == "metric":
-        metric: MetricData = data
-        return Chart(
-            key=chart_key(index, raw),
-            filename=f"metric-{tag}-{index}.png",
-            title=clip(metric["query"], TITLE_CHARS),
-            alt=metric_alt(spec),
-            png=render_metric(spec),
-        )
-    trace: TraceData = data
-    return Chart(
-        key=chart_key(index, raw),
-        filename=f"trace-{tag}-{index}.png",
-        title=f"trace {trace['trace_id']}",
-        alt=trace_alt(spec),
-        png=render_waterfall(spec),
-    )
+        title, alt, png = clip(data["query"], TITLE_CHARS), metric_alt(spec), render_metric(spec)
+    else:
+        title, alt, png = f"trace {data['trace_id']}", trace_alt(spec), render_waterfall(spec)
+    filename = f"{data['kind']}-{tag}-{index}.png"
+    return Chart(key=chart_key(index, raw), filename=filename, title=title, alt=alt, png=png)
 
 
 def refusal(exc: BaseException) -> str:
