@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import logging
 import re
 import time
@@ -554,6 +555,7 @@ class Conversations:
             # Drawing takes a CPU second or so: off the event loop, which renews the lease.
             chart = await asyncio.to_thread(draw, index, spec, turn.id)
             await fence()
+            note = {"chart": chart.title, "at_ms": at_ms}
             begun = f"{key}:begun"
             try:
                 if begun in turn.delivered and await uploaded(
@@ -563,18 +565,11 @@ class Conversations:
                 else:
                     await self.turns.mark_delivered(turn.id, begun)
                     await upload(self.client, turn.channel, turn.root, chart)
-                    notes.append({"type": "chart_posted", "chart": chart.title, "at_ms": at_ms})
+                    notes.append({"type": "chart_posted", **note})
             except Exception as exc:
                 reason = refusal(exc)
                 log.warning("chart %s of %s not posted: %s", key, turn.id, reason)
-                notes.append(
-                    {
-                        "type": "chart_not_posted",
-                        "chart": chart.title,
-                        "reason": reason,
-                        "at_ms": at_ms,
-                    }
-                )
+                notes.append({"type": "chart_not_posted", "reason": reason, **note})
             await self.turns.mark_delivered(turn.id, key)
         if notes:
             await self.memory.add_steps(result.correlation_id, notes)
@@ -633,8 +628,7 @@ class Conversations:
         if name in turn.delivered:
             return
         started = time.monotonic()
-        attempt = 0
-        while True:
+        for attempt in itertools.count():
             await fence()
             try:
                 await action()
@@ -652,7 +646,6 @@ class Conversations:
                     delay,
                 )
                 await asyncio.sleep(delay)
-                attempt += 1
         await self.turns.mark_delivered(turn.id, name)
 
     async def _give_up(self, turn: Turn) -> None:
