@@ -248,10 +248,7 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
             return 0
         args.thread = args.thread or f"cli:{uuid.uuid4().hex}"
         result, actions = asyncio.run(_investigate(settings, args))
-    except ConfigError as exc:
-        print(f"tracegate: configuration error\n{exc}", file=sys.stderr)
-        return 2
-    except RedisUnusable as exc:
+    except RedisUnusable as exc:  # (a ConfigError is main's to report)
         print(f"tracegate: {exc}", file=sys.stderr)
         return 2
     except RedisError as exc:
