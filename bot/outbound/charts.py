@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.outbound.posts import first_message
 from graph.charts import ChartSpec, Marker
 from graph.tools.prometheus import number
 from graph.untrusted import clip
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 UPLOAD_TIMEOUT_S = 30.0  # the three calls of one upload, together
-SEARCH_PAGES = 5  # replies since the turn began, 200 a page
 WIDTH_IN, HEIGHT_IN, DPI = 10.0, 4.8, 110
 TITLE_CHARS = 90  # of the query in a title
 LEGEND_CHARS = 48  # of one series' labels in the legend
@@ -344,15 +344,11 @@ async def uploaded(
 ) -> bool:
     """Whether a file named `filename` was shared in the thread after `since` (an earlier
     run of the turn may have uploaded it before it could record so)."""
-    cursor = None
-    for _ in range(SEARCH_PAGES):
-        found = await client.conversations_replies(
-            channel=channel, ts=thread_ts, oldest=f"{since:.6f}", limit=200, cursor=cursor
-        )
-        for message in found.get("messages") or []:
-            if any(f.get("name") == filename for f in message.get("files") or []):
-                return True
-        cursor = (found.get("response_metadata") or {}).get("next_cursor")
-        if not cursor:
-            return False
-    return False
+    first = await client.conversations_replies(
+        channel=channel, ts=thread_ts, oldest=f"{since:.6f}", limit=200
+    )
+
+    def shares_it(message: dict[str, Any]) -> bool:
+        return any(f.get("name") == filename for f in message.get("files") or [])
+
+    return await first_message(first, shares_it) is not None

@@ -37,7 +37,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.outbound.alert_message import alert_blocks, alert_text
-from bot.outbound.posts import first_tagged
+from bot.outbound.posts import first_message, tagged
 from bot.process.metrics import ALERTS_INVESTIGATED, ALERTS_RECEIVED, ALERTS_SKIPPED
 from bot.turn.alerts import firing_alert
 from bot.turn.conversation import AlertSource
@@ -277,13 +277,10 @@ class AlertDesk(AlertSource):
         """The group's message, if a try that lost Slack's answer (or its process) posted
         it: chat.postMessage is not idempotent, so the channel's newest messages (that try
         was moments ago) are searched for its tag."""
-
-        async def page(cursor: str | None) -> Any:
-            return await self.client.conversations_history(
-                channel=channel, include_all_metadata=True, limit=200, cursor=cursor
-            )
-
-        return await first_tagged(page, ALERT_EVENT, "group", gid)
+        first = await self.client.conversations_history(
+            channel=channel, include_all_metadata=True, limit=200
+        )
+        return await first_message(first, tagged(ALERT_EVENT, "group", gid))
 
     async def _investigate(
         self,
