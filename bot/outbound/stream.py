@@ -77,9 +77,9 @@ class Streaming:
     _refused_until: float = field(default=float("-inf"), init=False)
 
     def wanted(self) -> bool:
-        if self.mode == "off":
-            return False
-        return self.mode == "on" or time.monotonic() >= self._refused_until
+        return self.mode == "on" or (
+            self.mode == "auto" and time.monotonic() >= self._refused_until
+        )
 
     def refused(self, error: str) -> None:
         if self.mode == "auto" and error in CANNOT_STREAM:
@@ -175,11 +175,8 @@ class StreamProgress:
             try:
                 await self.client.chat_appendStream(channel=self.channel, ts=self.ts, chunks=chunks)
             except Exception as exc:
-                closed = isinstance(exc, SlackApiError) and exc.response.get("error") in (
-                    NOT_STREAMING,
-                    "message_not_found",
-                )
-                if closed:
+                gone = (NOT_STREAMING, "message_not_found")
+                if isinstance(exc, SlackApiError) and exc.response.get("error") in gone:
                     self.open = False  # the answer will be written over it (chat.update)
                     log.info("the stream %s was closed: no more progress in it", self.ts)
                     return
