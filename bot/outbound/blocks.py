@@ -284,12 +284,9 @@ def answer_message(
     # Action states, the context line, the Steps button and the feedback buttons.
     sources = sources_block(result)
     room = MAX_BLOCKS - 3 - (1 if actions else 0) - (1 if sources else 0)
-    if len(chunks) > room:
+    if len(chunks) > room:  # the last chunk that fits says how much does not
         omitted = sum(len(c) for c in chunks[room - 1 :])
-        chunks = [
-            *chunks[: room - 1],
-            f"_…{omitted:,} more characters omitted; ask for a summary._",
-        ]
+        chunks[room - 1 :] = [f"_…{omitted:,} more characters omitted; ask for a summary._"]
     blocks = [section(c) for c in chunks]
     if actions:
         blocks.append(action_states(actions))

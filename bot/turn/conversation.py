@@ -315,14 +315,13 @@ class Conversations:
         queued = await self.turns.head(turn.thread) not in (None, turn.id)
         if self.streaming.wanted() and turn.user:  # a stream is for someone: not an alert's
             timeline = self._timeline(turn)
-            opening = timeline.opening(queued=queued)
             streamed = await start_stream(
                 self.client,
                 channel=turn.channel,
                 thread_ts=turn.root,
                 team=turn.team,
                 user=turn.user,
-                chunks=opening,
+                chunks=timeline.opening(queued=queued),
                 streaming=self.streaming,
             )
             if streamed is not None:
@@ -590,9 +589,8 @@ class Conversations:
         current = await self.turns.get(turn.id)
         placeholder_ts = current.placeholder_ts if current else turn.placeholder_ts
         if not placeholder_ts:  # posted, but its answer was lost (or its run died)?
-            tag = f"placeholder:{turn.id}"
             placeholder_ts = await find_tagged(
-                self.client, turn.channel, turn.root, tag, _since(turn)
+                self.client, turn.channel, turn.root, f"placeholder:{turn.id}", _since(turn)
             )
         if placeholder_ts:
             try:
