@@ -74,10 +74,6 @@ class Feedback:
     def _key(self, correlation_id: str) -> str:
         return f"{self.prefix}:feedback:{correlation_id}"
 
-    @property
-    def negative_key(self) -> str:
-        return negative_key(self.prefix)
-
     async def _answer_thread(self, correlation_id: str, click: FeedbackClick) -> str | None:
         """The answer's thread, when the click came from under that answer."""
         saved = await self.memory.steps(correlation_id)
@@ -94,7 +90,7 @@ class Feedback:
             log.warning("feedback on %s from outside its answer's thread", correlation_id)
             return
         changed = await self._record(
-            keys=[self._key(correlation_id), self.negative_key],
+            keys=[self._key(correlation_id), negative_key(self.prefix)],
             args=[
                 click.user,
                 verdict,
