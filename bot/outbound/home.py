@@ -25,6 +25,7 @@ from bot.outbound.blocks import button, confirm, context, section
 from bot.outbound.cards import ApproverGroup
 from bot.outbound.feedback import Feedback
 from bot.outbound.mrkdwn import escape
+from bot.outbound.posts import pages
 from gates.breaker import GLOBAL
 from gates.model import ActionRequest
 from gates.pipeline import ActionPipeline
@@ -69,12 +70,8 @@ class Home:
         first = await self.client.users_conversations(
             user=user, types="public_channel,private_channel", exclude_archived=True, limit=200
         )
-        pages = 0
-        async for page in first:  # slack_sdk follows the cursor
+        async for page in pages(first, MAX_PAGES):
             found |= {c["id"] for c in page.get("channels") or []}
-            pages += 1
-            if pages == MAX_PAGES:
-                break
         return found
 
     async def _requests(self) -> list[ActionRequest]:

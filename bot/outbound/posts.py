@@ -16,7 +16,7 @@ off for it (`NotForPosts`) and this module decides instead.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -87,19 +87,24 @@ def _definite(exc: Exception) -> bool:
 Message = dict[str, Any]
 
 
+async def pages(first: AsyncSlackResponse, most: int) -> AsyncIterator[AsyncSlackResponse]:
+    """`first` and the pages after it, `most` at the most (slack_sdk follows the cursor)."""
+    read = 0
+    async for page in first:
+        yield page
+        read += 1
+        if read == most:
+            return
+
+
 async def first_message(
     first: AsyncSlackResponse, matches: Callable[[Message], bool]
 ) -> str | None:
-    """The ts of the first message that `matches` on up to SEARCH_PAGES pages from `first`
-    (slack_sdk follows the cursor)."""
-    pages = 0
-    async for page in first:
+    """The ts of the first message that `matches` on up to SEARCH_PAGES pages from `first`."""
+    async for page in pages(first, SEARCH_PAGES):
         for message in page.get("messages") or []:
             if matches(message):
                 return str(message["ts"])
-        pages += 1
-        if pages == SEARCH_PAGES:
-            break
     return None
 
 
