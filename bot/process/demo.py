@@ -76,10 +76,6 @@ class World:
     loki: LokiSimulator
     oom: OomLoop
 
-    @property
-    def replay(self) -> bool:
-        return self.gemini is not None
-
 
 @asynccontextmanager
 async def open_world(folder: Path, replay: bool) -> AsyncIterator[World]:
@@ -473,7 +469,7 @@ async def play(
             settings = demo_settings(world, redis_url or "redis://embedded.invalid/0", api_key)
             mode = (
                 "Gemini replies are a scripted replay of each scenario (no GOOGLE_API_KEY set)"
-                if world.replay
+                if world.gemini is not None
                 else f"Gemini is real ({settings.model.model}); "
                 "Slack, Tempo, Kubernetes, Prometheus and Loki are simulated"
             )
