@@ -38,10 +38,9 @@ async def _investigate(
         result = await runtime.investigator.investigate(
             args.thread, args.question, args.user, on_progress=progress
         )
-        store = runtime.actions.store if runtime.actions else None
-        if store is None:
+        if runtime.actions is None:
             return result, []
-        return result, [await store.get(i) for i in result.action_request_ids]
+        return result, [await runtime.actions.store.get(i) for i in result.action_request_ids]
 
 
 def _print_result(result: InvestigationResult, actions: list[ActionRequest], as_json: bool) -> None:
