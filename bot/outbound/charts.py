@@ -128,10 +128,9 @@ def render_metric(spec: ChartSpec) -> bytes:
     figure = Figure(figsize=(WIDTH_IN, HEIGHT_IN), layout="constrained")
     axes = figure.add_subplot()
     for i, series in enumerate(data["series"]):
-        xs, ys = [p[0] for p in series["points"]], [p[1] for p in series["points"]]
         axes.plot(
-            [_utc(x) for x in xs],
-            ys,
+            [_utc(p[0]) for p in series["points"]],
+            [p[1] for p in series["points"]],
             color=PALETTE[i % len(PALETTE)],
             linewidth=1.6,
             label=_literal(_legend(series["labels"])),

@@ -73,8 +73,7 @@ class ThreadReader:
         except SlackApiError as exc:
             log.warning("cannot read thread %s for context: %s", turn.thread, exc)
             return ThreadContext()
-        seen = await self.redis.get(self._watermark(turn.thread))
-        watermark = _ts(seen)
+        watermark = _ts(await self.redis.get(self._watermark(turn.thread)))
         ours = await self._our_ids()
         candidates = [
             m
