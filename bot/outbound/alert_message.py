@@ -69,19 +69,13 @@ def alert_blocks(n: Notification, *, investigated: bool) -> list[Block]:
         blocks.append(context(" · ".join(facts)))
     if len(firing) > 1:
         others = [
-            escape(
-                truncate(
-                    ", ".join(f"{k}={v}" for k, v in a.labels.items() if k != "alertname"), 150
-                )
-            )
+            ", ".join(f"{k}={v}" for k, v in a.labels.items() if k != "alertname")
             for a in firing[1:MAX_ALERTS_LISTED]
         ]
-        more = (
-            f" and {len(firing) - MAX_ALERTS_LISTED} more"
-            if len(firing) > MAX_ALERTS_LISTED
-            else ""
-        )
-        blocks.append(context(f"{len(firing)} alerts firing: " + "; ".join(others) + more))
+        listed = "; ".join(escape(truncate(other, 150)) for other in others)
+        unlisted = len(firing) - MAX_ALERTS_LISTED
+        more = f" and {unlisted} more" if unlisted > 0 else ""
+        blocks.append(context(f"{len(firing)} alerts firing: {listed}{more}"))
     links = [
         link
         for link in (

@@ -48,6 +48,16 @@ def button(text: str, action_id: str, value: str, style: str | None = None) -> B
     return element
 
 
+def confirm(title: str, text: str, yes: str) -> Block:
+    """Slack's confirmation dialog on a button."""
+    return {
+        "title": {"type": "plain_text", "text": title},
+        "text": {"type": "mrkdwn", "text": text},
+        "confirm": {"type": "plain_text", "text": yes},
+        "deny": {"type": "plain_text", "text": "Cancel"},
+    }
+
+
 def explore_url(grafana_url: str, datasource: str, trace_id: str) -> str:
     return tempo_link(grafana_url, datasource, trace_id)
 
@@ -274,12 +284,9 @@ def answer_message(
     # Action states, the context line, the Steps button and the feedback buttons.
     sources = sources_block(result)
     room = MAX_BLOCKS - 3 - (1 if actions else 0) - (1 if sources else 0)
-    if len(chunks) > room:
+    if len(chunks) > room:  # the last chunk that fits says how much does not
         omitted = sum(len(c) for c in chunks[room - 1 :])
-        chunks = [
-            *chunks[: room - 1],
-            f"_…{omitted:,} more characters omitted; ask for a summary._",
-        ]
+        chunks[room - 1 :] = [f"_…{omitted:,} more characters omitted; ask for a summary._"]
     blocks = [section(c) for c in chunks]
     if actions:
         blocks.append(action_states(actions))
@@ -329,15 +336,13 @@ class _Fields(dict[str, Any]):
         return None
 
 
-# Each event kind's line, filled from its fields; a kind not listed reads as its name.
+# Each event kind's line, filled from its fields; a kind not listed reads as its name. (The
+# trace guard's and the grounding check's lines are `_guard_details`' and `_grounding_details`'.)
 _STEP_LINES = {
     "tool_started": "tool {tool} started",
     "tool_finished": "tool {tool}: {status}",
     "model_started": "model ({node})",
     "model_finished": "model done; tool calls: {calls}",
-    "verification_finished": (
-        "trace guard: {found} found, {missing} missing, {unverified} unverified"
-    ),
     "rubric_evaluation_end": "rubric pass {pass_number}: {result}{unverified_mark}",
     "forced_answer": "forced answer: {reason}",
     "stopped": "stopped: {reason} after {steps} steps",
@@ -544,12 +549,9 @@ def card_blocks(
     if request.status == "pending_approval":
         mode = "a server-side dry run (ACTIONS_ENABLED is off)" if dry_run else "it for real"
         approve = button("Approve", "approve_action", request.id, "primary")
-        approve["confirm"] = {
-            "title": {"type": "plain_text", "text": "Run this action?"},
-            "text": {"type": "mrkdwn", "text": f"{what[:200]} — this runs {mode}."[:300]},
-            "confirm": {"type": "plain_text", "text": "Approve"},
-            "deny": {"type": "plain_text", "text": "Cancel"},
-        }
+        approve["confirm"] = confirm(
+            "Run this action?", f"{what[:200]} — this runs {mode}."[:300], "Approve"
+        )
         blocks.append(
             {
                 "type": "actions",

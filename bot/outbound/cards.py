@@ -87,35 +87,26 @@ class Click:
     thread_ts: str
 
 
+@dataclass(eq=False)
 class Cards:
-    def __init__(
-        self,
-        client: AsyncWebClient,
-        actions: ActionPipeline | None,
-        memory: ThreadMemory,
-        jobs: Jobs,
-        approvers: ApproverGroup,
-        access: Access,
-        grafana_url: str | None,
-        datasource: str,
-        executions: Executions,
-        thread_busy: ThreadBusy | None = None,
-    ) -> None:
-        """`access`: who may click at all (a guest or a Slack Connect user may not, by
-        default). `executions`: where an approved action is executed (the workers' queue).
-        `thread_busy`: whether a turn's run holds a thread (its lease), for the reconciler to
-        tell a proposal still being decided from one whose run died."""
-        self.client = client
-        self.executions = executions
-        executions.run = self.execute
-        self.access = access
-        self.actions = actions
-        self.reconciler = Reconciler(actions, thread_busy) if actions is not None else None
-        self.memory = memory
-        self.jobs = jobs
-        self.approvers = approvers
-        self.grafana_url = grafana_url
-        self.datasource = datasource
+    client: AsyncWebClient
+    actions: ActionPipeline | None
+    memory: ThreadMemory
+    jobs: Jobs
+    approvers: ApproverGroup
+    access: Access  # who may click at all (a guest or a Slack Connect user may not, by default)
+    grafana_url: str | None
+    datasource: str
+    executions: Executions  # where an approved action is executed (the workers' queue)
+    # Whether a turn's run holds a thread (its lease), for the reconciler to tell a proposal
+    # still being decided from one whose run died.
+    thread_busy: ThreadBusy | None = None
+
+    def __post_init__(self) -> None:
+        self.executions.run = self.execute
+        self.reconciler = (
+            Reconciler(self.actions, self.thread_busy) if self.actions is not None else None
+        )
         self._following: set[str] = set()  # requests whose rollout this process follows
 
     @property

@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any
 from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from graph.charts import ChartSpec, Marker, MetricData, TraceData
+from bot.outbound.posts import first_message
+from graph.charts import ChartSpec, Marker
 from graph.tools.prometheus import number
 from graph.untrusted import clip
 
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 UPLOAD_TIMEOUT_S = 30.0  # the three calls of one upload, together
-SEARCH_PAGES = 5  # replies since the turn began, 200 a page
 WIDTH_IN, HEIGHT_IN, DPI = 10.0, 4.8, 110
 TITLE_CHARS = 90  # of the query in a title
 LEGEND_CHARS = 48  # of one series' labels in the legend
@@ -106,15 +106,14 @@ def _png(figure: Figure) -> bytes:
     return out.getvalue()
 
 
+ENGINEERING_UNITS = {"bytes": "B", "bytes/s": "B/s", "seconds": "s"}  # shown as 3kB, 340ms
+
+
 def _value_formatter(unit: str) -> Any:
     from matplotlib.ticker import EngFormatter, FuncFormatter
 
-    if unit == "bytes":
-        return EngFormatter(unit="B", places=0, sep="")
-    if unit == "bytes/s":
-        return EngFormatter(unit="B/s", places=0, sep="")
-    if unit == "seconds":
-        return EngFormatter(unit="s", places=0, sep="")
+    if unit in ENGINEERING_UNITS:
+        return EngFormatter(unit=ENGINEERING_UNITS[unit], places=0, sep="")
     return FuncFormatter(lambda v, _: number(v))
 
 
@@ -129,10 +128,9 @@ def render_metric(spec: ChartSpec) -> bytes:
     figure = Figure(figsize=(WIDTH_IN, HEIGHT_IN), layout="constrained")
     axes = figure.add_subplot()
     for i, series in enumerate(data["series"]):
-        xs, ys = [p[0] for p in series["points"]], [p[1] for p in series["points"]]
         axes.plot(
-            [_utc(x) for x in xs],
-            ys,
+            [_utc(p[0]) for p in series["points"]],
+            [p[1] for p in series["points"]],
             color=PALETTE[i % len(PALETTE)],
             linewidth=1.6,
             label=_literal(_legend(series["labels"])),
@@ -300,22 +298,11 @@ def draw(index: int, raw: dict[str, Any], turn_id: str) -> Chart:
     spec: ChartSpec = raw  # type: ignore[assignment]  # stored with the turn as plain JSON
     data = spec["data"]
     if data["kind"] == "metric":
-        metric: MetricData = data
-        return Chart(
-            key=chart_key(index, raw),
-            filename=f"metric-{tag}-{index}.png",
-            title=clip(metric["query"], TITLE_CHARS),
-            alt=metric_alt(spec),
-            png=render_metric(spec),
-        )
-    trace: TraceData = data
-    return Chart(
-        key=chart_key(index, raw),
-        filename=f"trace-{tag}-{index}.png",
-        title=f"trace {trace['trace_id']}",
-        alt=trace_alt(spec),
-        png=render_waterfall(spec),
-    )
+        title, alt, png = clip(data["query"], TITLE_CHARS), metric_alt(spec), render_metric(spec)
+    else:
+        title, alt, png = f"trace {data['trace_id']}", trace_alt(spec), render_waterfall(spec)
+    filename = f"{data['kind']}-{tag}-{index}.png"
+    return Chart(key=chart_key(index, raw), filename=filename, title=title, alt=alt, png=png)
 
 
 def refusal(exc: BaseException) -> str:
@@ -356,15 +343,11 @@ async def uploaded(
 ) -> bool:
     """Whether a file named `filename` was shared in the thread after `since` (an earlier
     run of the turn may have uploaded it before it could record so)."""
-    cursor = None
-    for _ in range(SEARCH_PAGES):
-        found = await client.conversations_replies(
-            channel=channel, ts=thread_ts, oldest=f"{since:.6f}", limit=200, cursor=cursor
-        )
-        for message in found.get("messages") or []:
-            if any(f.get("name") == filename for f in message.get("files") or []):
-                return True
-        cursor = (found.get("response_metadata") or {}).get("next_cursor")
-        if not cursor:
-            return False
-    return False
+    first = await client.conversations_replies(
+        channel=channel, ts=thread_ts, oldest=f"{since:.6f}", limit=200
+    )
+
+    def shares_it(message: dict[str, Any]) -> bool:
+        return any(f.get("name") == filename for f in message.get("files") or [])
+
+    return await first_message(first, shares_it) is not None

@@ -59,26 +59,20 @@ class FeedbackClick:
     trigger_id: str | None
 
 
+@dataclass(eq=False)
 class Feedback:
-    def __init__(
-        self,
-        client: AsyncWebClient,
-        redis: aioredis.Redis,
-        memory: ThreadMemory,
-        audit: ActionStore,
-        prefix: str,
-        ttl_s: int,
-    ) -> None:
-        self.client, self.redis, self.memory, self.audit = client, redis, memory, audit
-        self.prefix, self.ttl_s = prefix, ttl_s
-        self._record = redis.register_script(_RECORD)
+    client: AsyncWebClient
+    redis: aioredis.Redis
+    memory: ThreadMemory
+    audit: ActionStore
+    prefix: str
+    ttl_s: int
+
+    def __post_init__(self) -> None:
+        self._record = self.redis.register_script(_RECORD)
 
     def _key(self, correlation_id: str) -> str:
         return f"{self.prefix}:feedback:{correlation_id}"
-
-    @property
-    def negative_key(self) -> str:
-        return negative_key(self.prefix)
 
     async def _answer_thread(self, correlation_id: str, click: FeedbackClick) -> str | None:
         """The answer's thread, when the click came from under that answer."""
@@ -96,7 +90,7 @@ class Feedback:
             log.warning("feedback on %s from outside its answer's thread", correlation_id)
             return
         changed = await self._record(
-            keys=[self._key(correlation_id), self.negative_key],
+            keys=[self._key(correlation_id), negative_key(self.prefix)],
             args=[
                 click.user,
                 verdict,

@@ -15,15 +15,17 @@ kill-switch gate refuses from its next decision on (gates/rules/kill_switch.py).
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.outbound.blocks import button, context, section
+from bot.outbound.blocks import button, confirm, context, section
 from bot.outbound.cards import ApproverGroup
 from bot.outbound.feedback import Feedback
 from bot.outbound.mrkdwn import escape
+from bot.outbound.posts import pages
 from gates.breaker import GLOBAL
 from gates.model import ActionRequest
 from gates.pipeline import ActionPipeline
@@ -44,18 +46,12 @@ def _channel(thread_key: str) -> str:
     return thread_key.split(":")[1] if thread_key.count(":") >= 2 else ""
 
 
+@dataclass(eq=False)
 class Home:
-    def __init__(
-        self,
-        client: AsyncWebClient,
-        actions: ActionPipeline | None,
-        approvers: ApproverGroup,
-        feedback: Feedback,
-    ) -> None:
-        self.client = client
-        self.actions = actions
-        self.approvers = approvers
-        self.feedback = feedback
+    client: AsyncWebClient
+    actions: ActionPipeline | None
+    approvers: ApproverGroup
+    feedback: Feedback
 
     async def opened(self, user: str, note: str = "") -> None:
         """Publish the tab for `user`; `note` (what their click did) is shown at the top."""
@@ -74,12 +70,8 @@ class Home:
         first = await self.client.users_conversations(
             user=user, types="public_channel,private_channel", exclude_archived=True, limit=200
         )
-        pages = 0
-        async for page in first:  # slack_sdk follows the cursor
+        async for page in pages(first, MAX_PAGES):
             found |= {c["id"] for c in page.get("channels") or []}
-            pages += 1
-            if pages == MAX_PAGES:
-                break
         return found
 
     async def _requests(self) -> list[ActionRequest]:
@@ -123,23 +115,22 @@ class Home:
         block = section(state)
         if self.actions.is_approver(user, in_group):
             if stopped is None:
-                stop = button("Stop all actions", STOP_ACTIONS, "stop", "danger")
-                stop["confirm"] = _confirm(
+                switch = button("Stop all actions", STOP_ACTIONS, "stop", "danger")
+                switch["confirm"] = confirm(
                     "Stop all actions?",
                     "Every process refuses new proposals and approved actions from now on, "
                     "until an approver starts them again.",
                     "Stop actions",
                 )
-                block["accessory"] = stop
             else:
-                start = button("Start actions", START_ACTIONS, "start", "primary")
-                start["confirm"] = _confirm(
+                switch = button("Start actions", START_ACTIONS, "start", "primary")
+                switch["confirm"] = confirm(
                     "Start actions again?",
                     "Approved actions run again"
                     + ("." if ceiling else " as dry runs (ACTIONS_ENABLED is off)."),
                     "Start actions",
                 )
-                block["accessory"] = start
+            block["accessory"] = switch
         return [block]
 
     async def switched(self, user: str, in_group: bool, value: str, refusal: str | None) -> str:
@@ -225,13 +216,3 @@ class Home:
                 f"• <{link}|a thread> in <#{channel}>" if link else f"• a thread in <#{channel}>"
             )
         return [section("*Answers marked wrong*\n" + ("\n".join(lines) or "_None._"))]
-
-
-def _confirm(title: str, text: str, yes: str) -> dict[str, Any]:
-    """Slack's confirmation dialog on a button."""
-    return {
-        "title": {"type": "plain_text", "text": title},
-        "text": {"type": "mrkdwn", "text": text},
-        "confirm": {"type": "plain_text", "text": yes},
-        "deny": {"type": "plain_text", "text": "Cancel"},
-    }

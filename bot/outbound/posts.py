@@ -16,7 +16,7 @@ off for it (`NotForPosts`) and this module decides instead.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -25,6 +25,7 @@ from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 log = logging.getLogger(__name__)
 
@@ -83,24 +84,39 @@ def _definite(exc: Exception) -> bool:
     return status < 500 and isinstance(exc.response.data, dict) and "error" in exc.response.data
 
 
-Page = Callable[[str | None], Awaitable[Any]]  # a cursor -> one page of messages
+Message = dict[str, Any]
 
 
-async def first_tagged(page: Page, event_type: str, key: str, value: str) -> str | None:
-    """The ts of the first message on up to SEARCH_PAGES pages whose metadata is
-    `event_type` with `event_payload[key] == value`."""
-    cursor = None
-    for _ in range(SEARCH_PAGES):
-        found = await page(cursor)
-        for message in found.get("messages") or []:
-            metadata = message.get("metadata") or {}
-            payload = metadata.get("event_payload") or {}
-            if metadata.get("event_type") == event_type and payload.get(key) == value:
+async def pages(first: AsyncSlackResponse, most: int) -> AsyncIterator[AsyncSlackResponse]:
+    """`first` and the pages after it, `most` at the most (slack_sdk follows the cursor)."""
+    read = 0
+    async for page in first:
+        yield page
+        read += 1
+        if read == most:
+            return
+
+
+async def first_message(
+    first: AsyncSlackResponse, matches: Callable[[Message], bool]
+) -> str | None:
+    """The ts of the first message that `matches` on up to SEARCH_PAGES pages from `first`."""
+    async for page in pages(first, SEARCH_PAGES):
+        for message in page.get("messages") or []:
+            if matches(message):
                 return str(message["ts"])
-        cursor = (found.get("response_metadata") or {}).get("next_cursor")
-        if not cursor:
-            return None
     return None
+
+
+def tagged(event_type: str, key: str, value: str) -> Callable[[Message], bool]:
+    """Whether a message's metadata is `event_type` with `event_payload[key] == value`."""
+
+    def matches(message: Message) -> bool:
+        metadata = message.get("metadata") or {}
+        payload = metadata.get("event_payload") or {}
+        return bool(metadata.get("event_type") == event_type and payload.get(key) == value)
+
+    return matches
 
 
 async def find_tagged(
@@ -111,19 +127,15 @@ async def find_tagged(
     None when Slack says there is no such thread (`thread_not_found`: nothing can be in
     it); a failure that leaves the question open (a dropped connection, 5xx, 429) raises.
     """
-
-    async def page(cursor: str | None) -> Any:
-        return await client.conversations_replies(
+    try:
+        first = await client.conversations_replies(
             channel=channel,
             ts=thread_ts,
             oldest=f"{since:.6f}",
             include_all_metadata=True,
             limit=200,
-            cursor=cursor,
         )
-
-    try:
-        return await first_tagged(page, EVENT_TYPE, "tag", tag)
+        return await first_message(first, tagged(EVENT_TYPE, "tag", tag))
     except SlackApiError as exc:
         if _definite(exc) and exc.response.data.get("error") != "ratelimited":
             log.info("cannot search %s for %s: %s", thread_ts, tag, exc.response["error"])

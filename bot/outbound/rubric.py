@@ -82,22 +82,14 @@ NOT_AN_EDITOR = (
 )
 
 
+@dataclass(eq=False)
 class RubricCommand:
-    def __init__(
-        self,
-        investigator: Investigator,
-        memory: ThreadMemory,
-        default: str | None,
-        editors: RubricEditors,
-        audit: ActionStore,
-        max_chars: int,
-    ) -> None:
-        self.investigator = investigator
-        self.memory = memory
-        self.default = default
-        self.editors = editors
-        self.audit = audit  # the audit stream's one writer, whether or not actions are set up
-        self.max_chars = max_chars
+    investigator: Investigator
+    memory: ThreadMemory
+    default: str | None
+    editors: RubricEditors
+    audit: ActionStore  # the audit stream's one writer, whether or not actions are set up
+    max_chars: int
 
     async def run(self, team: str, channel: str, user: str, text: str) -> Reply:
         verb, _, rest = text.strip().partition(" ")

@@ -34,6 +34,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal
 
 from slack_sdk.errors import SlackApiError
@@ -66,19 +67,19 @@ STREAM_REFUSAL_MEMORY_S = 3600.0
 NOT_STREAMING = "message_not_in_streaming_state"
 
 
+@dataclass(eq=False)
 class Streaming:
     """Whether a turn should stream: SLACK_STREAMING, and (in `auto`) a refusal of the
     workspace remembered for a while."""
 
-    def __init__(self, mode: StreamingMode, memory_s: float = STREAM_REFUSAL_MEMORY_S) -> None:
-        self.mode = mode
-        self.memory_s = memory_s
-        self._refused_until = float("-inf")
+    mode: StreamingMode
+    memory_s: float = STREAM_REFUSAL_MEMORY_S
+    _refused_until: float = field(default=float("-inf"), init=False)
 
     def wanted(self) -> bool:
-        if self.mode == "off":
-            return False
-        return self.mode == "on" or time.monotonic() >= self._refused_until
+        return self.mode == "on" or (
+            self.mode == "auto" and time.monotonic() >= self._refused_until
+        )
 
     def refused(self, error: str) -> None:
         if self.mode == "auto" and error in CANNOT_STREAM:
@@ -123,32 +124,24 @@ async def start_stream(
     return str(started["ts"])
 
 
+@dataclass(eq=False)
 class StreamProgress:
     """One run's view of a turn's stream: its timeline, chunks not sent yet, and whether
     Slack still has the stream open."""
 
-    def __init__(
-        self,
-        client: AsyncWebClient,
-        channel: str,
-        ts: str,
-        timeline: Timeline,
-        *,
-        interval_s: float,
-        fence: Fence,
-        save_tasks: SaveTasks,
-        pending: list[Chunk] | None = None,
-    ) -> None:
-        self.client, self.channel, self.ts = client, channel, ts
-        self.timeline = timeline
-        self.interval_s = interval_s
-        self.fence = fence
-        self.save_tasks = save_tasks
-        self.pending: list[Chunk] = list(pending or [])
-        self.open = True  # False once Slack says the stream is closed
-        self._last_at = float("-inf")
-        self._lock = asyncio.Lock()
-        self._later: asyncio.Task[None] | None = None
+    client: AsyncWebClient
+    channel: str
+    ts: str
+    timeline: Timeline
+    _: KW_ONLY
+    interval_s: float
+    fence: Fence
+    save_tasks: SaveTasks
+    pending: list[Chunk] = field(default_factory=list)
+    open: bool = field(default=True, init=False)  # False once Slack says the stream is closed
+    _last_at: float = field(default=float("-inf"), init=False)
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
+    _later: asyncio.Task[None] | None = field(default=None, init=False)
 
     async def progress(self, event: dict[str, Any]) -> None:
         """Show one progress event: its chunks now, or with the next append."""
@@ -182,11 +175,8 @@ class StreamProgress:
             try:
                 await self.client.chat_appendStream(channel=self.channel, ts=self.ts, chunks=chunks)
             except Exception as exc:
-                closed = isinstance(exc, SlackApiError) and exc.response.get("error") in (
-                    NOT_STREAMING,
-                    "message_not_found",
-                )
-                if closed:
+                gone = (NOT_STREAMING, "message_not_found")
+                if isinstance(exc, SlackApiError) and exc.response.get("error") in gone:
                     self.open = False  # the answer will be written over it (chat.update)
                     log.info("the stream %s was closed: no more progress in it", self.ts)
                     return

@@ -79,11 +79,8 @@ def render_blocks(blocks: list[dict[str, Any]], fallback: str) -> str:
             fields = [_for_terminal(f["text"]).replace("\n", ": ", 1) for f in block["fields"]]
             out.append(_indent(" | ".join(fields)))
         elif kind == "context":
-            out.append(
-                _indent(
-                    " ".join(_for_terminal(e.get("text", "")) for e in block["elements"]), "    · "
-                )
-            )
+            texts = " ".join(_for_terminal(e.get("text", "")) for e in block["elements"])
+            out.append(_indent(texts, "    · "))
         elif kind == "actions":
             buttons = "  ".join(f"[{e['text']['text']}]" for e in block["elements"])
             out.append(_indent(buttons))

@@ -38,10 +38,9 @@ async def _investigate(
         result = await runtime.investigator.investigate(
             args.thread, args.question, args.user, on_progress=progress
         )
-        store = runtime.actions.store if runtime.actions else None
-        if store is None:
+        if runtime.actions is None:
             return result, []
-        return result, [await store.get(i) for i in result.action_request_ids]
+        return result, [await runtime.actions.store.get(i) for i in result.action_request_ids]
 
 
 def _print_result(result: InvestigationResult, actions: list[ActionRequest], as_json: bool) -> None:
@@ -248,10 +247,7 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
             return 0
         args.thread = args.thread or f"cli:{uuid.uuid4().hex}"
         result, actions = asyncio.run(_investigate(settings, args))
-    except ConfigError as exc:
-        print(f"tracegate: configuration error\n{exc}", file=sys.stderr)
-        return 2
-    except RedisUnusable as exc:
+    except RedisUnusable as exc:  # (a ConfigError is main's to report)
         print(f"tracegate: {exc}", file=sys.stderr)
         return 2
     except RedisError as exc:

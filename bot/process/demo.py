@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -76,10 +76,6 @@ class World:
     loki: LokiSimulator
     oom: OomLoop
 
-    @property
-    def replay(self) -> bool:
-        return self.gemini is not None
-
 
 @asynccontextmanager
 async def open_world(folder: Path, replay: bool) -> AsyncIterator[World]:
@@ -108,14 +104,9 @@ async def open_world(folder: Path, replay: bool) -> AsyncIterator[World]:
             spacing_h=48,
         )
         kubeconfig = write_kubeconfig(folder / "kubeconfig.json", kube.url)
-        if replay:
-            async with GeminiSimulator() as gemini:
-                yield World(
-                    slack, tempo, kube, gemini, checkout, orders, kubeconfig, prometheus, loki, oom
-                )
-        else:
+        async with GeminiSimulator() if replay else nullcontext() as gemini:
             yield World(
-                slack, tempo, kube, None, checkout, orders, kubeconfig, prometheus, loki, oom
+                slack, tempo, kube, gemini, checkout, orders, kubeconfig, prometheus, loki, oom
             )
 
 
@@ -186,13 +177,18 @@ class Narrator:
             if not any(scene.iterdir()):
                 scene.rmdir()
 
-    def _keep(self, scenario: str, kind: str, blocks: list[dict[str, Any]]) -> None:
-        if not blocks:
-            return
+    def _next_file(self, scenario: str, name: str) -> Path:
+        """The scene's next numbered file (`01-message.json`, `02-chart-metric.png`, ...)."""
         self.written += 1
-        path = self.folder / scenario / f"{self.written:02d}-{kind}.json"
+        path = self.folder / scenario / f"{self.written:02d}-{name}"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"blocks": blocks}, indent=2))
+        return path
+
+    def _keep(self, scenario: str, kind: str, blocks: list[dict[str, Any]]) -> None:
+        if blocks:
+            self._next_file(scenario, f"{kind}.json").write_text(
+                json.dumps({"blocks": blocks}, indent=2)
+            )
 
     def _keep_files(
         self, slack: SlackSimulator, scenario: str, files: list[dict[str, Any]]
@@ -200,11 +196,8 @@ class Narrator:
         """A chart the bot uploaded: named in the narration, its PNG kept beside the JSON."""
         for shared in files:
             upload = slack.uploads[shared["id"]]
-            self.written += 1
             kind = upload.filename.split("-", 1)[0]
-            path = self.folder / scenario / f"{self.written:02d}-chart-{kind}.png"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(upload.data or b"")
+            self._next_file(scenario, f"chart-{kind}.png").write_bytes(upload.data or b"")
             self.say(f"🤖 tracegate uploaded a chart: {shared['title']}")
 
     def show(self, slack: SlackSimulator, channel: str, root: str, scenario: str) -> None:
@@ -273,16 +266,20 @@ class Stage:
             )
         await self.settle()
 
+    def _buttons(self, action_id: str) -> list[tuple[str, str]]:
+        """(value, message ts) of each `action_id` button in the thread, oldest first."""
+        return [
+            (element["value"], message.ts)
+            for message in self.world.slack.thread(self.channel, self.root)
+            for block in message.blocks
+            if block.get("type") == "actions"
+            for element in block["elements"]
+            if element.get("action_id") == action_id
+        ]
+
     def pending_cards(self) -> list[tuple[str, str]]:
         """(request id, card ts) of cards still showing Approve."""
-        found = []
-        for message in self.world.slack.thread(self.channel, self.root):
-            for block in message.blocks:
-                if block.get("type") == "actions":
-                    for element in block["elements"]:
-                        if element.get("action_id") == "approve_action":
-                            found.append((element["value"], message.ts))
-        return found
+        return self._buttons("approve_action")
 
     async def click(self, action_id: str, request_id: str, card_ts: str, who: str) -> None:
         label = {"approve_action": "Approve", "reject_action": "Reject"}[action_id]
@@ -294,20 +291,15 @@ class Stage:
 
     async def steps(self, who: str = ONCALL) -> None:
         """Click Steps under the latest answer."""
-        for message in reversed(self.world.slack.thread(self.channel, self.root)):
-            for block in message.blocks:
-                for element in block.get("elements", []) if block["type"] == "actions" else []:
-                    if element.get("action_id") == "show_steps":
-                        self.narrator.user(who, "clicks [Steps]")
-                        await self.driver.click(
-                            "show_steps",
-                            element["value"],
-                            user=who,
-                            channel=self.channel,
-                            message_ts=message.ts,
-                        )
-                        await self.settle()
-                        return
+        buttons = self._buttons("show_steps")
+        if not buttons:
+            return
+        correlation_id, message_ts = buttons[-1]
+        self.narrator.user(who, "clicks [Steps]")
+        await self.driver.click(
+            "show_steps", correlation_id, user=who, channel=self.channel, message_ts=message_ts
+        )
+        await self.settle()
 
     async def slash(self, text: str, who: str = ONCALL) -> None:
         self.narrator.user(who, f"/rubric {text}")
@@ -316,15 +308,16 @@ class Stage:
 
 
 def _script(world: World, play: Play) -> None:
-    assert world.gemini is not None
+    """The scene's Gemini replies, when Gemini is replayed (a real one needs none)."""
+    if world.gemini is None:
+        return
     world.gemini.script(*play.agent, model=AGENT)
     world.gemini.script(*play.grader, model=GRADER)
     world.gemini.script(*play.judge, model=JUDGE)
 
 
 async def bad_deploy_scene(stage: Stage) -> None:
-    if stage.world.replay:
-        _script(stage.world, bad_deploy_play(stage.world.checkout))
+    _script(stage.world, bad_deploy_play(stage.world.checkout))
     await stage.ask("checkout is throwing 500s since a few minutes, why?")
     await stage.ask("can we roll payment-api back?")
     for request_id, card_ts in stage.pending_cards():
@@ -374,8 +367,7 @@ def _firing(scenario: Scenario) -> dict[str, Any]:
 async def alert_scene(stage: Stage) -> None:
     """Alertmanager calls the webhook; the answer is in the alert's thread before anyone
     asks."""
-    if stage.world.replay:
-        _script(stage.world, alert_fires_play(stage.world.checkout))
+    _script(stage.world, alert_fires_play(stage.world.checkout))
     stage.world.slack.channels.add(stage.channel)
     stage.narrator.say("🔔 Alertmanager → POST /alerts/alertmanager (CheckoutErrorRate, critical)")
     async with (
@@ -398,20 +390,17 @@ async def alert_scene(stage: Stage) -> None:
 
 
 async def db_overload_scene(stage: Stage) -> None:
-    if stage.world.replay:
-        _script(stage.world, db_overload_play(stage.world.orders))
+    _script(stage.world, db_overload_play(stage.world.orders))
     await stage.ask("orders-api is returning 503s, roll it back?")
 
 
 async def oom_loop_scene(stage: Stage) -> None:
-    if stage.world.replay:
-        _script(stage.world, oom_loop_play(stage.world.oom))
+    _script(stage.world, oom_loop_play(stage.world.oom))
     await stage.ask("payment-api in payments has been failing since the last deploy, why?")
 
 
 async def hallucination_scene(stage: Stage) -> None:
-    if stage.world.replay:
-        _script(stage.world, hallucination_play(stage.world.checkout))
+    _script(stage.world, hallucination_play(stage.world.checkout))
     await stage.ask("which trace shows the payment failure?")
     await stage.steps()  # how the guard sent the first draft back
 
@@ -480,7 +469,7 @@ async def play(
             settings = demo_settings(world, redis_url or "redis://embedded.invalid/0", api_key)
             mode = (
                 "Gemini replies are a scripted replay of each scenario (no GOOGLE_API_KEY set)"
-                if world.replay
+                if world.gemini is not None
                 else f"Gemini is real ({settings.model.model}); "
                 "Slack, Tempo, Kubernetes, Prometheus and Loki are simulated"
             )

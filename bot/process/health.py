@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from typing import Any
 
@@ -43,8 +44,7 @@ class Readiness:
     async def authenticate(self, client: AsyncWebClient, retry_s: float = 5.0) -> None:
         """Call `auth.test` until it passes once (a bad token stays unready, with a reason
         in the log, instead of failing every event later)."""
-        warned = False
-        while True:
+        for attempt in itertools.count():
             try:
                 reply = await client.auth_test()
                 self.slack_authenticated = True
@@ -55,9 +55,8 @@ class Readiness:
                 )
                 return
             except Exception as exc:
-                if not warned:
+                if attempt == 0:
                     log.warning("Slack auth.test failed (not ready until it passes): %s", exc)
-                    warned = True
             await asyncio.sleep(retry_s)
 
     async def problems(self) -> dict[str, str]:

@@ -45,12 +45,12 @@ class Jobs:
     def running(self) -> int:
         return len(self._running)
 
-    async def join(self, timeout_s: float | None = None) -> bool:
-        """Wait for every job (also ones submitted meanwhile) and every queued turn;
-        False on timeout."""
+    async def join(self, timeout_s: float | None = None, *, turns: bool = True) -> bool:
+        """Wait for every job (also ones submitted meanwhile) and, with `turns`, every
+        queued turn; False on timeout."""
         try:
             async with asyncio.timeout(timeout_s):
-                while self._running or await self._turns_left():
+                while self._running or (turns and await self._turns_left()):
                     if self._running:
                         await asyncio.gather(*self._running, return_exceptions=True)
                     else:
@@ -61,13 +61,7 @@ class Jobs:
 
     async def join_listeners(self, timeout_s: float) -> bool:
         """Wait for the listener jobs only (a stopping process leaves turns to the queue)."""
-        try:
-            async with asyncio.timeout(timeout_s):
-                while self._running:
-                    await asyncio.gather(*self._running, return_exceptions=True)
-        except TimeoutError:
-            return False
-        return True
+        return await self.join(timeout_s, turns=False)
 
     async def _turns_left(self) -> int:
         return await self._queued_turns() if self._queued_turns is not None else 0

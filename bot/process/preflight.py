@@ -12,6 +12,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError, ResponseError
 
 from bot.process.redis_client import redacted
+from gates.store import as_text
 from graph.checkpoint import CheckpointNames
 
 # A command of each module that is harmless to run: "unknown command" means the module is absent.
@@ -74,8 +75,6 @@ async def check_redis(client: aioredis.Redis, url: str, timeout_s: float = 10.0)
 async def missing_indexes(client: aioredis.Redis, prefix: str) -> list[str]:
     """The checkpoint indexes of the bot with REDIS_PREFIX `prefix` that do not exist (any
     of them missing: turns cannot run)."""
-    existing = {
-        name.decode() if isinstance(name, bytes) else str(name)
-        for name in await client.execute_command("FT._LIST")  # type: ignore[no-untyped-call]
-    }
+    listed = await client.execute_command("FT._LIST")  # type: ignore[no-untyped-call]
+    existing = {as_text(name) for name in listed}
     return [name for name in CheckpointNames(prefix).indexes if name not in existing]

@@ -86,7 +86,7 @@ def startup_heap_frozen() -> Iterator[None]:
 _heap_collected = False
 
 
-async def _reconcile(services: Services, interval_s: float, stop: asyncio.Event) -> None:
+async def _reconcile(services: Services, settings: Settings, stop: asyncio.Event) -> None:
     """Every RECONCILE_INTERVAL, from start until `stop`: settle action requests a dead
     process left behind, expire stale proposals, and update their cards."""
     while not stop.is_set():
@@ -99,7 +99,7 @@ async def _reconcile(services: Services, interval_s: float, stop: asyncio.Event)
         except Exception:
             log.exception("finishing alert groups left pending failed")
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), interval_s)
+            await asyncio.wait_for(stop.wait(), settings.kubernetes.reconcile_interval)
 
 
 def _executing(services: Services) -> AbstractAsyncContextManager[None]:
@@ -152,29 +152,21 @@ async def running_bot(
                 await stack.enter_async_context(running_worker(services.runner, settings.worker))
                 await stack.enter_async_context(_executing(services))
             stopping = asyncio.Event()
+            background: list[asyncio.Task[None]] = []
             # In WORKER_MODE=queue the workers reconcile: settling an execution reads the
             # cluster (and fences a stalled write), and `serve` makes no Kubernetes call.
-            sweeper = (
-                asyncio.create_task(
-                    _reconcile(services, settings.kubernetes.reconcile_interval, stopping),
-                    name="reconcile actions",
-                )
-                if inline or embedded
-                else None
-            )
-            authenticating = asyncio.create_task(
-                readiness.authenticate(services.client), name="slack auth"
-            )
+            if inline or embedded:
+                reconciling = _reconcile(services, settings, stopping)
+                background.append(asyncio.create_task(reconciling, name="reconcile actions"))
+            authenticating = readiness.authenticate(services.client)
+            background.append(asyncio.create_task(authenticating, name="slack auth"))
             handler = None
-            connecting = None
             if socket_mode:
                 assert settings.slack.app_token is not None
                 handler = AsyncSocketModeHandler(app, settings.slack.app_token.get_secret_value())
                 # In the background: a Slack that cannot be reached must not block a stop.
-                connecting = asyncio.create_task(
-                    handler.connect_async(),  # type: ignore[no-untyped-call]
-                    name="socket mode",
-                )
+                connecting = handler.connect_async()  # type: ignore[no-untyped-call]
+                background.append(asyncio.create_task(connecting, name="socket mode"))
             log_startup(
                 settings,
                 f"serving on port {port} ({'Socket Mode' if socket_mode else 'HTTP'}, "
@@ -185,7 +177,6 @@ async def running_bot(
                 yield RunningBot(app, services, f"http://127.0.0.1:{port}")
             finally:
                 stopping.set()
-                background = [t for t in (sweeper, authenticating, connecting) if t is not None]
                 for task in background:
                     task.cancel()
                 # Bounded: a library that swallows a cancellation must not hold up a stop.
@@ -212,8 +203,7 @@ async def run_worker(settings: Settings, host: str = "0.0.0.0") -> None:
         reconciling = asyncio.Event()
         background = [
             asyncio.create_task(
-                _reconcile(services, settings.kubernetes.reconcile_interval, reconciling),
-                name="reconcile actions",
+                _reconcile(services, settings, reconciling), name="reconcile actions"
             ),
             asyncio.create_task(readiness.authenticate(services.client), name="slack auth"),
         ]

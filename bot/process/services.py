@@ -92,9 +92,7 @@ def build_services(
     access = Access(
         People(client), settings.slack.allow_external_users, settings.slack.allow_guest_users
     )
-    executions = Executions(
-        None if in_process else action_queue(redis, settings.redis.prefix), jobs
-    )
+    executions = Executions(queue_of_actions, jobs)
     cards = Cards(
         client,
         runtime.actions,

@@ -37,12 +37,12 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.outbound.alert_message import alert_blocks, alert_text
-from bot.outbound.posts import first_tagged
+from bot.outbound.posts import first_message, tagged
 from bot.process.metrics import ALERTS_INVESTIGATED, ALERTS_RECEIVED, ALERTS_SKIPPED
 from bot.turn.alerts import firing_alert
 from bot.turn.conversation import AlertSource
 from bot.turn.notifications import AlertPolicy, Notification
-from bot.turn.store import POSTED_ALERT
+from bot.turn.store import POSTED_ALERT, RELEASE
 from gates.store import as_text
 from graph.context import AlertHint
 
@@ -69,11 +69,6 @@ redis.call('HSET', KEYS[1], 'notification', ARGV[6], 'received_at', ARGV[2])
 redis.call('EXPIRE', KEYS[1], ARGV[1])
 redis.call('ZADD', KEYS[2], 'NX', ARGV[2], ARGV[7])
 return version
-"""
-
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
 """
 
 
@@ -103,20 +98,17 @@ def question_for(n: Notification) -> str:
 
 def hints_of(n: Notification) -> list[AlertHint]:
     """The group's alerts as the thread context's alert lines (labels, start, link)."""
-    hints = []
-    for a in n.alerts[:20]:
-        links = [u for u in (a.generator_url, a.dashboard_url) if u.startswith("http")]
-        hints.append(
-            AlertHint(
-                source=n.source,
-                status=a.status,
-                alertname=a.labels.get("alertname", ""),
-                labels=dict(list(a.labels.items())[:12]),
-                starts_at=a.starts_at,
-                links=links[:2],
-            )
+    return [
+        AlertHint(
+            source=n.source,
+            status=a.status,
+            alertname=a.labels.get("alertname", ""),
+            labels=dict(list(a.labels.items())[:12]),
+            starts_at=a.starts_at,
+            links=[u for u in (a.generator_url, a.dashboard_url) if u.startswith("http")][:2],
         )
-    return hints
+        for a in n.alerts[:20]
+    ]
 
 
 class AlertGroups:
@@ -125,7 +117,7 @@ class AlertGroups:
     def __init__(self, redis: aioredis.Redis, prefix: str) -> None:
         self.redis, self.prefix = redis, prefix
         self._record = redis.register_script(_RECORD)
-        self._release = redis.register_script(_RELEASE)
+        self._release = redis.register_script(RELEASE)
 
     def key(self, gid: str) -> str:
         return f"{self.prefix}:alert-group:{gid}"
@@ -224,11 +216,9 @@ class AlertDesk(AlertSource):
         try:
             for _ in range(MAX_ROUNDS):
                 state = await self.groups.get(gid)
-                if not state:
-                    await self.groups.done(gid)
-                    return
                 version = int(state.get("version") or 0)
-                if int(state.get("handled") or 0) >= version and state.get("message_ts"):
+                handled = int(state.get("handled") or 0) >= version and state.get("message_ts")
+                if not state or handled:  # its record is gone, or nothing is left to do
                     await self.groups.done(gid)
                     return
                 try:
@@ -287,13 +277,10 @@ class AlertDesk(AlertSource):
         """The group's message, if a try that lost Slack's answer (or its process) posted
         it: chat.postMessage is not idempotent, so the channel's newest messages (that try
         was moments ago) are searched for its tag."""
-
-        async def page(cursor: str | None) -> Any:
-            return await self.client.conversations_history(
-                channel=channel, include_all_metadata=True, limit=200, cursor=cursor
-            )
-
-        return await first_tagged(page, ALERT_EVENT, "group", gid)
+        first = await self.client.conversations_history(
+            channel=channel, include_all_metadata=True, limit=200
+        )
+        return await first_message(first, tagged(ALERT_EVENT, "group", gid))
 
     async def _investigate(
         self,
@@ -320,7 +307,6 @@ class AlertDesk(AlertSource):
             return False
         await self.groups.update(gid, next_ts=ts)  # a retry after a crash reuses it
         if not await self.groups.count_investigation(channel, self.policy.per_hour):
-            ALERTS_SKIPPED.labels("hourly_limit").inc()
             await self._over_limit(channel, root)
             await self.groups.update(gid, turns=",".join([*turns, ts]), next_ts="")
             return False
@@ -349,7 +335,6 @@ class AlertDesk(AlertSource):
             ALERTS_SKIPPED.labels("severity").inc()
             return
         if not await self.groups.count_investigation(channel, self.policy.per_hour):
-            ALERTS_SKIPPED.labels("hourly_limit").inc()
             await self._over_limit(channel, ts)
             return
         name = hint.alertname or "an alert"
@@ -362,6 +347,8 @@ class AlertDesk(AlertSource):
         ALERTS_INVESTIGATED.labels(hint.source).inc()
 
     async def _over_limit(self, channel: str, root: str) -> None:
+        """Past AUTO_INVESTIGATIONS_PER_HOUR: counted, and the thread says so."""
+        ALERTS_SKIPPED.labels("hourly_limit").inc()
         limit = self.policy.per_hour
         await self.client.chat_postMessage(
             channel=channel,

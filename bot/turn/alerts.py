@@ -149,10 +149,8 @@ def _starts_at(text: str) -> datetime | None:
     if found is None:
         return None
     raw = found["at"].strip().replace(" ", "T", 1).replace(" ", "")
-    if raw.endswith("Z"):
-        raw = raw[:-1] + "+00:00"
     try:
-        at = datetime.fromisoformat(raw)
+        at = datetime.fromisoformat(raw)  # a trailing "Z" too (Python >= 3.11)
     except ValueError:
         return None
     return at if at.tzinfo else at.replace(tzinfo=UTC)

@@ -19,6 +19,7 @@ import redis.asyncio as aioredis
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.outbound.posts import pages
 from bot.turn.alerts import message_text, read_alert
 from bot.turn.store import Turn, TurnStore
 from gates.store import as_text
@@ -72,8 +73,7 @@ class ThreadReader:
         except SlackApiError as exc:
             log.warning("cannot read thread %s for context: %s", turn.thread, exc)
             return ThreadContext()
-        seen = await self.redis.get(self._watermark(turn.thread))
-        watermark = _ts(seen)
+        watermark = _ts(await self.redis.get(self._watermark(turn.thread)))
         ours = await self._our_ids()
         candidates = [
             m
@@ -97,12 +97,8 @@ class ThreadReader:
         first = await self.client.conversations_replies(
             channel=turn.channel, ts=turn.root, latest=turn.ts, inclusive=False, limit=PAGE
         )
-        pages = 0
-        async for page in first:  # slack_sdk follows the cursor
+        async for page in pages(first, MAX_PAGES):
             messages += [m for m in page.get("messages") or [] if float(m["ts"]) < float(turn.ts)]
-            pages += 1
-            if pages == MAX_PAGES:
-                break
         unique = {m["ts"]: m for m in messages}  # the parent comes with every page
         return sorted(unique.values(), key=lambda m: float(m["ts"]))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import logging
 import re
 import time
@@ -90,23 +91,18 @@ class Presentation:
     charts: bool = True  # SLACK_CHARTS: charts of the evidence under the answer
 
 
+@dataclass(eq=False)
 class Placeholder:
     """The "working on it" message, edited as progress arrives (throttled)."""
 
-    def __init__(
-        self,
-        client: AsyncWebClient,
-        channel: str,
-        ts: str,
-        interval_s: float,
-        max_passes: int,
-        fence: Fence,
-    ) -> None:
-        self.client, self.channel, self.ts = client, channel, ts
-        self.interval_s, self.max_passes = interval_s, max_passes
-        self.fence = fence
-        self._last_at = float("-inf")
-        self._last_text = ""
+    client: AsyncWebClient
+    channel: str
+    ts: str
+    interval_s: float
+    max_passes: int
+    fence: Fence
+    _last_at: float = field(default=float("-inf"), init=False)
+    _last_text: str = field(default="", init=False)
 
     async def progress(self, event: dict[str, Any]) -> None:
         text = progress_text(event, self.max_passes)
@@ -319,14 +315,13 @@ class Conversations:
         queued = await self.turns.head(turn.thread) not in (None, turn.id)
         if self.streaming.wanted() and turn.user:  # a stream is for someone: not an alert's
             timeline = self._timeline(turn)
-            opening = timeline.opening(queued=queued)
             streamed = await start_stream(
                 self.client,
                 channel=turn.channel,
                 thread_ts=turn.root,
                 team=turn.team,
                 user=turn.user,
-                chunks=opening,
+                chunks=timeline.opening(queued=queued),
                 streaming=self.streaming,
             )
             if streamed is not None:
@@ -559,6 +554,7 @@ class Conversations:
             # Drawing takes a CPU second or so: off the event loop, which renews the lease.
             chart = await asyncio.to_thread(draw, index, spec, turn.id)
             await fence()
+            note = {"chart": chart.title, "at_ms": at_ms}
             begun = f"{key}:begun"
             try:
                 if begun in turn.delivered and await uploaded(
@@ -568,18 +564,11 @@ class Conversations:
                 else:
                     await self.turns.mark_delivered(turn.id, begun)
                     await upload(self.client, turn.channel, turn.root, chart)
-                    notes.append({"type": "chart_posted", "chart": chart.title, "at_ms": at_ms})
+                    notes.append({"type": "chart_posted", **note})
             except Exception as exc:
                 reason = refusal(exc)
                 log.warning("chart %s of %s not posted: %s", key, turn.id, reason)
-                notes.append(
-                    {
-                        "type": "chart_not_posted",
-                        "chart": chart.title,
-                        "reason": reason,
-                        "at_ms": at_ms,
-                    }
-                )
+                notes.append({"type": "chart_not_posted", "reason": reason, **note})
             await self.turns.mark_delivered(turn.id, key)
         if notes:
             await self.memory.add_steps(result.correlation_id, notes)
@@ -600,9 +589,8 @@ class Conversations:
         current = await self.turns.get(turn.id)
         placeholder_ts = current.placeholder_ts if current else turn.placeholder_ts
         if not placeholder_ts:  # posted, but its answer was lost (or its run died)?
-            tag = f"placeholder:{turn.id}"
             placeholder_ts = await find_tagged(
-                self.client, turn.channel, turn.root, tag, _since(turn)
+                self.client, turn.channel, turn.root, f"placeholder:{turn.id}", _since(turn)
             )
         if placeholder_ts:
             try:
@@ -638,8 +626,7 @@ class Conversations:
         if name in turn.delivered:
             return
         started = time.monotonic()
-        attempt = 0
-        while True:
+        for attempt in itertools.count():
             await fence()
             try:
                 await action()
@@ -657,7 +644,6 @@ class Conversations:
                     delay,
                 )
                 await asyncio.sleep(delay)
-                attempt += 1
         await self.turns.mark_delivered(turn.id, name)
 
     async def _give_up(self, turn: Turn) -> None:

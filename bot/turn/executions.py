@@ -23,6 +23,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 
 import redis.asyncio as aioredis
 from saq.queue.redis import RedisQueue
@@ -44,14 +45,14 @@ def action_queue(redis: aioredis.Redis, prefix: str) -> RedisQueue:
     return RedisQueue(redis, name=f"{prefix}:actions")
 
 
+@dataclass(eq=False)
 class Executions:
     """Hands approved requests to whoever executes them: the workers' queue, or, with no
     queue, a task of this process."""
 
-    def __init__(self, queue: RedisQueue | None, jobs: Jobs) -> None:
-        self.queue = queue
-        self.jobs = jobs
-        self.run: ExecuteAction | None = None  # set by whoever executes in this process
+    queue: RedisQueue | None
+    jobs: Jobs
+    run: ExecuteAction | None = field(default=None, init=False)  # set by whoever executes here
 
     async def submit(self, request_id: str, approver: str) -> None:
         if self.queue is not None:
@@ -91,7 +92,6 @@ async def running_executor(queue: RedisQueue, execute: ExecuteAction) -> AsyncIt
     try:
         yield
     finally:
-        worker.stop_upkeep()
-        await worker.stop()
+        await worker.stop()  # no new jobs; timers have nothing to finish
         with contextlib.suppress(asyncio.CancelledError):
             await task

@@ -155,10 +155,6 @@ class AlertPolicy(BaseModel):
         return not severity or severity in self.severities
 
 
-def _where(error: Any) -> str:
-    return ".".join(str(part) for part in error["loc"]) or "(the body)"
-
-
 def parse(body: bytes, source: Source) -> Notification:
     """The notification in a webhook's body; PayloadError names what is wrong."""
     if len(body) > MAX_BODY_BYTES:
@@ -177,4 +173,5 @@ def parse(body: bytes, source: Source) -> Notification:
         return Notification.model_validate({**data, "source": source})
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise PayloadError(f"{_where(first)}: {first['msg']}") from None
+        where = ".".join(str(part) for part in first["loc"]) or "(the body)"
+        raise PayloadError(f"{where}: {first['msg']}") from None

@@ -79,11 +79,10 @@ end
 return {2, head}
 """
 
-# Renew the lease if it is ours; take it again if it is gone (Redis lost its data: nobody
-# else can hold it); 0 only when another worker holds it.
-# A lease that is gone is taken again (Redis lost data: the run goes on), unless the turn
-# is done: then another run took the thread over and finished it while this one was away
-# (a worker paused past its lease), and nothing this run does may reach Slack.
+# Renew the lease if it is ours (1). A lease that is gone is taken again (2: Redis lost its
+# data, nobody else can hold it, the run goes on), unless the turn is done: then another run
+# took the thread over and finished it while this one was away (a worker paused past its
+# lease), and nothing this run does may reach Slack (0, as when another worker holds it).
 _RENEW = """
 local holder = redis.call('GET', KEYS[1])
 if holder == ARGV[1] then
@@ -97,7 +96,9 @@ end
 return 0
 """
 
-_RELEASE = """
+# Delete a lease (or a lock) only while it holds our token: one that expired and was taken
+# since is another's.
+RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
@@ -326,7 +327,7 @@ class TurnStore:
         self._start = redis.register_script(_START)
         self._take_thread = redis.register_script(_TAKE_THREAD)
         self._renew = redis.register_script(_RENEW)
-        self._release = redis.register_script(_RELEASE)
+        self._release = redis.register_script(RELEASE)
 
     def _key(self, turn_id: str) -> str:
         return f"{self.prefix}:turn:{turn_id}"
@@ -425,14 +426,9 @@ class TurnStore:
             return None
         return Turn.from_hash(turn_id, dict(zip(raw[::2], raw[1::2], strict=True)))
 
-    async def waiting_since(self, turn_id: str) -> float:
-        """When the turn first waited for model capacity: now, if it never had."""
-        key = self._key(turn_id)
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.hsetnx(key, "model_wait_since", f"{time.time():.3f}")
-            pipe.hget(key, "model_wait_since")
-            _, since = await pipe.execute()
-        return float(since)
+    async def waiting_since(self, turn_id: str) -> None:
+        """Keep when the turn first waited for model capacity: now, if it never had."""
+        await self.redis.hsetnx(self._key(turn_id), "model_wait_since", f"{time.time():.3f}")
 
     async def handed_back(self, turn_id: str) -> None:
         """A graceful stop gave the turn back: that run does not count as an attempt."""

@@ -14,6 +14,7 @@ posted is stored with its request.)
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -45,11 +46,11 @@ def in_channel(key: str, team: str, channel: str) -> bool:
     return key.startswith(f"{team}:{channel}:")
 
 
+@dataclass(eq=False)
 class ThreadMemory:
-    def __init__(self, redis: aioredis.Redis, ttl_s: int, prefix: str = "tracegate") -> None:
-        self.redis = redis
-        self.ttl_s = ttl_s
-        self.prefix = prefix
+    redis: aioredis.Redis
+    ttl_s: int
+    prefix: str = "tracegate"
 
     async def first_delivery(self, event_id: str) -> bool:
         """True the first time an event id is seen by any replica."""

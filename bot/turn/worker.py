@@ -29,6 +29,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -225,25 +226,19 @@ def job_for_record(queue: TurnQueue, turn_id: str, timing: WorkerTiming) -> Queu
     return QueuedJob(keys=enqueue_keys(queue, job), payload=queue.serialize(job))
 
 
+@dataclass(eq=False)
 class TurnRunner:
     """The saq job for one turn: wait for the thread, then run the turn under its lease."""
 
-    def __init__(
-        self,
-        store: TurnStore,
-        queue: TurnQueue,
-        run_turn: RunTurn,
-        prepare: Prepare,
-        timing: WorkerTiming,
-    ) -> None:
-        self.store = store
-        self.queue = queue
-        self.run_turn = run_turn  # investigate and deliver (the bot's conversation logic)
-        self.prepare = prepare  # what a turn shows while it waits (its placeholder)
-        self.timing = timing
-        self.stopping = False
-        self.running = 0  # turns being run by this process right now
-        self.waiting = 0  # jobs of this process waiting in a worker slot for their thread
+    store: TurnStore
+    queue: TurnQueue
+    run_turn: RunTurn  # investigate and deliver (the bot's conversation logic)
+    prepare: Prepare  # what a turn shows while it waits (its placeholder)
+    timing: WorkerTiming
+    stopping: bool = field(default=False, init=False)
+    running: int = field(default=0, init=False)  # turns being run by this process right now
+    # jobs of this process waiting in a worker slot for their thread
+    waiting: int = field(default=0, init=False)
 
     async def answer_turn(self, ctx: Context, *, turn_id: str) -> None:
         """The job: one turn, from its placeholder to its delivered answer.
@@ -480,8 +475,7 @@ async def running_worker(
     finally:
         runner.stopping = True
         started = time.monotonic()
-        worker.stop_upkeep()  # no new jobs; timers (sweep, stats) have nothing to finish
-        await worker.stop()
+        await worker.stop()  # no new jobs; timers (sweep, stats) have nothing to finish
         with contextlib.suppress(asyncio.CancelledError):
             await task
         log.info("turn worker stopped in %.1fs", time.monotonic() - started)

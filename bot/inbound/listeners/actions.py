@@ -69,8 +69,7 @@ def register(app: AsyncApp, services: Services) -> None:
         await ack()
         correlation_id, user, channel, message_ts = _click(body)
         team, thread_ts = _thread(body, message_ts)
-        clicked = Click(team, channel, thread_ts)
-        await services.cards.show_steps(correlation_id, user, clicked)
+        await services.cards.show_steps(correlation_id, user, Click(team, channel, thread_ts))
 
     app.action("show_steps")(steps)
 
