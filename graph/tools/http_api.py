@@ -16,6 +16,7 @@ import httpx
 from langchain_core.tools import BaseTool
 
 from graph.tools import Bound
+from graph.tools.errors import ToolFailed
 from graph.untrusted import clip
 
 MAX_ERROR = 300  # characters of an API's error text (untrusted, unbounded)
@@ -88,6 +89,21 @@ class HttpSource:
             return response.json()
         except ValueError:
             return None  # an error in plain text (Loki's), or a proxy's page
+
+    def failed(
+        self, exc: SourceRefused | SourceUnavailable, language: str, instead: str
+    ) -> ToolFailed:
+        """What the model is told of a failed query: the API's words and to fix the query
+        (`language`), or that the source is down and what not to do `instead` of asking."""
+        if isinstance(exc, SourceRefused):
+            return ToolFailed(
+                f"{self.name} rejected the query: {exc}. Fix the {language} and try again.",
+                retryable=False,
+            )
+        return ToolFailed(
+            f"{self.name} is unavailable ({exc}). Say so in the answer; {instead}.",
+            retryable=exc.retryable,
+        )
 
 
 Client = TypeVar("Client", bound=HttpSource)

@@ -25,13 +25,7 @@ from graph.config import HttpUrl
 from graph.grounding.evidence import CITE, Fact, citation, fact, times_from
 from graph.links import prometheus_link
 from graph.tools import Shown, ToolSet, declared
-from graph.tools.errors import ToolFailed
-from graph.tools.http_api import (
-    HttpSource,
-    SourceRefused,
-    SourceUnavailable,
-    opener,
-)
+from graph.tools.http_api import HttpSource, SourceRefused, SourceUnavailable, opener
 from graph.tools.window import IncidentStart, Since, utc, window
 from graph.untrusted import clip, quoted
 
@@ -277,18 +271,6 @@ class PrometheusClient(HttpSource):
         return [str(v) for v in data]
 
 
-def _failed(exc: Exception) -> ToolFailed:
-    if isinstance(exc, SourceRefused):
-        return ToolFailed(
-            f"Prometheus rejected the query: {exc}. Fix the PromQL and try again.",
-            retryable=False,
-        )
-    return ToolFailed(
-        f"Prometheus is unavailable ({exc}). Say so in the answer; do not guess values.",
-        retryable=not isinstance(exc, SourceUnavailable) or exc.retryable,
-    )
-
-
 def explore_link(spec: PrometheusSpec, promql: str, start: float, end: float) -> str | None:
     """A Grafana Explore URL showing the same query over the same window (GRAFANA_URL)."""
     if not spec.grafana_url:
@@ -327,7 +309,7 @@ def prometheus_tools(client: PrometheusClient) -> list[BaseTool]:
         try:
             kind, series = await client.instant(promql, at)
         except (SourceRefused, SourceUnavailable) as exc:
-            raise _failed(exc) from exc
+            raise client.failed(exc, "PromQL", "do not guess values") from exc
         text = summarise_series(promql, kind, series, f"at {utc(at)}")
         source = f"query_prometheus {clip(promql, 120)}"
         facts = series_facts(series, source, at, at)
@@ -354,7 +336,7 @@ def prometheus_tools(client: PrometheusClient) -> list[BaseTool]:
         try:
             kind, series = await client.range(promql, start, end, step)
         except (SourceRefused, SourceUnavailable) as exc:
-            raise _failed(exc) from exc
+            raise client.failed(exc, "PromQL", "do not guess values") from exc
         where = f"from {utc(start)} to {utc(end)} (step {step}s)"
         text = summarise_series(promql, kind, series, where)
         source = f"query_prometheus_range {clip(promql, 120)}"
@@ -381,7 +363,7 @@ def prometheus_tools(client: PrometheusClient) -> list[BaseTool]:
         try:
             values = await client.label_values(label, match, *span)
         except (SourceRefused, SourceUnavailable) as exc:
-            raise _failed(exc) from exc
+            raise client.failed(exc, "PromQL", "do not guess values") from exc
         what = f"values of {label}" if label else "label names"
         where = f" of series matching {match}" if match else ""
         if not values:
