@@ -30,7 +30,7 @@ from graph.tools import Shown, ToolSet, declared
 from graph.tools.errors import ToolFailed
 from graph.tools.window import IncidentStart, Since, utc, window
 from graph.trace_ids import normalise
-from graph.untrusted import clip, quoted
+from graph.untrusted import capped, clip, quoted
 
 log = logging.getLogger(__name__)
 
@@ -367,19 +367,6 @@ def _origins_first(errors: list[Span], failing_parents: set[str]) -> list[Span]:
     return sorted(errors, key=lambda s: not failure_starts(s, failing_parents))
 
 
-def _bounded(lines: list[str]) -> str:
-    """The lines that fit in MAX_SUMMARY, whole, and a note of how many did not."""
-    room = MAX_SUMMARY - 50  # kept for the note
-    kept: list[str] = []
-    for line in lines:
-        room -= len(line) + 1
-        if room < 0:
-            kept.append(f"… {len(lines) - len(kept)} more lines cut (summary capped)")
-            break
-        kept.append(line)
-    return "\n".join(kept)
-
-
 def summarise_trace(trace_id: str, spans: list[Span]) -> str:
     """A compact, bounded description of one trace for the model."""
     services = sorted({s.service for s in spans})
@@ -406,7 +393,7 @@ def summarise_trace(trace_id: str, spans: list[Span]) -> str:
     ]
     for s in sorted(spans, key=lambda s: s.duration_ms, reverse=True)[:SLOWEST_LISTED]:
         lines.append(f"- {clip(s.service, 60)} {clip(s.name, 120)} {s.duration_ms:.0f} ms")
-    return _bounded(lines)
+    return capped(lines, MAX_SUMMARY - 50)  # 50 kept for the note
 
 
 def _depths(spans: list[Span]) -> list[int]:
