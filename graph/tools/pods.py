@@ -11,6 +11,7 @@ allows are read (ALLOWED_NAMESPACES, PROTECTED_NAMESPACES).
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -171,14 +172,8 @@ def summarise_pods(
 ) -> str:
     if not pods:
         return f"Deployment {namespace}/{deployment} has no pods."
-    phases: dict[str, int] = {}
-    for p in pods:
-        phases[p.phase] = phases.get(p.phase, 0) + 1
-    reasons: dict[str, int] = {}
-    for p in pods:
-        for c in p.containers:
-            if c.last is not None:
-                reasons[c.last.reason] = reasons.get(c.last.reason, 0) + 1
+    phases = Counter(p.phase for p in pods)
+    reasons = Counter(c.last.reason for p in pods for c in p.containers if c.last is not None)
     ready = sum(p.ready for p in pods)
     lines = [
         f"{namespace}/{deployment}: {len(pods)}{'+' if more else ''} pods, {ready} ready "
