@@ -326,7 +326,10 @@ def verify_chain(
 ) -> AuditReport:
     """What is wrong with the chain, entry by entry (oldest first)."""
     report = AuditReport(entries=len(entries), checkpoint=checkpoint)
-    problems = report.problems
+
+    def problem(entry_id: str, kind: Kind, detail: str) -> None:
+        report.problems.append(Problem(entry_id, kind, detail))
+
     # The entries the head's chain runs through, back from the head (to the first gap).
     by_hash: dict[str, Entry] = {}
     for entry in entries:
@@ -345,11 +348,7 @@ def verify_chain(
         stored = entry.get("hash")
         if stored is None:
             if started:
-                problems.append(
-                    Problem(
-                        entry.id, "inserted", "it has no hash, yet it comes after the chain began"
-                    )
-                )
+                problem(entry.id, "inserted", "it has no hash, yet it comes after the chain began")
             else:
                 report.unchained += 1
             continue
@@ -357,60 +356,50 @@ def verify_chain(
         report.chained += 1
         number = _seq(entry)
         if number is None:
-            problems.append(Problem(entry.id, "changed", "its seq is not a number"))
+            problem(entry.id, "changed", "its seq is not a number")
             continue
         if head and number > head.seq:
-            problems.append(
-                Problem(
-                    entry.id,
-                    "inserted",
-                    f"seq {number} is past the chain's head (entry {head.id}, seq {head.seq}): "
-                    "it was not appended through the chain",
-                )
+            problem(
+                entry.id,
+                "inserted",
+                f"seq {number} is past the chain's head (entry {head.id}, seq {head.seq}): "
+                "it was not appended through the chain",
             )
             continue
         if number < seq:
-            problems.append(
-                Problem(
-                    entry.id,
-                    "inserted",
-                    f"it claims seq {number}, which the chain had passed (seq {seq} was due): "
-                    "a copy or a forged entry",
-                )
+            problem(
+                entry.id,
+                "inserted",
+                f"it claims seq {number}, which the chain had passed (seq {seq} was due): "
+                "a copy or a forged entry",
             )
             continue
         if on_path and stored not in on_path and entry.get("prev") in links_on_path:
-            problems.append(
-                Problem(
-                    entry.id,
-                    "inserted",
-                    "it forks off the chain: another entry, on the way to the head, is chained "
-                    "to the same predecessor",
-                )
+            problem(
+                entry.id,
+                "inserted",
+                "it forks off the chain: another entry, on the way to the head, is chained "
+                "to the same predecessor",
             )
             continue
         if entry_hash(entry.fields) != stored:
-            problems.append(Problem(entry.id, "changed", "its fields do not match its hash"))
+            problem(entry.id, "changed", "its fields do not match its hash")
         elif number > seq:
             after = f"after entry {last.id}" if last else "at the old end"
             span = f"seq {seq}" if number == seq + 1 else f"seq {seq}–{number - 1}"
-            problems.append(
-                Problem(
-                    entry.id,
-                    "missing",
-                    f"{number - seq} entr{'y' if number == seq + 1 else 'ies'} ({span}) removed "
-                    f"before it, {after}",
-                )
+            problem(
+                entry.id,
+                "missing",
+                f"{number - seq} entr{'y' if number == seq + 1 else 'ies'} ({span}) removed "
+                f"before it, {after}",
             )
         elif entry.get("prev") != prev:
             if last is not None:
-                problems.append(
-                    Problem(
-                        last.id,
-                        "changed",
-                        f"its hash is not the one entry {entry.id} was chained to: it was "
-                        "rewritten (its hash recomputed)",
-                    )
+                problem(
+                    last.id,
+                    "changed",
+                    f"its hash is not the one entry {entry.id} was chained to: it was "
+                    "rewritten (its hash recomputed)",
                 )
             else:
                 where = (
@@ -418,38 +407,32 @@ def verify_chain(
                     if checkpoint and checkpoint.seq
                     else "the chain's start"
                 )
-                problems.append(Problem(entry.id, "changed", f"it is not chained to {where}"))
+                problem(entry.id, "changed", f"it is not chained to {where}")
         prev, seq, last = stored, number + 1, entry
 
     if head is None:
         if last is not None:
-            problems.append(
-                Problem(
-                    last.id,
-                    "missing",
-                    "the record of the chain's head is gone: the newest entries cannot be "
-                    "checked (removed ones would not show)",
-                )
+            problem(
+                last.id,
+                "missing",
+                "the record of the chain's head is gone: the newest entries cannot be "
+                "checked (removed ones would not show)",
             )
     elif seq - 1 < head.seq:
         gone = head.seq - (seq - 1)
         after = f"after entry {last.id}" if last else "(none is left)"
-        problems.append(
-            Problem(
-                head.id,
-                "missing",
-                f"the newest {gone} entr{'y' if gone == 1 else 'ies'} up to the head "
-                f"(seq {head.seq}) removed, {after}",
-            )
+        problem(
+            head.id,
+            "missing",
+            f"the newest {gone} entr{'y' if gone == 1 else 'ies'} up to the head "
+            f"(seq {head.seq}) removed, {after}",
         )
     elif last is not None and last.get("hash") != head.hash:
-        problems.append(
-            Problem(
-                last.id,
-                "changed",
-                f"the newest entry is not the chain's recorded head (entry {head.id}): "
-                "the chain was rewritten",
-            )
+        problem(
+            last.id,
+            "changed",
+            f"the newest entry is not the chain's recorded head (entry {head.id}): "
+            "the chain was rewritten",
         )
     return report
 
