@@ -135,6 +135,11 @@ def uncounted_key(prefix: str) -> str:
     return f"{prefix}:actions:uncounted"
 
 
+def _decoded(entries: Any) -> list[dict[str, str]]:
+    """Audit stream entries (XRANGE's answer) as their fields, in text."""
+    return [{as_text(k): as_text(v) for k, v in (f or {}).items()} for _, f in entries or []]
+
+
 def ended_execution(before: ActionRequest, after: ActionRequest) -> bool:
     """Does moving `before` to `after` end a real execution (one the breaker counts)?"""
     return (
@@ -244,14 +249,9 @@ class ActionStore:
         return [ActionRequest.model_validate_json(doc) for doc in docs if doc is not None]
 
     async def for_thread(self, thread_key: str) -> list[ActionRequest]:
+        """The thread's requests still kept (those expired by retention are left out)."""
         ids = await self.redis.zrange(self.thread_index(thread_key), 0, -1)
-        found = []
-        for raw in ids:
-            try:
-                found.append(await self.get(as_text(raw)))
-            except RequestNotFound:
-                continue  # expired by retention
-        return found
+        return await self.get_many([as_text(raw) for raw in ids])
 
     async def transition(
         self,
@@ -393,28 +393,19 @@ class ActionStore:
 
     async def audit(self, request: ActionRequest, event: str, actor: str, note: str) -> None:
         """An audit entry that is not a transition (e.g. a refused approval)."""
-        await self._append(self._audit_fields(request, event, actor, request.status, note))
+        await self.chain.append(self._audit_fields(request, event, actor, request.status, note))
 
     async def audit_event(self, event: str, actor: str, note: str, target: str) -> None:
         """An audit entry about no request (e.g. a circuit breaker reset)."""
-        await self._append(self._entry(event, actor, note, target=target))
-
-    async def _append(self, fields: dict[str, str]) -> None:
-        await self.chain.append(fields)
+        await self.chain.append(self._entry(event, actor, note, target=target))
 
     async def audit_entries(self, request_id: str | None = None) -> list[dict[str, str]]:
-        entries = await self.redis.xrange(self.audit_stream) or []
-        decoded = [
-            {as_text(k): as_text(v) for k, v in (fields or {}).items()} for _, fields in entries
-        ]
+        decoded = _decoded(await self.redis.xrange(self.audit_stream))
         return [e for e in decoded if request_id is None or e["request_id"] == request_id]
 
     async def recent_audit(self, count: int) -> list[dict[str, str]]:
         """The newest `count` audit entries, newest first."""
-        entries = await self.redis.xrevrange(self.audit_stream, count=count) or []
-        return [
-            {as_text(k): as_text(v) for k, v in (fields or {}).items()} for _, fields in entries
-        ]
+        return _decoded(await self.redis.xrevrange(self.audit_stream, count=count))
 
     # --- the duplicate gate's index: one live request per (incident, fingerprint) ----
     def _fingerprint_key(self, thread_key: str, fp: str) -> str:
