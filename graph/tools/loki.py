@@ -200,12 +200,8 @@ def log_facts(lines: list[LogLine], source: str) -> list[Fact]:
     return facts + times_from(times, f"{source}: line times")
 
 
-class LokiClient(HttpSource):
+class LokiClient(HttpSource[LokiSpec]):
     name = "Loki"
-
-    def __init__(self, spec: LokiSpec) -> None:
-        super().__init__(spec.url, spec.tenant, spec.timeout_s)
-        self.spec = spec
 
     async def query_range(self, logql: str, start: float, end: float, limit: int) -> Any:
         params: dict[str, str | int | float | list[str]] = {

@@ -237,12 +237,8 @@ def chart_series(series: list[Series]) -> list[tuple[dict[str, str], list[tuple[
     return [(s.labels, s.points) for s in series]
 
 
-class PrometheusClient(HttpSource):
+class PrometheusClient(HttpSource[PrometheusSpec]):
     name = "Prometheus"
-
-    def __init__(self, spec: PrometheusSpec) -> None:
-        super().__init__(spec.url, spec.tenant, spec.timeout_s)
-        self.spec = spec
 
     async def instant(self, query: str, at: float) -> tuple[str, list[Series]]:
         data = await self.request("POST", "/api/v1/query", {"query": query, "time": at})
