@@ -51,7 +51,7 @@ from gates.rules.duplicate import DuplicateGate
 from gates.rules.kill_switch import ActionsSwitch, KillSwitchGate, Stopped
 from gates.rules.policy import PolicyGate
 from gates.rules.validation import ValidationGate
-from gates.store import DEFAULT_LEASE_S, ActionStore, RequestNotFound, TransitionConflict
+from gates.store import DEFAULT_LEASE_S, ActionStore, TransitionConflict
 
 log = logging.getLogger(__name__)
 
@@ -253,9 +253,7 @@ class ActionPipeline:
         """Authorise the click and win the compare-and-set pending_approval → approved
         (verdict `approved`): from here on exactly one `execute` can make the write. Touches
         only Redis: `serve` records approvals, the workers execute them."""
-        try:
-            request = await self.store.get(request_id)
-        except RequestNotFound:
+        if (request := await self.store.find(request_id)) is None:
             return ApprovalResult("not_found", f"no action request {request_id}", None)
         denial = self.may_approve(request, user, in_approver_group)
         if denial is not None:
@@ -280,9 +278,7 @@ class ActionPipeline:
         """Run an approved request: the rule gates again on fresh state (the kill switch
         among them), then the write, once. A request that moved on (executed by an earlier
         try of this job, or settled by the reconciler) is reported as it is."""
-        try:
-            request = await self.store.get(request_id)
-        except RequestNotFound:
+        if (request := await self.store.find(request_id)) is None:
             return ApprovalResult("not_found", f"no action request {request_id}", None)
         if request.status != "approved":
             return _result(request)
@@ -527,9 +523,7 @@ class ActionPipeline:
         self, request_id: str, user: str, reason: str = "", *, in_approver_group: bool = False
     ) -> ApprovalResult:
         """Approvers and the requester may reject a pending request."""
-        try:
-            request = await self.store.get(request_id)
-        except RequestNotFound:
+        if (request := await self.store.find(request_id)) is None:
             return ApprovalResult("not_found", f"no action request {request_id}", None)
         if user != request.requester and self.may_approve(request, user, in_approver_group):
             denial = "only an approver or the requester may reject this request"

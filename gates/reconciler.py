@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable
 from gates.cluster import ClusterError
 from gates.model import ActionRequest, Outcome
 from gates.pipeline import ActionPipeline
-from gates.store import RequestNotFound, TransitionConflict
+from gates.store import TransitionConflict
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +56,7 @@ class Reconciler:
         """Settle every due request; returns the ones this call moved (their cards are stale)."""
         moved = []
         for request_id in await self.store.due(time.time()):
-            try:
-                request = await self.store.get(request_id)
-            except RequestNotFound:  # past retention
+            if (request := await self.store.find(request_id)) is None:  # past retention
                 await self.store.forget_open(request_id)
                 continue
             try:
@@ -78,9 +76,8 @@ class Reconciler:
         call counted (one counted meanwhile by its executor is not counted again)."""
         counted = 0
         for request_id, ended in await self.store.uncounted():
-            try:
-                request = await self.store.get(request_id)
-            except RequestNotFound:  # past retention: nothing left to count
+            if (request := await self.store.find(request_id)) is None:
+                # past retention: nothing left to count
                 await self.store.forget_uncounted(request_id)
                 continue
             try:
@@ -96,9 +93,7 @@ class Reconciler:
         whoever takes its follow lease (`ActionPipeline.follow_rollout`)."""
         found = []
         for request_id in await self.store.unfollowed():
-            try:
-                request = await self.store.get(request_id)
-            except RequestNotFound:  # past retention
+            if (request := await self.store.find(request_id)) is None:  # past retention
                 await self.store.unfollow(request_id)
                 continue
             if request.rollout is not None:  # recorded; the mark was left by a race

@@ -230,10 +230,14 @@ class ActionStore:
         ACTION_REQUESTS.labels(request.status).inc()
 
     async def get(self, request_id: str) -> ActionRequest:
-        doc = await self.redis.hget(self.key(request_id), "doc")
-        if doc is None:
+        if (found := await self.find(request_id)) is None:
             raise RequestNotFound(f"no action request {request_id!r}")
-        return ActionRequest.model_validate_json(doc)
+        return found
+
+    async def find(self, request_id: str) -> ActionRequest | None:
+        """The request; None when there is none (never stored, or past its retention)."""
+        doc = await self.redis.hget(self.key(request_id), "doc")
+        return None if doc is None else ActionRequest.model_validate_json(doc)
 
     def thread_index(self, thread_key: str) -> str:
         """The ids of the thread's requests, scored by when each was created."""
