@@ -156,29 +156,21 @@ class ActionPipeline:
         ctx = GateContext(request, self.policy, self.cluster, self.store, self.breaker)
         decisions = await self._run_rule_gates(ctx)
         snapshot = ctx.fetched_snapshot
-        refused = next((d for d in decisions if not d.allowed), None)
-        if refused is not None:
+        fp = fingerprint(request, snapshot)
+
+        async def refused(note: str, **changes: object) -> ActionRequest:
             return await self._decide(
-                request.id,
-                "refused",
-                f"{refused.gate}: {refused.reason}",
-                gate_decisions=decisions,
-                snapshot=snapshot,
-                fingerprint=fingerprint(request, snapshot),
+                request.id, "refused", note, snapshot=snapshot, fingerprint=fp, **changes
             )
+
+        gate = next((d for d in decisions if not d.allowed), None)
+        if gate is not None:
+            return await refused(f"{gate.gate}: {gate.reason}", gate_decisions=decisions)
         verdict = await self.judge.assess(request, snapshot)
         GATE_DECISIONS.labels("judge", "allowed" if verdict.safe_to_proceed else "refused").inc()
         if not verdict.safe_to_proceed:
-            return await self._decide(
-                request.id,
-                "refused",
-                f"judge: {verdict.reason}",
-                gate_decisions=decisions,
-                judge=verdict,
-                snapshot=snapshot,
-                fingerprint=fingerprint(request, snapshot),
-            )
-        fp = fingerprint(request, snapshot)
+            note = f"judge: {verdict.reason}"
+            return await refused(note, gate_decisions=decisions, judge=verdict)
         # The duplicate gate's read, confirmed in one step: of two identical proposals
         # decided at once (one response calling propose_action twice), one is shown.
         seen = ctx.fingerprint_seen
@@ -187,15 +179,8 @@ class ActionPipeline:
         holder = await self.store.claim_fingerprint(request.thread_key, fp, request.id, seen)
         if holder:
             late = refuse(DuplicateGate.name, f"the same action was proposed meanwhile as {holder}")
-            return await self._decide(
-                request.id,
-                "refused",
-                f"{late.gate}: {late.reason}",
-                gate_decisions=[late if d.gate == late.gate else d for d in decisions],
-                judge=verdict,
-                snapshot=snapshot,
-                fingerprint=fp,
-            )
+            shown = [late if d.gate == late.gate else d for d in decisions]
+            return await refused(f"{late.gate}: {late.reason}", gate_decisions=shown, judge=verdict)
         return await self._decide(
             request.id,
             "pending_approval",
