@@ -442,15 +442,14 @@ class TokenBudgets:
 
     def _keys(self, scope: CallScope) -> list[tuple[Budget, str, int, int]]:
         keys: list[tuple[Budget, str, int, int]] = []
+        day = datetime.now(UTC).strftime("%Y%m%d")
         if self.limits.thread_token_budget and scope.thread:
             key = f"{self.prefix}:tokens:thread:{scope.thread}"
             keys.append(("thread", key, self.limits.thread_token_budget, self.thread_ttl_s))
         if self.limits.channel_daily_token_budget and scope.channel:
-            day = datetime.now(UTC).strftime("%Y%m%d")
             key = f"{self.prefix}:tokens:channel:{scope.channel}:{day}"
             keys.append(("channel", key, self.limits.channel_daily_token_budget, 2 * 86400))
         if self.limits.automatic_daily_token_budget and scope.automatic:
-            day = datetime.now(UTC).strftime("%Y%m%d")
             key = f"{self.prefix}:tokens:automatic:{day}"
             keys.append(("automatic", key, self.limits.automatic_daily_token_budget, 2 * 86400))
         return keys

@@ -25,7 +25,7 @@ from graph.config import HttpUrl
 from graph.grounding.evidence import CITE, Fact, citation, fact, times_from
 from graph.links import prometheus_link
 from graph.tools import Shown, ToolSet, declared
-from graph.tools.http_api import HttpSource, SourceRefused, SourceUnavailable, opener
+from graph.tools.http_api import HttpSource, Params, SourceRefused, SourceUnavailable, opener
 from graph.tools.window import IncidentStart, Since, utc, window
 from graph.untrusted import clip, quoted
 
@@ -247,12 +247,7 @@ class PrometheusClient(HttpSource[PrometheusSpec]):
     async def range(
         self, query: str, start: float, end: float, step: float
     ) -> tuple[str, list[Series]]:
-        params: dict[str, str | int | float | list[str]] = {
-            "query": query,
-            "start": start,
-            "end": end,
-            "step": step,
-        }
+        params: Params = {"query": query, "start": start, "end": end, "step": step}
         return parse_result(await self.request("POST", "/api/v1/query_range", params))
 
     async def label_values(self, label: str, match: str, start: float, end: float) -> list[str]:

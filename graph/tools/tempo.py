@@ -250,12 +250,7 @@ class TempoClient(HttpSource[TempoSpec]):
         return [str(v["value"]) for v in listed if isinstance(v, dict) and "value" in v]
 
     async def search(self, traceql: str, start_s: int, end_s: int, limit: int) -> list[TraceHit]:
-        params: dict[str, str | int] = {
-            "q": traceql,
-            "start": start_s,
-            "end": end_s,
-            "limit": limit,
-        }
+        params: Params = {"q": traceql, "start": start_s, "end": end_s, "limit": limit}
         response = await self._get("/api/search", params)
         if response.status_code >= 400:
             raise TempoQueryError(clip(response.text, MAX_TEXT) or f"HTTP {response.status_code}")
