@@ -196,7 +196,8 @@ def flat_fields(fields: Mapping[str, str]) -> str:
     return json.dumps([item for pair in fields.items() for item in pair], ensure_ascii=False)
 
 
-def _text(value: Any) -> str:
+def as_text(value: Any) -> str:
+    """A Redis reply as text, whether or not the client decodes responses."""
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
@@ -218,7 +219,7 @@ def entry_hash(fields: Sequence[tuple[Any, Any]]) -> str:
 def log_entry(entry_id: str, fields: Mapping[str, str], chained: Sequence[Any]) -> None:
     """The entry as a structured log line (`event=audit`): the second copy, for the log
     pipeline. Exactly the stored fields and the entry's id — nothing else."""
-    _, seq, prev, digest = (_text(part) for part in chained)
+    _, seq, prev, digest = (as_text(part) for part in chained)
     entry = {"id": entry_id, **fields, "seq": seq, "prev": prev, "hash": digest}
     log.info(
         "audit %s",
@@ -240,7 +241,7 @@ class AuditChain:
         chained = await self._append(
             keys=[keys.stream, keys.head, keys.checkpoint], args=[self.maxlen, flat_fields(fields)]
         )
-        log_entry(_text(chained[0]), fields, chained)
+        log_entry(as_text(chained[0]), fields, chained)
 
 
 _APPEND_ONE = """
@@ -310,7 +311,7 @@ class Entry:
 
 
 def _link(raw: Mapping[Any, Any]) -> Link | None:
-    found = {_text(k): _text(v) for k, v in raw.items()}
+    found = {as_text(k): as_text(v) for k, v in raw.items()}
     if not found.get("id"):
         return None
     return Link(found["id"], int(found.get("seq") or 0), found.get("hash", ""))
@@ -447,7 +448,7 @@ async def read_and_verify(redis: aioredis.Redis, prefix: str) -> AuditReport:
         pipe.xrange(keys.stream)
         head, checkpoint, raw = await pipe.execute()
     entries = [
-        Entry(_text(entry_id), tuple((_bytes(k), _bytes(v)) for k, v in (fields or {}).items()))
+        Entry(as_text(entry_id), tuple((_bytes(k), _bytes(v)) for k, v in (fields or {}).items()))
         for entry_id, fields in raw or []
     ]
     return verify_chain(entries, _link(head), _link(checkpoint))

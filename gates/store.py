@@ -30,6 +30,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from gates.audit import APPEND_LUA, AUDIT_MAXLEN, AuditChain, flat_fields, log_entry
+from gates.audit import as_text as as_text  # re-exported: the floors above read replies with it
 from gates.metrics import ACTION_REQUESTS
 from gates.model import (
     ActionRequest,
@@ -119,11 +120,6 @@ class TransitionConflict(Exception):
     def __init__(self, current: ActionRequest) -> None:
         super().__init__(f"{current.id} is already {current.status}")
         self.current = current
-
-
-def as_text(value: Any) -> str:
-    """A Redis reply as text, whether or not the client decodes responses."""
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def request_key(prefix: str, request_id: str) -> str:
