@@ -123,24 +123,10 @@ class Reconciler:
             return await self.pipeline.expire_if_due(request, RECONCILER)
         if request.status == "approved":
             note = f"{INTERRUPTED}: stopped before the write was sent; nothing changed"
-            return await store.transition(
-                request.id,
-                "aborted",
-                RECONCILER,
-                note,
-                expect="approved",
-                outcome=Outcome(dry_run=request.dry_run, detail=f"not executed — {note}"),
-            )
+            return await self._abort(request, note, f"not executed — {note}")
         if request.status == "executing" and request.dry_run:
             note = f"{INTERRUPTED}: the dry run did not finish; nothing changed"
-            return await store.transition(
-                request.id,
-                "aborted",
-                RECONCILER,
-                note,
-                expect="executing",
-                outcome=Outcome(dry_run=True, detail=note),
-            )
+            return await self._abort(request, note, note)
         if request.status == "executing":
             if request.write_precondition:
                 await self._fence(request)
@@ -152,6 +138,13 @@ class Reconciler:
             )
         await store.forget_open(request.id)  # closed meanwhile
         return None
+
+    async def _abort(self, request: ActionRequest, note: str, detail: str) -> ActionRequest:
+        """approved, or executing a dry run → aborted: nothing was written to the cluster."""
+        outcome = Outcome(dry_run=request.dry_run, detail=detail)
+        return await self.store.transition(
+            request.id, "aborted", RECONCILER, note, expect=request.status, outcome=outcome
+        )
 
     async def _fence(self, request: ActionRequest) -> None:
         """Before reading back: make sure the executor's write, if it is still in flight
