@@ -424,8 +424,7 @@ def _holds_turn(values: dict[str, Any], turn_id: str) -> bool:
 
 def _answer(state: dict[str, Any]) -> str | None:
     """The latest draft as both guards passed it (None: none passed)."""
-    check = state.get("draft_check") or {}
-    return check.get("answer")
+    return (state.get("draft_check") or {}).get("answer")
 
 
 def _turn_fields(state: dict[str, Any]) -> dict[str, Any]:
