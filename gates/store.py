@@ -175,8 +175,7 @@ class ActionStore:
     @staticmethod
     def _entry(event: str, actor: str, note: str, **about: str) -> dict[str, str]:
         """One audit stream entry; `about` names the request, target and statuses."""
-        fields = {"request_id": "", "action": "", "target": "", "from": "", "to": ""}
-        fields.update(about)
+        fields = {"request_id": "", "action": "", "target": "", "from": "", "to": "", **about}
         return {
             "event": event,
             **fields,
