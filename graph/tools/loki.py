@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.tools import BaseTool, tool
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from gates.config import NOT_A_SETTING
+from gates.config import NOT_A_SETTING, SettingsGroup
 from graph.charts import Findings, metric_data
 from graph.config import HttpUrl
 from graph.grounding.evidence import CITE, Fact, citation, fact, text_facts, times_from
@@ -36,10 +36,8 @@ from graph.tools.window import IncidentStart, Since, utc, window
 from graph.untrusted import capped, clip, quoted
 
 
-class LokiSettings(BaseModel):
+class LokiSettings(SettingsGroup):
     """LOKI_*: logs."""
-
-    model_config = ConfigDict(frozen=True, validate_by_name=True)
 
     url: HttpUrl | None = Field(
         default=None,

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.tools import BaseTool, tool
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from gates.config import NOT_A_SETTING
+from gates.config import NOT_A_SETTING, SettingsGroup
 from graph.charts import Findings, metric_data
 from graph.config import HttpUrl
 from graph.grounding.evidence import CITE, Fact, citation, fact, times_from
@@ -30,11 +30,9 @@ from graph.tools.window import IncidentStart, Since, utc, window
 from graph.untrusted import clip, quoted
 
 
-class PrometheusSettings(BaseModel):
+class PrometheusSettings(SettingsGroup):
     """PROMETHEUS_*: Prometheus, or anything serving its HTTP API (Mimir, Thanos,
     VictoriaMetrics)."""
-
-    model_config = ConfigDict(frozen=True, validate_by_name=True)
 
     url: HttpUrl | None = Field(
         default=None,
