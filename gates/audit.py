@@ -196,7 +196,8 @@ def flat_fields(fields: Mapping[str, str]) -> str:
     return json.dumps([item for pair in fields.items() for item in pair], ensure_ascii=False)
 
 
-def _text(value: Any) -> str:
+def as_text(value: Any) -> str:
+    """A Redis reply as text, whether or not the client decodes responses."""
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
@@ -218,7 +219,7 @@ def entry_hash(fields: Sequence[tuple[Any, Any]]) -> str:
 def log_entry(entry_id: str, fields: Mapping[str, str], chained: Sequence[Any]) -> None:
     """The entry as a structured log line (`event=audit`): the second copy, for the log
     pipeline. Exactly the stored fields and the entry's id — nothing else."""
-    _, seq, prev, digest = (_text(part) for part in chained)
+    _, seq, prev, digest = (as_text(part) for part in chained)
     entry = {"id": entry_id, **fields, "seq": seq, "prev": prev, "hash": digest}
     log.info(
         "audit %s",
@@ -240,7 +241,7 @@ class AuditChain:
         chained = await self._append(
             keys=[keys.stream, keys.head, keys.checkpoint], args=[self.maxlen, flat_fields(fields)]
         )
-        log_entry(_text(chained[0]), fields, chained)
+        log_entry(as_text(chained[0]), fields, chained)
 
 
 _APPEND_ONE = """
@@ -310,7 +311,7 @@ class Entry:
 
 
 def _link(raw: Mapping[Any, Any]) -> Link | None:
-    found = {_text(k): _text(v) for k, v in raw.items()}
+    found = {as_text(k): as_text(v) for k, v in raw.items()}
     if not found.get("id"):
         return None
     return Link(found["id"], int(found.get("seq") or 0), found.get("hash", ""))
@@ -326,7 +327,10 @@ def verify_chain(
 ) -> AuditReport:
     """What is wrong with the chain, entry by entry (oldest first)."""
     report = AuditReport(entries=len(entries), checkpoint=checkpoint)
-    problems = report.problems
+
+    def problem(entry_id: str, kind: Kind, detail: str) -> None:
+        report.problems.append(Problem(entry_id, kind, detail))
+
     # The entries the head's chain runs through, back from the head (to the first gap).
     by_hash: dict[str, Entry] = {}
     for entry in entries:
@@ -345,11 +349,7 @@ def verify_chain(
         stored = entry.get("hash")
         if stored is None:
             if started:
-                problems.append(
-                    Problem(
-                        entry.id, "inserted", "it has no hash, yet it comes after the chain began"
-                    )
-                )
+                problem(entry.id, "inserted", "it has no hash, yet it comes after the chain began")
             else:
                 report.unchained += 1
             continue
@@ -357,60 +357,50 @@ def verify_chain(
         report.chained += 1
         number = _seq(entry)
         if number is None:
-            problems.append(Problem(entry.id, "changed", "its seq is not a number"))
+            problem(entry.id, "changed", "its seq is not a number")
             continue
         if head and number > head.seq:
-            problems.append(
-                Problem(
-                    entry.id,
-                    "inserted",
-                    f"seq {number} is past the chain's head (entry {head.id}, seq {head.seq}): "
-                    "it was not appended through the chain",
-                )
+            problem(
+                entry.id,
+                "inserted",
+                f"seq {number} is past the chain's head (entry {head.id}, seq {head.seq}): "
+                "it was not appended through the chain",
             )
             continue
         if number < seq:
-            problems.append(
-                Problem(
-                    entry.id,
-                    "inserted",
-                    f"it claims seq {number}, which the chain had passed (seq {seq} was due): "
-                    "a copy or a forged entry",
-                )
+            problem(
+                entry.id,
+                "inserted",
+                f"it claims seq {number}, which the chain had passed (seq {seq} was due): "
+                "a copy or a forged entry",
             )
             continue
         if on_path and stored not in on_path and entry.get("prev") in links_on_path:
-            problems.append(
-                Problem(
-                    entry.id,
-                    "inserted",
-                    "it forks off the chain: another entry, on the way to the head, is chained "
-                    "to the same predecessor",
-                )
+            problem(
+                entry.id,
+                "inserted",
+                "it forks off the chain: another entry, on the way to the head, is chained "
+                "to the same predecessor",
             )
             continue
         if entry_hash(entry.fields) != stored:
-            problems.append(Problem(entry.id, "changed", "its fields do not match its hash"))
+            problem(entry.id, "changed", "its fields do not match its hash")
         elif number > seq:
             after = f"after entry {last.id}" if last else "at the old end"
             span = f"seq {seq}" if number == seq + 1 else f"seq {seq}–{number - 1}"
-            problems.append(
-                Problem(
-                    entry.id,
-                    "missing",
-                    f"{number - seq} entr{'y' if number == seq + 1 else 'ies'} ({span}) removed "
-                    f"before it, {after}",
-                )
+            problem(
+                entry.id,
+                "missing",
+                f"{number - seq} entr{'y' if number == seq + 1 else 'ies'} ({span}) removed "
+                f"before it, {after}",
             )
         elif entry.get("prev") != prev:
             if last is not None:
-                problems.append(
-                    Problem(
-                        last.id,
-                        "changed",
-                        f"its hash is not the one entry {entry.id} was chained to: it was "
-                        "rewritten (its hash recomputed)",
-                    )
+                problem(
+                    last.id,
+                    "changed",
+                    f"its hash is not the one entry {entry.id} was chained to: it was "
+                    "rewritten (its hash recomputed)",
                 )
             else:
                 where = (
@@ -418,38 +408,32 @@ def verify_chain(
                     if checkpoint and checkpoint.seq
                     else "the chain's start"
                 )
-                problems.append(Problem(entry.id, "changed", f"it is not chained to {where}"))
+                problem(entry.id, "changed", f"it is not chained to {where}")
         prev, seq, last = stored, number + 1, entry
 
     if head is None:
         if last is not None:
-            problems.append(
-                Problem(
-                    last.id,
-                    "missing",
-                    "the record of the chain's head is gone: the newest entries cannot be "
-                    "checked (removed ones would not show)",
-                )
+            problem(
+                last.id,
+                "missing",
+                "the record of the chain's head is gone: the newest entries cannot be "
+                "checked (removed ones would not show)",
             )
     elif seq - 1 < head.seq:
         gone = head.seq - (seq - 1)
         after = f"after entry {last.id}" if last else "(none is left)"
-        problems.append(
-            Problem(
-                head.id,
-                "missing",
-                f"the newest {gone} entr{'y' if gone == 1 else 'ies'} up to the head "
-                f"(seq {head.seq}) removed, {after}",
-            )
+        problem(
+            head.id,
+            "missing",
+            f"the newest {gone} entr{'y' if gone == 1 else 'ies'} up to the head "
+            f"(seq {head.seq}) removed, {after}",
         )
     elif last is not None and last.get("hash") != head.hash:
-        problems.append(
-            Problem(
-                last.id,
-                "changed",
-                f"the newest entry is not the chain's recorded head (entry {head.id}): "
-                "the chain was rewritten",
-            )
+        problem(
+            last.id,
+            "changed",
+            f"the newest entry is not the chain's recorded head (entry {head.id}): "
+            "the chain was rewritten",
         )
     return report
 
@@ -464,7 +448,7 @@ async def read_and_verify(redis: aioredis.Redis, prefix: str) -> AuditReport:
         pipe.xrange(keys.stream)
         head, checkpoint, raw = await pipe.execute()
     entries = [
-        Entry(_text(entry_id), tuple((_bytes(k), _bytes(v)) for k, v in (fields or {}).items()))
+        Entry(as_text(entry_id), tuple((_bytes(k), _bytes(v)) for k, v in (fields or {}).items()))
         for entry_id, fields in raw or []
     ]
     return verify_chain(entries, _link(head), _link(checkpoint))

@@ -149,12 +149,11 @@ class CircuitBreaker:
         False when it was counted before. `at`: when it ended, used only when the request
         carries no end mark (default: now on Redis's clock, the clock of the marks)."""
         keys = [request_key(self.store_prefix, request_id), uncounted_key(self.store_prefix)]
-        for scope in (target, GLOBAL):
-            keys += [
-                f"{self.prefix}:executions:{scope}",
-                f"{self.prefix}:state:{scope}",
-                f"{self.prefix}:failures:{scope}",
-            ]
+        keys += [
+            f"{self.prefix}:{kind}:{scope}"
+            for scope in (target, GLOBAL)
+            for kind in ("executions", "state", "failures")
+        ]
         counted = await self._record(
             keys=keys,
             args=[

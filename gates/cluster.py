@@ -85,12 +85,13 @@ class NothingToUndo(ClusterError):
     pass
 
 
-def _api_message(exc: ApiException) -> str:
+def _api_error(exc: ApiException) -> ClusterError:
+    """The API server's refusal in its own words; NotFound for a 404."""
     try:
-        body = json.loads(exc.body or b"")
-        return f"HTTP {exc.status}: {body.get('message', exc.reason)}"
+        message = f"HTTP {exc.status}: {json.loads(exc.body or b'').get('message', exc.reason)}"
     except (TypeError, ValueError):
-        return f"HTTP {exc.status}: {exc.reason}"
+        message = f"HTTP {exc.status}: {exc.reason}"
+    return NotFound(message) if exc.status == 404 else ClusterError(message)
 
 
 def _without_hash(template: dict[str, Any]) -> dict[str, Any]:
@@ -136,23 +137,20 @@ class KubernetesCluster:
                 f"the Kubernetes API did not answer within {self._timeout:g}s"
             ) from exc
         except ApiException as exc:
-            if exc.status == 404:
-                raise NotFound(_api_message(exc)) from exc
-            raise ClusterError(_api_message(exc)) from exc
+            raise _api_error(exc) from exc
         except (OSError, aiohttp.ClientError) as exc:
             # ServerDisconnectedError is a ClientConnectionError, not an OSError.
             raise ClusterError(f"cannot reach the Kubernetes API: {exc!r}") from exc
 
-    def _plain(self, obj: Any) -> Any:
-        return self._api.sanitize_for_serialization(obj)
+    async def _read(self, coro: Any) -> Any:
+        """What a read answered, as plain data (the API's own camelCase JSON)."""
+        return self._api.sanitize_for_serialization(await self._call(coro))
 
     async def _deployment_and_selector(
         self, namespace: str, name: str
     ) -> tuple[dict[str, Any], str]:
         """The Deployment, and its selector's matchLabels as a label selector."""
-        deployment = self._plain(
-            await self._call(self._apps.read_namespaced_deployment(name, namespace))
-        )
+        deployment = await self._read(self._apps.read_namespaced_deployment(name, namespace))
         labels = deployment["spec"]["selector"].get("matchLabels", {})
         return deployment, ",".join(f"{k}={v}" for k, v in labels.items())
 
@@ -161,10 +159,8 @@ class KubernetesCluster:
     ) -> tuple[dict[str, Any], list[tuple[int, dict[str, Any]]]]:
         """The Deployment and its ReplicaSets with a parsable revision, oldest first."""
         deployment, selector = await self._deployment_and_selector(namespace, name)
-        listed = self._plain(
-            await self._call(
-                self._apps.list_namespaced_replica_set(namespace, label_selector=selector)
-            )
+        listed = await self._read(
+            self._apps.list_namespaced_replica_set(namespace, label_selector=selector)
         )
         uid = deployment["metadata"]["uid"]
         owned = []
@@ -209,18 +205,14 @@ class KubernetesCluster:
         """The Deployment, up to `limit` of the pods its selector matches, and whether
         there are more."""
         deployment, selector = await self._deployment_and_selector(namespace, name)
-        listed = self._plain(
-            await self._call(
-                self._core.list_namespaced_pod(namespace, label_selector=selector, limit=limit)
-            )
+        listed = await self._read(
+            self._core.list_namespaced_pod(namespace, label_selector=selector, limit=limit)
         )
         more = bool((listed.get("metadata") or {}).get("continue"))
         return deployment, listed.get("items") or [], more
 
     async def pod(self, namespace: str, name: str) -> dict[str, Any]:
-        pod: dict[str, Any] = self._plain(
-            await self._call(self._core.read_namespaced_pod(name, namespace))
-        )
+        pod: dict[str, Any] = await self._read(self._core.read_namespaced_pod(name, namespace))
         return pod
 
     async def events(
@@ -234,9 +226,7 @@ class KubernetesCluster:
             if refusal := name_refusal(namespace, pod=pod):
                 raise ValueError(refusal)
             options["field_selector"] = f"involvedObject.kind=Pod,involvedObject.name={pod}"
-        listed = self._plain(
-            await self._call(self._core.list_namespaced_event(namespace, **options))
-        )
+        listed = await self._read(self._core.list_namespaced_event(namespace, **options))
         more = bool((listed.get("metadata") or {}).get("continue"))
         return listed.get("items") or [], more
 
@@ -273,16 +263,12 @@ class KubernetesCluster:
         if not 200 <= response.status <= 299:
             error = ApiException(status=response.status, reason=response.reason)
             error.body = body
-            if response.status == 404:
-                raise NotFound(_api_message(error)) from error
-            raise ClusterError(_api_message(error)) from error
+            raise _api_error(error) from error
         return str(body.decode("utf-8", errors="replace"))
 
     async def rollout_status(self, namespace: str, name: str) -> RolloutStatus:
         """What `kubectl rollout status` looks at."""
-        deployment = self._plain(
-            await self._call(self._apps.read_namespaced_deployment(name, namespace))
-        )
+        deployment = await self._read(self._apps.read_namespaced_deployment(name, namespace))
         status = deployment.get("status") or {}
         return RolloutStatus(
             generation=deployment["metadata"].get("generation", 0),

@@ -45,9 +45,14 @@ Seconds = Annotated[float, BeforeValidator(parse_duration)]
 Names = Annotated[frozenset[str], BeforeValidator(_names)]
 
 
-class ActionPolicy(BaseModel):
+class SettingsGroup(BaseModel):
+    """A group of settings: read once and never changed; a field is set by its name or its
+    variable."""
+
     model_config = ConfigDict(frozen=True, validate_by_name=True)
 
+
+class ActionPolicy(SettingsGroup):
     actions_enabled: bool = Field(
         default=False,
         description=(

@@ -51,7 +51,7 @@ from gates.rules.duplicate import DuplicateGate
 from gates.rules.kill_switch import ActionsSwitch, KillSwitchGate, Stopped
 from gates.rules.policy import PolicyGate
 from gates.rules.validation import ValidationGate
-from gates.store import DEFAULT_LEASE_S, ActionStore, RequestNotFound, TransitionConflict
+from gates.store import DEFAULT_LEASE_S, ActionStore, TransitionConflict
 
 log = logging.getLogger(__name__)
 
@@ -156,29 +156,21 @@ class ActionPipeline:
         ctx = GateContext(request, self.policy, self.cluster, self.store, self.breaker)
         decisions = await self._run_rule_gates(ctx)
         snapshot = ctx.fetched_snapshot
-        refused = next((d for d in decisions if not d.allowed), None)
-        if refused is not None:
+        fp = fingerprint(request, snapshot)
+
+        async def refused(note: str, **changes: object) -> ActionRequest:
             return await self._decide(
-                request.id,
-                "refused",
-                f"{refused.gate}: {refused.reason}",
-                gate_decisions=decisions,
-                snapshot=snapshot,
-                fingerprint=fingerprint(request, snapshot),
+                request.id, "refused", note, snapshot=snapshot, fingerprint=fp, **changes
             )
+
+        gate = next((d for d in decisions if not d.allowed), None)
+        if gate is not None:
+            return await refused(f"{gate.gate}: {gate.reason}", gate_decisions=decisions)
         verdict = await self.judge.assess(request, snapshot)
         GATE_DECISIONS.labels("judge", "allowed" if verdict.safe_to_proceed else "refused").inc()
         if not verdict.safe_to_proceed:
-            return await self._decide(
-                request.id,
-                "refused",
-                f"judge: {verdict.reason}",
-                gate_decisions=decisions,
-                judge=verdict,
-                snapshot=snapshot,
-                fingerprint=fingerprint(request, snapshot),
-            )
-        fp = fingerprint(request, snapshot)
+            note = f"judge: {verdict.reason}"
+            return await refused(note, gate_decisions=decisions, judge=verdict)
         # The duplicate gate's read, confirmed in one step: of two identical proposals
         # decided at once (one response calling propose_action twice), one is shown.
         seen = ctx.fingerprint_seen
@@ -187,15 +179,8 @@ class ActionPipeline:
         holder = await self.store.claim_fingerprint(request.thread_key, fp, request.id, seen)
         if holder:
             late = refuse(DuplicateGate.name, f"the same action was proposed meanwhile as {holder}")
-            return await self._decide(
-                request.id,
-                "refused",
-                f"{late.gate}: {late.reason}",
-                gate_decisions=[late if d.gate == late.gate else d for d in decisions],
-                judge=verdict,
-                snapshot=snapshot,
-                fingerprint=fp,
-            )
+            shown = [late if d.gate == late.gate else d for d in decisions]
+            return await refused(f"{late.gate}: {late.reason}", gate_decisions=shown, judge=verdict)
         return await self._decide(
             request.id,
             "pending_approval",
@@ -253,9 +238,7 @@ class ActionPipeline:
         """Authorise the click and win the compare-and-set pending_approval → approved
         (verdict `approved`): from here on exactly one `execute` can make the write. Touches
         only Redis: `serve` records approvals, the workers execute them."""
-        try:
-            request = await self.store.get(request_id)
-        except RequestNotFound:
+        if (request := await self.store.find(request_id)) is None:
             return ApprovalResult("not_found", f"no action request {request_id}", None)
         denial = self.may_approve(request, user, in_approver_group)
         if denial is not None:
@@ -280,9 +263,7 @@ class ActionPipeline:
         """Run an approved request: the rule gates again on fresh state (the kill switch
         among them), then the write, once. A request that moved on (executed by an earlier
         try of this job, or settled by the reconciler) is reported as it is."""
-        try:
-            request = await self.store.get(request_id)
-        except RequestNotFound:
+        if (request := await self.store.find(request_id)) is None:
             return ApprovalResult("not_found", f"no action request {request_id}", None)
         if request.status != "approved":
             return _result(request)
@@ -527,9 +508,7 @@ class ActionPipeline:
         self, request_id: str, user: str, reason: str = "", *, in_approver_group: bool = False
     ) -> ApprovalResult:
         """Approvers and the requester may reject a pending request."""
-        try:
-            request = await self.store.get(request_id)
-        except RequestNotFound:
+        if (request := await self.store.find(request_id)) is None:
             return ApprovalResult("not_found", f"no action request {request_id}", None)
         if user != request.requester and self.may_approve(request, user, in_approver_group):
             denial = "only an approver or the requester may reject this request"

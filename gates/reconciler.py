@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable
 from gates.cluster import ClusterError
 from gates.model import ActionRequest, Outcome
 from gates.pipeline import ActionPipeline
-from gates.store import RequestNotFound, TransitionConflict
+from gates.store import TransitionConflict
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +56,7 @@ class Reconciler:
         """Settle every due request; returns the ones this call moved (their cards are stale)."""
         moved = []
         for request_id in await self.store.due(time.time()):
-            try:
-                request = await self.store.get(request_id)
-            except RequestNotFound:  # past retention
+            if (request := await self.store.find(request_id)) is None:  # past retention
                 await self.store.forget_open(request_id)
                 continue
             try:
@@ -78,9 +76,8 @@ class Reconciler:
         call counted (one counted meanwhile by its executor is not counted again)."""
         counted = 0
         for request_id, ended in await self.store.uncounted():
-            try:
-                request = await self.store.get(request_id)
-            except RequestNotFound:  # past retention: nothing left to count
+            if (request := await self.store.find(request_id)) is None:
+                # past retention: nothing left to count
                 await self.store.forget_uncounted(request_id)
                 continue
             try:
@@ -96,9 +93,7 @@ class Reconciler:
         whoever takes its follow lease (`ActionPipeline.follow_rollout`)."""
         found = []
         for request_id in await self.store.unfollowed():
-            try:
-                request = await self.store.get(request_id)
-            except RequestNotFound:  # past retention
+            if (request := await self.store.find(request_id)) is None:  # past retention
                 await self.store.unfollow(request_id)
                 continue
             if request.rollout is not None:  # recorded; the mark was left by a race
@@ -128,24 +123,10 @@ class Reconciler:
             return await self.pipeline.expire_if_due(request, RECONCILER)
         if request.status == "approved":
             note = f"{INTERRUPTED}: stopped before the write was sent; nothing changed"
-            return await store.transition(
-                request.id,
-                "aborted",
-                RECONCILER,
-                note,
-                expect="approved",
-                outcome=Outcome(dry_run=request.dry_run, detail=f"not executed — {note}"),
-            )
+            return await self._abort(request, note, f"not executed — {note}")
         if request.status == "executing" and request.dry_run:
             note = f"{INTERRUPTED}: the dry run did not finish; nothing changed"
-            return await store.transition(
-                request.id,
-                "aborted",
-                RECONCILER,
-                note,
-                expect="executing",
-                outcome=Outcome(dry_run=True, detail=note),
-            )
+            return await self._abort(request, note, note)
         if request.status == "executing":
             if request.write_precondition:
                 await self._fence(request)
@@ -157,6 +138,13 @@ class Reconciler:
             )
         await store.forget_open(request.id)  # closed meanwhile
         return None
+
+    async def _abort(self, request: ActionRequest, note: str, detail: str) -> ActionRequest:
+        """approved, or executing a dry run → aborted: nothing was written to the cluster."""
+        outcome = Outcome(dry_run=request.dry_run, detail=detail)
+        return await self.store.transition(
+            request.id, "aborted", RECONCILER, note, expect=request.status, outcome=outcome
+        )
 
     async def _fence(self, request: ActionRequest) -> None:
         """Before reading back: make sure the executor's write, if it is still in flight

@@ -30,6 +30,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from gates.audit import APPEND_LUA, AUDIT_MAXLEN, AuditChain, flat_fields, log_entry
+from gates.audit import as_text as as_text  # re-exported: the floors above read replies with it
 from gates.metrics import ACTION_REQUESTS
 from gates.model import (
     ActionRequest,
@@ -121,11 +122,6 @@ class TransitionConflict(Exception):
         self.current = current
 
 
-def as_text(value: Any) -> str:
-    """A Redis reply as text, whether or not the client decodes responses."""
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def request_key(prefix: str, request_id: str) -> str:
     return f"{prefix}:action:{request_id}"
 
@@ -133,6 +129,11 @@ def request_key(prefix: str, request_id: str) -> str:
 def uncounted_key(prefix: str) -> str:
     """The index of executions the circuit breaker has not counted yet."""
     return f"{prefix}:actions:uncounted"
+
+
+def _decoded(entries: Any) -> list[dict[str, str]]:
+    """Audit stream entries (XRANGE's answer) as their fields, in text."""
+    return [{as_text(k): as_text(v) for k, v in (f or {}).items()} for _, f in entries or []]
 
 
 def ended_execution(before: ActionRequest, after: ActionRequest) -> bool:
@@ -174,8 +175,7 @@ class ActionStore:
     @staticmethod
     def _entry(event: str, actor: str, note: str, **about: str) -> dict[str, str]:
         """One audit stream entry; `about` names the request, target and statuses."""
-        fields = {"request_id": "", "action": "", "target": "", "from": "", "to": ""}
-        fields.update(about)
+        fields = {"request_id": "", "action": "", "target": "", "from": "", "to": "", **about}
         return {
             "event": event,
             **fields,
@@ -225,10 +225,14 @@ class ActionStore:
         ACTION_REQUESTS.labels(request.status).inc()
 
     async def get(self, request_id: str) -> ActionRequest:
-        doc = await self.redis.hget(self.key(request_id), "doc")
-        if doc is None:
+        if (found := await self.find(request_id)) is None:
             raise RequestNotFound(f"no action request {request_id!r}")
-        return ActionRequest.model_validate_json(doc)
+        return found
+
+    async def find(self, request_id: str) -> ActionRequest | None:
+        """The request; None when there is none (never stored, or past its retention)."""
+        doc = await self.redis.hget(self.key(request_id), "doc")
+        return None if doc is None else ActionRequest.model_validate_json(doc)
 
     def thread_index(self, thread_key: str) -> str:
         """The ids of the thread's requests, scored by when each was created."""
@@ -244,14 +248,9 @@ class ActionStore:
         return [ActionRequest.model_validate_json(doc) for doc in docs if doc is not None]
 
     async def for_thread(self, thread_key: str) -> list[ActionRequest]:
+        """The thread's requests still kept (those expired by retention are left out)."""
         ids = await self.redis.zrange(self.thread_index(thread_key), 0, -1)
-        found = []
-        for raw in ids:
-            try:
-                found.append(await self.get(as_text(raw)))
-            except RequestNotFound:
-                continue  # expired by retention
-        return found
+        return await self.get_many([as_text(raw) for raw in ids])
 
     async def transition(
         self,
@@ -393,28 +392,19 @@ class ActionStore:
 
     async def audit(self, request: ActionRequest, event: str, actor: str, note: str) -> None:
         """An audit entry that is not a transition (e.g. a refused approval)."""
-        await self._append(self._audit_fields(request, event, actor, request.status, note))
+        await self.chain.append(self._audit_fields(request, event, actor, request.status, note))
 
     async def audit_event(self, event: str, actor: str, note: str, target: str) -> None:
         """An audit entry about no request (e.g. a circuit breaker reset)."""
-        await self._append(self._entry(event, actor, note, target=target))
-
-    async def _append(self, fields: dict[str, str]) -> None:
-        await self.chain.append(fields)
+        await self.chain.append(self._entry(event, actor, note, target=target))
 
     async def audit_entries(self, request_id: str | None = None) -> list[dict[str, str]]:
-        entries = await self.redis.xrange(self.audit_stream) or []
-        decoded = [
-            {as_text(k): as_text(v) for k, v in (fields or {}).items()} for _, fields in entries
-        ]
+        decoded = _decoded(await self.redis.xrange(self.audit_stream))
         return [e for e in decoded if request_id is None or e["request_id"] == request_id]
 
     async def recent_audit(self, count: int) -> list[dict[str, str]]:
         """The newest `count` audit entries, newest first."""
-        entries = await self.redis.xrevrange(self.audit_stream, count=count) or []
-        return [
-            {as_text(k): as_text(v) for k, v in (fields or {}).items()} for _, fields in entries
-        ]
+        return _decoded(await self.redis.xrevrange(self.audit_stream, count=count))
 
     # --- the duplicate gate's index: one live request per (incident, fingerprint) ----
     def _fingerprint_key(self, thread_key: str, fp: str) -> str:

@@ -40,9 +40,9 @@ import redis.asyncio as aioredis
 from langchain_core.messages import BaseMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.outputs import ChatResult
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
-from gates.config import NOT_A_SETTING, Seconds
+from gates.config import NOT_A_SETTING, Seconds, SettingsGroup
 from graph.metrics import (
     BUDGET_STOPS,
     FALLBACK_USES,
@@ -62,10 +62,8 @@ _DELAY = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")  # a google.protobuf.Duration i
 MAX_RETRY_DELAY_S = 86400.0
 
 
-class CapacityLimits(BaseModel):
+class CapacityLimits(SettingsGroup):
     """The shared limit and the waiting policy (MODEL_* settings)."""
-
-    model_config = ConfigDict(frozen=True, validate_by_name=True)
 
     rpm: int = Field(
         default=0,
@@ -442,15 +440,14 @@ class TokenBudgets:
 
     def _keys(self, scope: CallScope) -> list[tuple[Budget, str, int, int]]:
         keys: list[tuple[Budget, str, int, int]] = []
+        day = datetime.now(UTC).strftime("%Y%m%d")
         if self.limits.thread_token_budget and scope.thread:
             key = f"{self.prefix}:tokens:thread:{scope.thread}"
             keys.append(("thread", key, self.limits.thread_token_budget, self.thread_ttl_s))
         if self.limits.channel_daily_token_budget and scope.channel:
-            day = datetime.now(UTC).strftime("%Y%m%d")
             key = f"{self.prefix}:tokens:channel:{scope.channel}:{day}"
             keys.append(("channel", key, self.limits.channel_daily_token_budget, 2 * 86400))
         if self.limits.automatic_daily_token_budget and scope.automatic:
-            day = datetime.now(UTC).strftime("%Y%m%d")
             key = f"{self.prefix}:tokens:automatic:{day}"
             keys.append(("automatic", key, self.limits.automatic_daily_token_budget, 2 * 86400))
         return keys

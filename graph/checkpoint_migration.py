@@ -18,6 +18,7 @@ import redis.asyncio as aioredis
 from langgraph.checkpoint.redis.base import CHECKPOINT_PREFIX
 from langgraph.checkpoint.redis.util import to_storage_safe_str
 
+from gates.store import as_text
 from graph.checkpoint import REGISTRY, CheckpointNames
 
 _SCAN_BATCH = 500
@@ -42,10 +43,6 @@ class MigrationReport:
         )
 
 
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
 async def migrate_checkpoints(
     redis: aioredis.Redis, prefix: str, *, keep: bool = False
 ) -> MigrationReport:
@@ -54,7 +51,7 @@ async def migrate_checkpoints(
     names = CheckpointNames(prefix)
     report = MigrationReport()
     async for raw in redis.scan_iter(match=f"{CHECKPOINT_PREFIX}:*", count=_SCAN_BATCH):
-        old_key = _text(raw)
+        old_key = as_text(raw)
         report.threads.append(old_key)
         await _migrate_one(redis, names, old_key, keep, report)
     return report
@@ -102,7 +99,7 @@ async def _copy(
     registered = cast(
         list[tuple[bytes, float]], await redis.zrange(old_registry, 0, -1, withscores=True)
     )
-    scores = {_text(key): score for key, score in registered}
+    scores = {as_text(key): score for key, score in registered}
     write_keys = list(scores)
     pipeline = redis.pipeline(transaction=False)
     for key in write_keys:

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, SecretStr
+from pydantic import AfterValidator, BeforeValidator, Field, SecretStr
 
-from gates.config import NOT_A_SETTING, Duration
+from gates.config import NOT_A_SETTING, Duration, SettingsGroup
 
 
 def _http_url(value: str) -> str:
@@ -35,10 +35,8 @@ def _credentials_file(value: str | None) -> str | None:
 HttpUrl = Annotated[str, AfterValidator(_http_url)]
 
 
-class ModelSpec(BaseModel):
+class ModelSpec(SettingsGroup):
     """Which chat model to talk to, and how."""
-
-    model_config = ConfigDict(frozen=True, validate_by_name=True)
 
     api_key: SecretStr | None = Field(
         default=None,
@@ -112,10 +110,8 @@ class ModelSpec(BaseModel):
 # base URL added for links).
 
 
-class TempoSettings(BaseModel):
+class TempoSettings(SettingsGroup):
     """TEMPO_*: traces, for the tools and the trace guard."""
-
-    model_config = ConfigDict(frozen=True, validate_by_name=True)
 
     url: HttpUrl | None = Field(
         default=None,
@@ -156,10 +152,8 @@ def _whole_number(value: object) -> object:
 Whole = Annotated[int, BeforeValidator(_whole_number)]
 
 
-class GraphLimits(BaseModel):
+class GraphLimits(SettingsGroup):
     """Bounds on one investigation turn (whole numbers: a bool or a float is refused)."""
-
-    model_config = ConfigDict(frozen=True, validate_by_name=True)
 
     tool_budget: Whole = Field(
         default=8,

@@ -424,8 +424,7 @@ def _holds_turn(values: dict[str, Any], turn_id: str) -> bool:
 
 def _answer(state: dict[str, Any]) -> str | None:
     """The latest draft as both guards passed it (None: none passed)."""
-    check = state.get("draft_check") or {}
-    return check.get("answer")
+    return (state.get("draft_check") or {}).get("answer")
 
 
 def _turn_fields(state: dict[str, Any]) -> dict[str, Any]:
@@ -543,16 +542,12 @@ async def open_investigator(
     source: one that fails is a failed tool call.
     """
     chat_model = make_chat_model(model, guard=guard) if isinstance(model, ModelSpec) else model
-    if grader_model is None:
-        grading_model = (
-            make_chat_model(model, "GRADER_MODEL", guard)
-            if isinstance(model, ModelSpec) and guard is not None
-            else chat_model
-        )
-    elif isinstance(grader_model, ModelSpec):
-        grading_model = make_chat_model(grader_model, "GRADER_MODEL", guard)
+    # With a guard, the agent's model is built again for the grader: its calls are the grader's.
+    grader_spec = model if grader_model is None and guard is not None else grader_model
+    if isinstance(grader_spec, ModelSpec):
+        grading_model = make_chat_model(grader_spec, "GRADER_MODEL", guard)
     else:
-        grading_model = grader_model
+        grading_model = grader_spec if grader_spec is not None else chat_model
     client = TempoClient(tempo)
     try:
         verifier = TraceVerifier(client, limits.trace_verify_concurrency)

@@ -29,4 +29,17 @@ def quoted(text: object, limit: int) -> str:
     return json.dumps(clip(text, limit), ensure_ascii=False)
 
 
-__all__ = ["clip", "quoted", "truncate"]
+def capped(lines: list[str], room: int) -> str:
+    """A tool's summary: the lines that fit in `room` characters, whole, then a note of how
+    many did not (the note is not counted in `room`: leave space for it)."""
+    kept: list[str] = []
+    for line in lines:
+        room -= len(line) + 1
+        if room < 0:
+            kept.append(f"… {len(lines) - len(kept)} more lines cut (summary capped)")
+            break
+        kept.append(line)
+    return "\n".join(kept)
+
+
+__all__ = ["capped", "clip", "quoted", "truncate"]

@@ -9,7 +9,6 @@ import time
 
 from gates.model import GateDecision, fingerprint
 from gates.rules.base import GateContext, allow, refuse
-from gates.store import RequestNotFound
 
 # A `proposed` holder has passed its gates and judge and claimed the fingerprint (the claim
 # comes last, `ActionPipeline.propose`): it is about to be pending. If its process died
@@ -28,10 +27,7 @@ class DuplicateGate:
         fp = fingerprint(ctx.request, ctx.fetched_snapshot)
         holder = await ctx.store.fingerprint_holder(ctx.request.thread_key, fp)
         ctx.fingerprint_seen = holder  # the proposal claims the fingerprint against it
-        try:
-            existing = await ctx.store.get(holder) if holder else None
-        except RequestNotFound:  # past retention
-            existing = None
+        existing = await ctx.store.find(holder) if holder else None  # None: past retention
         if existing is None or existing.id == ctx.request.id:
             return allow(self.name, "first of its kind in this incident")
         done = existing.status == "succeeded" and not (

@@ -41,9 +41,8 @@ def make_claim_guard(
         if false_claims and steps.room_for_revision(state, revisions, limits.claim_max_revisions):
             verdict: ClaimVerdict = {"outcome": "revise", "false_claims": sentences, "removed": 0}
             feedback = revision_feedback(false_claims, requests)
-            feedback_message = HumanMessage(feedback, name="action_claim_guard")
-            update = {"claim_revision_count": revisions + 1, "messages": [feedback_message]}
-            return verdict, update, None
+            message = HumanMessage(feedback, name="action_claim_guard")
+            return verdict, {"claim_revision_count": revisions + 1, "messages": [message]}, None
         answer, removed = remove_claims(draft, false_claims)
         verdict = {
             "outcome": "removed" if removed else "clear",

@@ -9,7 +9,7 @@ from typing import Any
 from langchain_core.messages import HumanMessage
 
 from graph.config import GraphLimits
-from graph.grounding.check import ClaimCheck, revision_feedback
+from graph.grounding.check import revision_feedback
 from graph.grounding.evidence import TEXT, Fact
 from graph.grounding.guard import finalise, ground_draft
 from graph.grounding.sources import LiveSources
@@ -44,11 +44,6 @@ def _finished(verdict: GroundingVerdict) -> dict[str, Any]:
     }
 
 
-def _count(checks: list[ClaimCheck]) -> None:
-    for check in checks:
-        GROUNDING.labels(check["kind"], check["status"]).inc()
-
-
 def make_grounding_guard(
     sources: LiveSources | None, limits: GraphLimits, steps: StepBudget
 ) -> GroundingGuard:
@@ -61,7 +56,8 @@ def make_grounding_guard(
         claims, checks = await ground_draft(
             draft, evidence, sources, limits.grounding_time_tolerance_s
         )
-        _count(checks)
+        for check in checks:
+            GROUNDING.labels(check["kind"], check["status"]).inc()
         ungrounded = [c for c in checks if c["status"] == "ungrounded"]
         revisions = state.get("grounding_revision_count", 0)
         if ungrounded and steps.room_for_revision(state, revisions, limits.grounding_max_revisions):

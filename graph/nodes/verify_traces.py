@@ -17,10 +17,7 @@ from graph.trace_ids import find_trace_ids
 
 
 def _draft(state: InvestigationState) -> str:
-    for message in reversed(state["messages"]):
-        if isinstance(message, AIMessage):
-            return message.text
-    return ""
+    return next((m.text for m in reversed(state["messages"]) if isinstance(m, AIMessage)), "")
 
 
 def _finished(verdict: TraceVerdict) -> dict[str, Any]:

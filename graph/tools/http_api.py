@@ -1,21 +1,23 @@
-"""What the metric and log sources share: an HTTP API reached with httpx.
+"""What the evidence sources share: an HTTP API reached with httpx.
 
 Prometheus (and Mimir, Thanos) and Loki answer the same way: JSON with a `status`, an error
 in the API's own words on 4xx, 5xx when they are in trouble. `SourceRefused` carries the
 API's words back to the model (fix the query); `SourceUnavailable` says to try later.
+Tempo answers in a shape of its own (graph/tools/tempo.py) over the same client.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import httpx
 from langchain_core.tools import BaseTool
 
 from graph.tools import Bound
+from graph.tools.errors import ToolFailed
 from graph.untrusted import clip
 
 MAX_ERROR = 300  # characters of an API's error text (untrusted, unbounded)
@@ -34,39 +36,57 @@ class SourceRefused(Exception):
     """The source refused the request (4xx): a bad query, in the API's own words."""
 
 
-class HttpSource:
+class SourceSpec(Protocol):
+    """What a source's client is built from (its `…Spec`)."""
+
+    @property
+    def url(self) -> str: ...
+    @property
+    def tenant(self) -> str | None: ...
+    @property
+    def timeout_s(self) -> float: ...
+
+
+Spec = TypeVar("Spec", bound=SourceSpec)
+Params = Mapping[str, str | int | float | list[str]]
+
+
+class HttpSource(Generic[Spec]):
     """One HTTP API over httpx. One instance per process; close with `aclose()`."""
 
     name = "the source"
+    unavailable: type[SourceUnavailable] = SourceUnavailable  # raised when no answer came
 
-    def __init__(self, url: str, tenant: str | None, timeout_s: float) -> None:
-        self.timeout_s = timeout_s
-        headers = {"X-Scope-OrgID": tenant} if tenant else {}
+    def __init__(self, spec: Spec, connections: int = 16, idle: int = 4) -> None:
+        self.spec = spec
+        self.timeout_s = spec.timeout_s
+        headers = {"X-Scope-OrgID": spec.tenant} if spec.tenant else {}
         self._http = httpx.AsyncClient(
-            base_url=url.rstrip("/"),
+            base_url=spec.url.rstrip("/"),
             headers=headers,
-            timeout=timeout_s,
-            limits=httpx.Limits(max_connections=16, max_keepalive_connections=4),
+            timeout=spec.timeout_s,
+            limits=httpx.Limits(max_connections=connections, max_keepalive_connections=idle),
         )
 
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def request(
-        self, method: str, path: str, params: dict[str, str | int | float | list[str]]
-    ) -> Any:
-        """The `data` of a successful answer; SourceRefused on 4xx, else SourceUnavailable."""
+    async def send(self, method: str, path: str, params: Params) -> httpx.Response:
+        """The answer, whatever its status; `unavailable` when none came in time."""
         try:
             # httpx's timeout bounds each read; this bounds the whole exchange.
             async with asyncio.timeout(self.timeout_s):
                 if method == "POST":
-                    response = await self._http.post(path, data=params)
-                else:
-                    response = await self._http.get(path, params=params)
+                    return await self._http.post(path, data=params)
+                return await self._http.get(path, params=params)
         except TimeoutError as exc:
-            raise SourceUnavailable(f"no answer within {self.timeout_s:g}s") from exc
+            raise self.unavailable(f"no answer within {self.timeout_s:g}s") from exc
         except httpx.HTTPError as exc:
-            raise SourceUnavailable(f"{type(exc).__name__}: {exc}") from exc
+            raise self.unavailable(f"{type(exc).__name__}: {exc}") from exc
+
+    async def request(self, method: str, path: str, params: Params) -> Any:
+        """The `data` of a successful answer; SourceRefused on 4xx, else SourceUnavailable."""
+        response = await self.send(method, path, params)
         body = self._json(response)
         if response.status_code >= 500 or response.status_code in (401, 403, 429):
             words = body.get("error") if isinstance(body, dict) else None
@@ -89,8 +109,23 @@ class HttpSource:
         except ValueError:
             return None  # an error in plain text (Loki's), or a proxy's page
 
+    def failed(
+        self, exc: SourceRefused | SourceUnavailable, language: str, instead: str
+    ) -> ToolFailed:
+        """What the model is told of a failed query: the API's words and to fix the query
+        (`language`), or that the source is down and what not to do `instead` of asking."""
+        if isinstance(exc, SourceRefused):
+            return ToolFailed(
+                f"{self.name} rejected the query: {exc}. Fix the {language} and try again.",
+                retryable=False,
+            )
+        return ToolFailed(
+            f"{self.name} is unavailable ({exc}). Say so in the answer; {instead}.",
+            retryable=exc.retryable,
+        )
 
-Client = TypeVar("Client", bound=HttpSource)
+
+Client = TypeVar("Client", bound=HttpSource[Any])
 
 
 def opener(

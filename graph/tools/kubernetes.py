@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from kubernetes_asyncio.client.exceptions import ApiException
 from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 from langgraph.prebuilt import ToolRuntime
 
-from gates.cluster import ClusterError, DeploymentNotFound, name_refusal
+from gates.cluster import ClusterError, DeploymentNotFound, NotFound, name_refusal
 from gates.model import ActionRequest, ClusterSnapshot
 from gates.pipeline import ActionPipeline
 from graph.action_claims import true_state
@@ -28,6 +29,7 @@ MAX_EVIDENCE = 20
 
 # The state as a plain dict: a TypedDict in a tool's signature cannot become its schema.
 Run = ToolRuntime[TurnContext, dict[str, Any]]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,19 @@ def retryable(exc: ClusterError) -> bool:
     if isinstance(cause, ApiException):
         return cause.status is None or cause.status == 429 or cause.status >= 500
     return True
+
+
+async def read(what: str, call: Callable[[], Awaitable[T]]) -> T:
+    """A read of the Kubernetes API for a tool: NotFound as it is (the tool says what is
+    missing), any other failure the tool's, written for the model."""
+    try:
+        return await call()
+    except NotFound:
+        raise
+    except ClusterError as exc:
+        raise ToolFailed(
+            f"The Kubernetes API could not be read for {what} ({exc}).", retryable=retryable(exc)
+        ) from exc
 
 
 def rollout_facts(
@@ -150,15 +165,11 @@ def kubernetes_tools(pipeline: ActionPipeline) -> list[BaseTool]:
         """A Deployment's replicas and revisions (image, change-cause, time)."""
         if refusal := name_refusal(namespace, deployment=deployment):
             return f"Not read: {refusal}.", []
+        target = f"{namespace}/{deployment}"
         try:
-            snap = await cluster.snapshot(namespace, deployment)
+            snap = await read(target, lambda: cluster.snapshot(namespace, deployment))
         except DeploymentNotFound:
-            return f"Deployment {namespace}/{deployment} does not exist.", []
-        except ClusterError as exc:
-            raise ToolFailed(
-                f"The Kubernetes API could not be read for {namespace}/{deployment} ({exc}).",
-                retryable=retryable(exc),
-            ) from exc
+            return f"Deployment {target} does not exist.", []
         lines = [
             f"{namespace}/{deployment}: {snap.ready_replicas}/{snap.replicas} replicas ready"
             + (", PAUSED" if snap.paused else "")

@@ -16,21 +16,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.tools import BaseTool, tool
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from gates.config import NOT_A_SETTING
+from gates.config import NOT_A_SETTING, SettingsGroup
 from graph.charts import Findings, metric_data
 from graph.config import HttpUrl
 from graph.grounding.evidence import CITE, Fact, citation, fact, text_facts, times_from
 from graph.links import loki_link
 from graph.tools import Shown, ToolSet, declared
-from graph.tools.errors import ToolFailed
-from graph.tools.http_api import (
-    HttpSource,
-    SourceRefused,
-    SourceUnavailable,
-    opener,
-)
+from graph.tools.http_api import HttpSource, SourceRefused, SourceUnavailable, opener
 from graph.tools.prometheus import (
     LABEL_KINDS,
     chart_series,
@@ -39,13 +33,11 @@ from graph.tools.prometheus import (
     summarise_series,
 )
 from graph.tools.window import IncidentStart, Since, utc, window
-from graph.untrusted import clip, quoted
+from graph.untrusted import capped, clip, quoted
 
 
-class LokiSettings(BaseModel):
+class LokiSettings(SettingsGroup):
     """LOKI_*: logs."""
-
-    model_config = ConfigDict(frozen=True, validate_by_name=True)
 
     url: HttpUrl | None = Field(
         default=None,
@@ -161,18 +153,6 @@ def _stream(labels: dict[str, str]) -> str:
     return "{" + shown + "}"
 
 
-def _bounded(lines: list[str]) -> str:
-    room = MAX_SUMMARY - 60
-    kept: list[str] = []
-    for line in lines:
-        room -= len(line) + 1
-        if room < 0:
-            kept.append(f"… {len(lines) - len(kept)} more lines cut (summary capped)")
-            break
-        kept.append(line)
-    return "\n".join(kept)
-
-
 def summarise_logs(logql: str, lines: list[LogLine], span: str, limit: int) -> str:
     streams = {tuple(sorted(line.labels.items())) for line in lines}
     levels = Counter(line.level for line in lines)
@@ -201,7 +181,7 @@ def summarise_logs(logql: str, lines: list[LogLine], span: str, limit: int) -> s
         f"- {utc(line.at_ns / 1e9)} {_stream(line.labels)} {quoted(line.line, MAX_LINE)}"
         for line in lines[:MAX_NEWEST]
     ]
-    return _bounded(out)
+    return capped(out, MAX_SUMMARY - 60)  # 60 kept for the note
 
 
 def log_facts(lines: list[LogLine], source: str) -> list[Fact]:
@@ -218,12 +198,8 @@ def log_facts(lines: list[LogLine], source: str) -> list[Fact]:
     return facts + times_from(times, f"{source}: line times")
 
 
-class LokiClient(HttpSource):
+class LokiClient(HttpSource[LokiSpec]):
     name = "Loki"
-
-    def __init__(self, spec: LokiSpec) -> None:
-        super().__init__(spec.url, spec.tenant, spec.timeout_s)
-        self.spec = spec
 
     async def query_range(self, logql: str, start: float, end: float, limit: int) -> Any:
         params: dict[str, str | int | float | list[str]] = {
@@ -273,15 +249,8 @@ def loki_tools(client: LokiClient) -> list[BaseTool]:
             metric = data.get("resultType") in ("matrix", "vector")
             kind, series = parse_result(data) if metric else ("streams", [])
             lines = [] if metric else parse_streams(data)
-        except SourceRefused as exc:
-            raise ToolFailed(
-                f"Loki rejected the query: {exc}. Fix the LogQL and try again.", retryable=False
-            ) from exc
-        except SourceUnavailable as exc:
-            raise ToolFailed(
-                f"Loki is unavailable ({exc}). Say so in the answer; do not guess log lines.",
-                retryable=exc.retryable,
-            ) from exc
+        except (SourceRefused, SourceUnavailable) as exc:
+            raise client.failed(exc, "LogQL", "do not guess log lines") from exc
         where = f"from {utc(start)} to {utc(end)}"
         link = explore_link(client.spec, logql, start, end)
         explore = f"\nGrafana Explore: {link}" if link else ""

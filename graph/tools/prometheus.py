@@ -17,30 +17,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.tools import BaseTool, tool
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from gates.config import NOT_A_SETTING
+from gates.config import NOT_A_SETTING, SettingsGroup
 from graph.charts import Findings, metric_data
 from graph.config import HttpUrl
 from graph.grounding.evidence import CITE, Fact, citation, fact, times_from
 from graph.links import prometheus_link
 from graph.tools import Shown, ToolSet, declared
-from graph.tools.errors import ToolFailed
-from graph.tools.http_api import (
-    HttpSource,
-    SourceRefused,
-    SourceUnavailable,
-    opener,
-)
+from graph.tools.http_api import HttpSource, Params, SourceRefused, SourceUnavailable, opener
 from graph.tools.window import IncidentStart, Since, utc, window
 from graph.untrusted import clip, quoted
 
 
-class PrometheusSettings(BaseModel):
+class PrometheusSettings(SettingsGroup):
     """PROMETHEUS_*: Prometheus, or anything serving its HTTP API (Mimir, Thanos,
     VictoriaMetrics)."""
-
-    model_config = ConfigDict(frozen=True, validate_by_name=True)
 
     url: HttpUrl | None = Field(
         default=None,
@@ -243,12 +235,8 @@ def chart_series(series: list[Series]) -> list[tuple[dict[str, str], list[tuple[
     return [(s.labels, s.points) for s in series]
 
 
-class PrometheusClient(HttpSource):
+class PrometheusClient(HttpSource[PrometheusSpec]):
     name = "Prometheus"
-
-    def __init__(self, spec: PrometheusSpec) -> None:
-        super().__init__(spec.url, spec.tenant, spec.timeout_s)
-        self.spec = spec
 
     async def instant(self, query: str, at: float) -> tuple[str, list[Series]]:
         data = await self.request("POST", "/api/v1/query", {"query": query, "time": at})
@@ -257,12 +245,7 @@ class PrometheusClient(HttpSource):
     async def range(
         self, query: str, start: float, end: float, step: float
     ) -> tuple[str, list[Series]]:
-        params: dict[str, str | int | float | list[str]] = {
-            "query": query,
-            "start": start,
-            "end": end,
-            "step": step,
-        }
+        params: Params = {"query": query, "start": start, "end": end, "step": step}
         return parse_result(await self.request("POST", "/api/v1/query_range", params))
 
     async def label_values(self, label: str, match: str, start: float, end: float) -> list[str]:
@@ -275,18 +258,6 @@ class PrometheusClient(HttpSource):
         if not isinstance(data, list):
             raise SourceUnavailable("a label answer without a list")
         return [str(v) for v in data]
-
-
-def _failed(exc: Exception) -> ToolFailed:
-    if isinstance(exc, SourceRefused):
-        return ToolFailed(
-            f"Prometheus rejected the query: {exc}. Fix the PromQL and try again.",
-            retryable=False,
-        )
-    return ToolFailed(
-        f"Prometheus is unavailable ({exc}). Say so in the answer; do not guess values.",
-        retryable=not isinstance(exc, SourceUnavailable) or exc.retryable,
-    )
 
 
 def explore_link(spec: PrometheusSpec, promql: str, start: float, end: float) -> str | None:
@@ -327,7 +298,7 @@ def prometheus_tools(client: PrometheusClient) -> list[BaseTool]:
         try:
             kind, series = await client.instant(promql, at)
         except (SourceRefused, SourceUnavailable) as exc:
-            raise _failed(exc) from exc
+            raise client.failed(exc, "PromQL", "do not guess values") from exc
         text = summarise_series(promql, kind, series, f"at {utc(at)}")
         source = f"query_prometheus {clip(promql, 120)}"
         facts = series_facts(series, source, at, at)
@@ -354,7 +325,7 @@ def prometheus_tools(client: PrometheusClient) -> list[BaseTool]:
         try:
             kind, series = await client.range(promql, start, end, step)
         except (SourceRefused, SourceUnavailable) as exc:
-            raise _failed(exc) from exc
+            raise client.failed(exc, "PromQL", "do not guess values") from exc
         where = f"from {utc(start)} to {utc(end)} (step {step}s)"
         text = summarise_series(promql, kind, series, where)
         source = f"query_prometheus_range {clip(promql, 120)}"
@@ -381,7 +352,7 @@ def prometheus_tools(client: PrometheusClient) -> list[BaseTool]:
         try:
             values = await client.label_values(label, match, *span)
         except (SourceRefused, SourceUnavailable) as exc:
-            raise _failed(exc) from exc
+            raise client.failed(exc, "PromQL", "do not guess values") from exc
         what = f"values of {label}" if label else "label names"
         where = f" of series matching {match}" if match else ""
         if not values:

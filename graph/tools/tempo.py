@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import logging
@@ -28,9 +27,10 @@ from graph.grounding.evidence import (
 from graph.links import tempo_link
 from graph.tools import Shown, ToolSet, declared
 from graph.tools.errors import ToolFailed
+from graph.tools.http_api import HttpSource, Params, SourceRefused, SourceUnavailable
 from graph.tools.window import IncidentStart, Since, utc, window
 from graph.trace_ids import normalise
-from graph.untrusted import clip, quoted
+from graph.untrusted import capped, clip, quoted
 
 log = logging.getLogger(__name__)
 
@@ -71,11 +71,11 @@ SLOWEST_LISTED = 3
 NAMED_BY_SERVICE = ("k8s.deployment.name",)  # not repeated when it is the service's name
 
 
-class TempoUnavailable(Exception):
+class TempoUnavailable(SourceUnavailable):
     """Tempo did not answer usefully: connection error, timeout or 5xx."""
 
 
-class TempoQueryError(Exception):
+class TempoQueryError(SourceRefused):
     """Tempo refused the request (4xx), e.g. a TraceQL syntax error."""
 
 
@@ -182,21 +182,17 @@ def parse_spans(document: dict[str, Any]) -> list[Span]:
     return spans
 
 
-class TempoClient:
+class TempoClient(HttpSource[TempoSpec]):
     """Tempo's HTTP API over httpx. One instance per process; close with `aclose()`."""
 
-    def __init__(self, spec: TempoSpec, http: httpx.AsyncClient | None = None) -> None:
-        self.spec = spec
+    name = "Tempo"
+    unavailable = TempoUnavailable
+
+    def __init__(self, spec: TempoSpec) -> None:
+        # Up to 64 at once (a draft's trace IDs are checked together); few kept idle:
+        # httpcore scans every pooled connection for every queued request.
+        super().__init__(spec, connections=64, idle=8)
         self._v2 = True  # until Tempo shows it predates the v2 API
-        headers = {"X-Scope-OrgID": spec.tenant} if spec.tenant else {}
-        self._http = http or httpx.AsyncClient(
-            base_url=spec.url.rstrip("/"),
-            headers=headers,
-            timeout=spec.timeout_s,
-            # Up to 64 at once (a draft's trace IDs are checked together); few kept idle:
-            # httpcore scans every pooled connection for every queued request.
-            limits=httpx.Limits(max_connections=64, max_keepalive_connections=8),
-        )
 
     def link(
         self, traceql: str, start: float | None = None, end: float | None = None
@@ -206,18 +202,8 @@ class TempoClient:
             return None
         return tempo_link(self.spec.grafana_url, self.spec.datasource, traceql, start, end)
 
-    async def aclose(self) -> None:
-        await self._http.aclose()
-
-    async def _get(self, path: str, params: dict[str, str | int] | None = None) -> httpx.Response:
-        try:
-            # httpx's timeout bounds each read; this bounds the whole exchange.
-            async with asyncio.timeout(self.spec.timeout_s):
-                response = await self._http.get(path, params=params)
-        except TimeoutError as exc:
-            raise TempoUnavailable(f"no answer within {self.spec.timeout_s:g}s") from exc
-        except httpx.HTTPError as exc:
-            raise TempoUnavailable(f"{type(exc).__name__}: {exc}") from exc
+    async def _get(self, path: str, params: Params | None = None) -> httpx.Response:
+        response = await self.send("GET", path, params or {})
         if response.status_code >= 500:
             raise TempoUnavailable(f"HTTP {response.status_code}")
         return response
@@ -264,12 +250,7 @@ class TempoClient:
         return [str(v["value"]) for v in listed if isinstance(v, dict) and "value" in v]
 
     async def search(self, traceql: str, start_s: int, end_s: int, limit: int) -> list[TraceHit]:
-        params: dict[str, str | int] = {
-            "q": traceql,
-            "start": start_s,
-            "end": end_s,
-            "limit": limit,
-        }
+        params: Params = {"q": traceql, "start": start_s, "end": end_s, "limit": limit}
         response = await self._get("/api/search", params)
         if response.status_code >= 400:
             raise TempoQueryError(clip(response.text, MAX_TEXT) or f"HTTP {response.status_code}")
@@ -367,19 +348,6 @@ def _origins_first(errors: list[Span], failing_parents: set[str]) -> list[Span]:
     return sorted(errors, key=lambda s: not failure_starts(s, failing_parents))
 
 
-def _bounded(lines: list[str]) -> str:
-    """The lines that fit in MAX_SUMMARY, whole, and a note of how many did not."""
-    room = MAX_SUMMARY - 50  # kept for the note
-    kept: list[str] = []
-    for line in lines:
-        room -= len(line) + 1
-        if room < 0:
-            kept.append(f"… {len(lines) - len(kept)} more lines cut (summary capped)")
-            break
-        kept.append(line)
-    return "\n".join(kept)
-
-
 def summarise_trace(trace_id: str, spans: list[Span]) -> str:
     """A compact, bounded description of one trace for the model."""
     services = sorted({s.service for s in spans})
@@ -406,7 +374,7 @@ def summarise_trace(trace_id: str, spans: list[Span]) -> str:
     ]
     for s in sorted(spans, key=lambda s: s.duration_ms, reverse=True)[:SLOWEST_LISTED]:
         lines.append(f"- {clip(s.service, 60)} {clip(s.name, 120)} {s.duration_ms:.0f} ms")
-    return _bounded(lines)
+    return capped(lines, MAX_SUMMARY - 50)  # 50 kept for the note
 
 
 def _depths(spans: list[Span]) -> list[int]:
@@ -539,16 +507,8 @@ def tempo_tools(client: TempoClient) -> list[BaseTool]:
         limit = max(1, min(limit, MAX_SEARCH_RESULTS))
         try:
             hits = await client.search(traceql, start, end, limit)
-        except TempoQueryError as exc:
-            raise ToolFailed(
-                f"Tempo rejected the query: {exc}. Fix the TraceQL and try again.",
-                retryable=False,
-            ) from exc
-        except TempoUnavailable as exc:
-            raise ToolFailed(
-                f"Tempo is unavailable ({exc}). Say so in the answer; do not invent trace IDs.",
-                retryable=True,
-            ) from exc
+        except (TempoQueryError, TempoUnavailable) as exc:
+            raise client.failed(exc, "TraceQL", "do not invent trace IDs") from exc
         between = f"{utc(start)} to {utc(end)}"
         if not hits:
             return f"No traces match {traceql} between {between}.", []
