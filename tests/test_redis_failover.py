@@ -82,7 +82,9 @@ async def test_writes_continue_on_the_new_primary_when_the_primary_is_killed(
     finally:
         await client.aclose()
     assert int(after or 0) > before > 0
-    assert 1.0 < max(took) < 15.0  # one pause, inside REDIS_FAILOVER_TIMEOUT
+    longest = max(took)
+    assert longest > 1.0  # one pause: the writers did wait for the failover
+    assert longest < 15.0  # inside REDIS_FAILOVER_TIMEOUT
 
 
 async def test_a_primary_demoted_to_a_replica_is_retried_then_the_new_primary_followed(
