@@ -439,7 +439,7 @@ class KubernetesSettings(BaseModel):
         floor = LEASE_KUBE_CALLS * info.data.get("kube_timeout", 0)
         if value < floor:
             raise ValueError(
-                f"{_shown(value, duration=True)} is shorter than {LEASE_KUBE_CALLS} × "
+                f"{written(value, duration=True)} is shorter than {LEASE_KUBE_CALLS} × "
                 f"KUBE_TIMEOUT ({floor:g}s); raise ACTION_LEASE or lower KUBE_TIMEOUT"
             )
         return value
@@ -888,20 +888,23 @@ def _problem(error: ErrorDetails, known: Mapping[str, Variable]) -> str:
         given = redacted(str(given))
     if error["type"] in _BOUNDS:
         number, longer, key = _BOUNDS[error["type"]]
-        bound = _shown(error.get("ctx", {})[key], duration)
+        bound = written(error.get("ctx", {})[key], duration)
         phrase = longer if duration else number
-        return f"{name}: {_shown(given, duration)} {phrase} {bound}"
+        return f"{name}: {written(given, duration)} {phrase} {bound}"
     if error["type"] in _NOT_A:
-        return f"{name}: {_shown(given, duration)!r} is not {_NOT_A[error['type']]}"
+        return f"{name}: {written(given, duration)!r} is not {_NOT_A[error['type']]}"
     message = str(error["msg"]).removeprefix("Value error, ")
-    return f"{name}: {message} (got {_shown(given, duration)!r})"
+    return f"{name}: {message} (got {written(given, duration)!r})"
 
 
-def _shown(value: object, duration: bool) -> str:
-    """A value as the user writes it: `15m` for 900 seconds of a duration, `a,b` for a set."""
+def written(value: object, duration: bool = False) -> str:
+    """A value as it is written in the environment: `15m` for 900 seconds of a duration,
+    `false`, `1.5`, `a,b` for a set."""
+    if isinstance(value, bool):
+        return str(value).lower()
     if isinstance(value, frozenset):
         return ",".join(sorted(map(str, value)))
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if not isinstance(value, int | float):
         return str(value)
     if duration:
         for unit, size in (("h", 3600), ("m", 60)):

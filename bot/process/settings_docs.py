@@ -16,7 +16,7 @@ from annotated_types import Ge, Gt, Le, Lt
 from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 
-from bot.process.settings import Command, Settings, Variable, variables
+from bot.process.settings import Command, Settings, Variable, variables, written
 
 PAGE = Path("docs/configuration.md")
 COMMAND = "make docs"
@@ -110,7 +110,7 @@ def _default(variable: Variable, required_by: list[str]) -> str:
     elif isinstance(value, str) and "\n" in value:
         return value
     else:
-        shown = f"`{in_env_terms(variable, value)}`"
+        shown = f"`{written(value, variable.duration)}`"
     return f"{shown} (required by {needed})" if needed else shown
 
 
@@ -139,25 +139,10 @@ def bounds_of(variable: Variable) -> str:
         if type(rule) in _SIGNS
     }
     if Ge in found and Le in found:
-        return f"{in_env_terms(variable, found[Ge])}–{in_env_terms(variable, found[Le])}"
-    return ", ".join(f"{_SIGNS[kind][0]} {in_env_terms(variable, b)}" for kind, b in found.items())
-
-
-def in_env_terms(variable: Variable, value: object) -> str:
-    """A value as it is written in the environment: `15m`, `false`, `1.5`, `a,b`."""
-    if isinstance(value, bool):
-        return str(value).lower()
-    if variable.duration and isinstance(value, int | float):
-        seconds = int(value)
-        for unit, size in (("h", 3600), ("m", 60)):
-            if seconds and seconds % size == 0:
-                return f"{seconds // size}{unit}"
-        return f"{seconds}s"
-    if isinstance(value, float):
-        return f"{value:g}"
-    if isinstance(value, frozenset):
-        return ",".join(sorted(value))
-    return str(value)
+        return f"{written(found[Ge], variable.duration)}–{written(found[Le], variable.duration)}"
+    return ", ".join(
+        f"{_SIGNS[kind][0]} {written(b, variable.duration)}" for kind, b in found.items()
+    )
 
 
 def _unwrap(annotation: object) -> object:
