@@ -405,7 +405,8 @@ async def test_chunks_are_kept_while_redis_cannot_save_their_tasks_and_sent_when
 ) -> None:
     """Redis stopped mid-turn: the flush fails saving the running tasks, and its chunks stay
     pending (not dropped); Redis back, the next flush saves the tasks and sends them."""
-    redis = connect_redis(RedisSpec(redis_server.url))
+    # fails within 2 s while Redis is stopped, not after the default 30
+    redis = connect_redis(RedisSpec(redis_server.url, failover_timeout_s=2.0))
     turns = TurnStore(redis, ttl_s=600)
     started = await client.chat_startStream(
         channel="C1", thread_ts=ROOT, recipient_team_id=TEAM, recipient_user_id=ASKER
