@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -38,26 +39,25 @@ def _window(start: float | None, end: float | None) -> dict[str, str]:
     return {"from": str(int(start * 1000)), "to": str(int(end * 1000))}
 
 
-def tempo_link(
+# What a query of each data source type is in an Explore pane.
+QUERIES: dict[str, Callable[[str], dict[str, Any]]] = {
+    "tempo": lambda traceql: {"queryType": "traceql", "query": traceql},
+    "loki": lambda logql: {"expr": logql, "queryType": "range"},
+    "prometheus": lambda promql: {"expr": promql, "range": True, "instant": False},
+}
+
+
+def query_link(
     grafana_url: str,
+    kind: str,
     uid: str,
-    traceql: str,
+    query: str,
     start: float | None = None,
     end: float | None = None,
 ) -> str:
-    """A trace by its ID, or a TraceQL search, in Explore."""
-    query = {"queryType": "traceql", "query": traceql}
-    return explore(grafana_url, "tempo", uid, query, _window(start, end))
-
-
-def loki_link(grafana_url: str, uid: str, logql: str, start: float, end: float) -> str:
-    query = {"expr": logql, "queryType": "range"}
-    return explore(grafana_url, "loki", uid, query, _window(start, end))
-
-
-def prometheus_link(grafana_url: str, uid: str, promql: str, start: float, end: float) -> str:
-    query = {"expr": promql, "range": True, "instant": False}
-    return explore(grafana_url, "prometheus", uid, query, _window(start, end))
+    """`query` (a trace ID or TraceQL, LogQL, PromQL) on the `kind` data source `uid`, over
+    the window (else the last 6 hours), in Explore."""
+    return explore(grafana_url, kind, uid, QUERIES[kind](query), _window(start, end))
 
 
 def kubectl(*args: str) -> str:

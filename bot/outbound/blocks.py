@@ -16,7 +16,7 @@ from bot.outbound.mrkdwn import escape
 from gates.model import ActionRequest
 from graph.action_claims import remove_claims, true_state, unsupported_claims
 from graph.grounding.evidence import TEXT
-from graph.links import tempo_link
+from graph.links import query_link
 from graph.result import InvestigationResult, RubricReport
 from graph.tools.registry import shown_by_name
 from graph.trace_ids import rewrite_trace_ids
@@ -59,7 +59,7 @@ def confirm(title: str, text: str, yes: str) -> Block:
 
 
 def explore_url(grafana_url: str, datasource: str, trace_id: str) -> str:
-    return tempo_link(grafana_url, datasource, trace_id)
+    return query_link(grafana_url, "tempo", datasource, trace_id)
 
 
 def link_traces(

@@ -16,6 +16,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import httpx
 from langchain_core.tools import BaseTool
 
+from graph.links import query_link
 from graph.tools import Bound
 from graph.tools.errors import ToolFailed
 from graph.untrusted import clip
@@ -45,6 +46,10 @@ class SourceSpec(Protocol):
     def tenant(self) -> str | None: ...
     @property
     def timeout_s(self) -> float: ...
+    @property
+    def datasource(self) -> str: ...  # its uid in Grafana
+    @property
+    def grafana_url(self) -> str | None: ...  # for links
 
 
 Spec = TypeVar("Spec", bound=SourceSpec)
@@ -55,6 +60,7 @@ class HttpSource(Generic[Spec]):
     """One HTTP API over httpx. One instance per process; close with `aclose()`."""
 
     name = "the source"
+    kind = ""  # its Grafana data source type, for links
     unavailable: type[SourceUnavailable] = SourceUnavailable  # raised when no answer came
 
     def __init__(self, spec: Spec, connections: int = 16, idle: int = 4) -> None:
@@ -70,6 +76,12 @@ class HttpSource(Generic[Spec]):
 
     async def aclose(self) -> None:
         await self._http.aclose()
+
+    def link(self, query: str, start: float | None = None, end: float | None = None) -> str | None:
+        """A Grafana Explore URL showing the same query over the same window (GRAFANA_URL)."""
+        if not self.spec.grafana_url:
+            return None
+        return query_link(self.spec.grafana_url, self.kind, self.spec.datasource, query, start, end)
 
     async def send(self, method: str, path: str, params: Params) -> httpx.Response:
         """The answer, whatever its status; `unavailable` when none came in time."""

@@ -22,7 +22,6 @@ from gates.config import NOT_A_SETTING, SettingsGroup
 from graph.charts import Findings, metric_data
 from graph.config import HttpUrl
 from graph.grounding.evidence import CITE, Fact, citation, fact, text_facts, times_from
-from graph.links import loki_link
 from graph.tools import Shown, ToolSet, declared
 from graph.tools.http_api import HttpSource, SourceRefused, SourceUnavailable, opener
 from graph.tools.prometheus import (
@@ -141,13 +140,6 @@ def parse_streams(data: dict[str, Any]) -> list[LogLine]:
     return sorted(lines, key=lambda line: line.at_ns, reverse=True)
 
 
-def explore_link(spec: LokiSpec, logql: str, start: float, end: float) -> str | None:
-    """A Grafana Explore URL showing the same query over the same window."""
-    if not spec.grafana_url:
-        return None
-    return loki_link(spec.grafana_url, spec.datasource, logql, start, end)
-
-
 def _stream(labels: dict[str, str]) -> str:
     shown = ", ".join(f"{clip(k, 40)}={quoted(v, 60)}" for k, v in sorted(labels.items())[:4])
     return "{" + shown + "}"
@@ -200,6 +192,7 @@ def log_facts(lines: list[LogLine], source: str) -> list[Fact]:
 
 class LokiClient(HttpSource[LokiSpec]):
     name = "Loki"
+    kind = "loki"
 
     async def query_range(self, logql: str, start: float, end: float, limit: int) -> Any:
         params: dict[str, str | int | float | list[str]] = {
@@ -252,7 +245,7 @@ def loki_tools(client: LokiClient) -> list[BaseTool]:
         except (SourceRefused, SourceUnavailable) as exc:
             raise client.failed(exc, "LogQL", "do not guess log lines") from exc
         where = f"from {utc(start)} to {utc(end)}"
-        link = explore_link(client.spec, logql, start, end)
+        link = client.link(logql, start, end)
         explore = f"\nGrafana Explore: {link}" if link else ""
         source = f"query_loki_logs {clip(logql, 120)}"
         cited = [citation(source, link)] if link else []

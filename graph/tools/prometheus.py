@@ -23,7 +23,6 @@ from gates.config import NOT_A_SETTING, SettingsGroup
 from graph.charts import Findings, metric_data
 from graph.config import HttpUrl
 from graph.grounding.evidence import CITE, Fact, citation, fact, times_from
-from graph.links import prometheus_link
 from graph.tools import Shown, ToolSet, declared
 from graph.tools.http_api import HttpSource, Params, SourceRefused, SourceUnavailable, opener
 from graph.tools.window import IncidentStart, Since, utc, window
@@ -237,6 +236,7 @@ def chart_series(series: list[Series]) -> list[tuple[dict[str, str], list[tuple[
 
 class PrometheusClient(HttpSource[PrometheusSpec]):
     name = "Prometheus"
+    kind = "prometheus"
 
     async def instant(self, query: str, at: float) -> tuple[str, list[Series]]:
         data = await self.request("POST", "/api/v1/query", {"query": query, "time": at})
@@ -258,13 +258,6 @@ class PrometheusClient(HttpSource[PrometheusSpec]):
         if not isinstance(data, list):
             raise SourceUnavailable("a label answer without a list")
         return [str(v) for v in data]
-
-
-def explore_link(spec: PrometheusSpec, promql: str, start: float, end: float) -> str | None:
-    """A Grafana Explore URL showing the same query over the same window (GRAFANA_URL)."""
-    if not spec.grafana_url:
-        return None
-    return prometheus_link(spec.grafana_url, spec.datasource, promql, start, end)
 
 
 SERIES_FACTS = (*sorted(set(LABEL_KINDS.values())), "time", CITE)  # what labels name
@@ -302,7 +295,7 @@ def prometheus_tools(client: PrometheusClient) -> list[BaseTool]:
         text = summarise_series(promql, kind, series, f"at {utc(at)}")
         source = f"query_prometheus {clip(promql, 120)}"
         facts = series_facts(series, source, at, at)
-        if link := explore_link(client.spec, promql, at - 3600, at):
+        if link := client.link(promql, at - 3600, at):
             facts.append(citation(source, link))
         return text, facts
 
@@ -330,7 +323,7 @@ def prometheus_tools(client: PrometheusClient) -> list[BaseTool]:
         text = summarise_series(promql, kind, series, where)
         source = f"query_prometheus_range {clip(promql, 120)}"
         facts = series_facts(series, source, start, end, edge=step)
-        if link := explore_link(client.spec, promql, start, end):
+        if link := client.link(promql, start, end):
             facts.append(citation(source, link))
         chart = metric_data("query_prometheus_range", promql, start, end, chart_series(series))
         return text, Findings(facts, chart if kind == "matrix" else None)

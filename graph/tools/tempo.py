@@ -24,7 +24,6 @@ from graph.grounding.evidence import (
     text_facts,
     times_from,
 )
-from graph.links import tempo_link
 from graph.tools import Shown, ToolSet, declared
 from graph.tools.errors import ToolFailed
 from graph.tools.http_api import HttpSource, Params, SourceRefused, SourceUnavailable
@@ -186,6 +185,7 @@ class TempoClient(HttpSource[TempoSpec]):
     """Tempo's HTTP API over httpx. One instance per process; close with `aclose()`."""
 
     name = "Tempo"
+    kind = "tempo"
     unavailable = TempoUnavailable
 
     def __init__(self, spec: TempoSpec) -> None:
@@ -193,14 +193,6 @@ class TempoClient(HttpSource[TempoSpec]):
         # httpcore scans every pooled connection for every queued request.
         super().__init__(spec, connections=64, idle=8)
         self._v2 = True  # until Tempo shows it predates the v2 API
-
-    def link(
-        self, traceql: str, start: float | None = None, end: float | None = None
-    ) -> str | None:
-        """A Grafana Explore URL of a trace (by ID) or a search (GRAFANA_URL), else None."""
-        if not self.spec.grafana_url:
-            return None
-        return tempo_link(self.spec.grafana_url, self.spec.datasource, traceql, start, end)
 
     async def _get(self, path: str, params: Params | None = None) -> httpx.Response:
         response = await self.send("GET", path, params or {})
