@@ -21,7 +21,6 @@ from urllib.parse import unquote, urlsplit
 from pydantic import (
     AfterValidator,
     BaseModel,
-    ConfigDict,
     Field,
     SecretStr,
     ValidationError,
@@ -47,7 +46,14 @@ from bot.process.redis_client import (
 )
 from bot.turn.notifications import AlertPolicy
 from bot.turn.timing import WorkerTiming
-from gates.config import NOT_A_SETTING, ActionPolicy, Duration, Names, parse_duration
+from gates.config import (
+    NOT_A_SETTING,
+    ActionPolicy,
+    Duration,
+    Names,
+    SettingsGroup,
+    parse_duration,
+)
 from gates.store import DEFAULT_LEASE_S
 from graph.capacity import CapacityLimits
 from graph.config import (
@@ -79,12 +85,7 @@ class Group:
     intro: str = ""  # under the section's title (the first group's)
 
 
-_GROUP = ConfigDict(frozen=True, validate_by_name=True)
-
-
-class SlackSettings(BaseModel):
-    model_config = _GROUP
-
+class SlackSettings(SettingsGroup):
     bot_token: SecretStr | None = Field(
         default=None, description="The Bot User OAuth Token, `xoxb-…`."
     )
@@ -189,9 +190,7 @@ class SlackSettings(BaseModel):
     )
 
 
-class GrafanaSettings(BaseModel):
-    model_config = _GROUP
-
+class GrafanaSettings(SettingsGroup):
     url: HttpUrl | None = Field(
         default=None,
         description=(
@@ -220,9 +219,7 @@ def _ca_file(value: str | None) -> str | None:
     return value or None
 
 
-class RedisSettings(BaseModel):
-    model_config = _GROUP
-
+class RedisSettings(SettingsGroup):
     url: Annotated[str, AfterValidator(_redis_url)] = Field(
         default="redis://localhost:6379/0",
         description=(
@@ -317,9 +314,7 @@ class RedisSettings(BaseModel):
     )
 
 
-class ThreadSettings(BaseModel):
-    model_config = _GROUP
-
+class ThreadSettings(SettingsGroup):
     messages: int = Field(
         default=50,
         ge=0,
@@ -338,9 +333,7 @@ class ThreadSettings(BaseModel):
     )
 
 
-class RubricSettings(BaseModel):
-    model_config = _GROUP
-
+class RubricSettings(SettingsGroup):
     default_rubric: str = Field(
         default=DEFAULT_RUBRIC,
         validation_alias="DEFAULT_RUBRIC",
@@ -391,11 +384,9 @@ def _kubeconfig(value: str | None) -> str | None:
     return value
 
 
-class KubernetesSettings(BaseModel):
+class KubernetesSettings(SettingsGroup):
     """The cluster, and what of actions `ActionPolicy` does not hold (who else approves,
     the judge, the leases)."""
-
-    model_config = _GROUP
 
     kubeconfig: Annotated[str | None, AfterValidator(_kubeconfig)] = Field(
         default=None,
@@ -445,9 +436,7 @@ class KubernetesSettings(BaseModel):
         return value
 
 
-class TurnSettings(BaseModel):
-    model_config = _GROUP
-
+class TurnSettings(SettingsGroup):
     worker_mode: Literal["inline", "queue"] = Field(
         default="inline",
         description=(
@@ -467,9 +456,7 @@ class TurnSettings(BaseModel):
     )
 
 
-class LogSettings(BaseModel):
-    model_config = _GROUP
-
+class LogSettings(SettingsGroup):
     level: str = Field(
         default="INFO",
         description="Python logging level: `DEBUG`, `INFO`, `WARNING`, `ERROR` or `CRITICAL`.",
