@@ -26,6 +26,7 @@ async def _tracegate(*args: str, env: dict[str, str], fresh: bool = False) -> tu
         return await run_forked(list(args), env, Path(tempfile.gettempdir()))
     process = await asyncio.create_subprocess_exec(
         sys.executable,
+        "-P",  # not the working folder's modules first: /tmp holds anything
         "-m",
         "bot.process.cli",
         *args,

@@ -23,6 +23,7 @@ def test_an_unknown_scene_exits_2_naming_the_scenes(tmp_path: Path) -> None:
     done = subprocess.run(
         [
             sys.executable,
+            "-P",  # not the working folder's modules first: /tmp holds anything
             "-m",
             "bot.process.cli",
             "demo",

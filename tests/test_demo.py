@@ -155,6 +155,7 @@ async def _interactive_demo(redis_url: str, folder: Path) -> asyncio.subprocess.
     """`tracegate demo --interactive` as a process, its three streams piped."""
     return await asyncio.create_subprocess_exec(
         sys.executable,
+        "-P",  # not the working folder's modules first: /tmp holds anything
         "-m",
         "bot.process.cli",
         "demo",
