@@ -141,37 +141,10 @@ def _transient(exc: Exception) -> bool:
     return isinstance(exc, (OSError, asyncio.TimeoutError)) or "aiohttp" in type(exc).__module__
 
 
-def _turn(
-    team: str,
-    channel: str,
-    root: str,
-    ts: str,
-    user: str,
-    text: str,
-    *,
-    event_id: str = "",
-    about: str | None = None,
-    alert: str = "",
-    user_team: str = "",
-    enterprise: str = "",
-) -> Turn:
+def _turn(team: str, channel: str, root: str, ts: str, **fields: Any) -> Turn:
     """The turn asked at `ts` in the Slack thread `root` (its LangGraph thread: the key)."""
     key = thread_key(team, channel, root)
-    return Turn(
-        id=turn_id_of(key, ts),
-        thread=key,
-        team=team,
-        channel=channel,
-        root=root,
-        ts=ts,
-        user=user,
-        text=text,
-        event_id=event_id,
-        about=about,
-        alert=alert,
-        user_team=user_team,
-        enterprise=enterprise,
-    )
+    return Turn(turn_id_of(key, ts), key, team, channel, root, ts, **fields)
 
 
 @dataclass(eq=False)
@@ -221,8 +194,8 @@ class Conversations:
             channel,
             root,
             ts,
-            user,
-            question,
+            user=user,
+            text=question,
             event_id=event_id or "",
             user_team=user_team,
             enterprise=enterprise,
@@ -276,8 +249,8 @@ class Conversations:
             channel,
             root,
             asked_at,
-            user,
-            SHORTCUT_QUESTION,
+            user=user,
+            text=SHORTCUT_QUESTION,
             about=message["ts"],
             user_team=user_team,
             enterprise=enterprise,
@@ -298,7 +271,7 @@ class Conversations:
         """An investigation no one asked for: an alert's, in the thread of its message
         (`root`). Recorded and queued as a mention's turn (a second delivery of the same
         alert records nothing new: the turn id is the thread's and `ts`)."""
-        turn = _turn(team, channel, root, ts, "", question, about=root, alert=alert)
+        turn = _turn(team, channel, root, ts, text=question, about=root, alert=alert)
         job = job_for_record(self.queue, turn.id, self.timing)
         if await self.turns.record(turn, job) == "before":
             EVENTS_DEDUPLICATED.inc()

@@ -261,9 +261,9 @@ class Turn:
     channel: str
     root: str  # the Slack thread's ts
     ts: str  # the question's own ts
-    user: str
-    text: str
-    event_id: str
+    user: str = ""  # "": an automatic investigation's (no one asked)
+    text: str = ""
+    event_id: str = ""  # Slack's, of the event that asked (none for a shortcut or an alert)
     state: TurnState = "queued"
     user_team: str = ""  # the asker's own workspace, when Slack said (Slack Connect)
     enterprise: str = ""  # the installation's Enterprise org, when it is in one
