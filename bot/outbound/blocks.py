@@ -519,21 +519,14 @@ def card_blocks(
         else f"`{t}`"
         for t in request.evidence[:5]
     )
-    blocks.append(
-        {
-            "type": "section",
-            "fields": [
-                {"type": "mrkdwn", "text": f"*Where*\n`{escape(request.target)}`"},
-                {"type": "mrkdwn", "text": f"*Change*\n{escape(_change(request))}"},
-                {"type": "mrkdwn", "text": f"*Asked by*\n{_asker(request.requester)}"},
-                {
-                    "type": "mrkdwn",
-                    "text": f"*Expires*\n<!date^{int(request.expires_at)}^{{time}}|"
-                    f"{time.strftime('%H:%M UTC', time.gmtime(request.expires_at))}>",
-                },
-            ],
-        }
+    expires = time.strftime("%H:%M UTC", time.gmtime(request.expires_at))
+    fields = (
+        f"*Where*\n`{escape(request.target)}`",
+        f"*Change*\n{escape(_change(request))}",
+        f"*Asked by*\n{_asker(request.requester)}",
+        f"*Expires*\n<!date^{int(request.expires_at)}^{{time}}|{expires}>",
     )
+    blocks.append({"type": "section", "fields": [{"type": "mrkdwn", "text": f} for f in fields]})
     blocks.append(section(f"*Reason:* {escape(_unclaimed(request.reason, request))[:2500]}"))
     if evidence:
         blocks.append(context(f"Evidence: {evidence}"))
