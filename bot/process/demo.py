@@ -156,10 +156,8 @@ class Narrator:
     seen: dict[tuple[str, str], int] = field(default_factory=dict)
     ephemeral_seen: int = 0
     written: int = 0
-    lines: list[str] = field(default_factory=list)
 
     def say(self, text: str = "") -> None:
-        self.lines.append(text)
         print(text, file=self.out, flush=True)
 
     def user(self, who: str, text: str) -> None:

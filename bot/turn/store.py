@@ -272,7 +272,6 @@ class Turn:
     # an automatic investigation: its alert group's id (a webhook's), or POSTED_ALERT (an
     # alert another app posted in an AUTO_INVESTIGATE_CHANNELS channel); "": a person asked
     alert: str = ""
-    recorded_at: float = 0.0
     started_at: float = 0.0  # when a worker first ran it (its proposals are made after)
     placeholder_ts: str | None = None
     stream: bool = False  # the placeholder is a Slack stream (bot/outbound/stream.py)
@@ -300,7 +299,6 @@ class Turn:
             attempts=int(f.get("attempts", 0)),
             about=f.get("about") or None,
             alert=f.get("alert", ""),
-            recorded_at=float(f.get("recorded_at") or 0),
             started_at=float(f.get("started_at") or 0),
             placeholder_ts=f.get("placeholder_ts") or None,
             stream=f.get("stream") == "1",
