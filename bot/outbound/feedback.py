@@ -65,21 +65,16 @@ class Feedback:
     def _key(self, correlation_id: str) -> str:
         return f"{self.prefix}:feedback:{correlation_id}"
 
-    async def _answer_thread(self, correlation_id: str, where: Click) -> str | None:
-        """The answer's thread, when the click came from under that answer."""
-        saved = await self.memory.steps(correlation_id)
-        clicked = thread_key(where.team, where.channel, where.thread_ts)
-        return saved[0] if saved is not None and saved[0] == clicked else None
-
     async def clicked(self, value: str, user: str, where: Click, trigger_id: str | None) -> None:
         verdict, _, correlation_id = value.partition(":")
         if verdict not in VERDICTS or not correlation_id:
             log.warning("feedback with a value that is not ours: %.80r", value)
             return
-        thread = await self._answer_thread(correlation_id, where)
-        if thread is None:
+        saved = await self.memory.steps(correlation_id)  # the answer's thread, while kept
+        if saved is None or saved[0] != thread_key(where.team, where.channel, where.thread_ts):
             log.warning("feedback on %s from outside its answer's thread", correlation_id)
             return
+        thread = saved[0]
         changed = await self._record(
             keys=[self._key(correlation_id), negative_key(self.prefix)],
             args=[

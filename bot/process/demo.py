@@ -264,8 +264,9 @@ class Stage:
             )
         await self.settle()
 
-    def _buttons(self, action_id: str) -> list[tuple[str, str]]:
-        """(value, message ts) of each `action_id` button in the thread, oldest first."""
+    def buttons(self, action_id: str) -> list[tuple[str, str]]:
+        """(value, message ts) of each `action_id` button in the thread, oldest first: a
+        pending card's request id and ts for `approve_action`."""
         return [
             (element["value"], message.ts)
             for message in self.world.slack.thread(self.channel, self.root)
@@ -274,10 +275,6 @@ class Stage:
             for element in block["elements"]
             if element.get("action_id") == action_id
         ]
-
-    def pending_cards(self) -> list[tuple[str, str]]:
-        """(request id, card ts) of cards still showing Approve."""
-        return self._buttons("approve_action")
 
     async def click(self, action_id: str, request_id: str, card_ts: str, who: str) -> None:
         label = {"approve_action": "Approve", "reject_action": "Reject"}[action_id]
@@ -289,7 +286,7 @@ class Stage:
 
     async def steps(self, who: str = ONCALL) -> None:
         """Click Steps under the latest answer."""
-        buttons = self._buttons("show_steps")
+        buttons = self.buttons("show_steps")
         if not buttons:
             return
         correlation_id, message_ts = buttons[-1]
@@ -318,7 +315,7 @@ async def bad_deploy_scene(stage: Stage) -> None:
     _script(stage.world, bad_deploy_play(stage.world.checkout))
     await stage.ask("checkout is throwing 500s since a few minutes, why?")
     await stage.ask("can we roll payment-api back?")
-    for request_id, card_ts in stage.pending_cards():
+    for request_id, card_ts in stage.buttons("approve_action"):
         await stage.click("approve_action", request_id, card_ts, LEAD)
     permalink = f"https://demo.slack.com/archives/{stage.channel}/p{stage.root.replace('.', '')}"
     await stage.slash(f"status {permalink}")
@@ -529,7 +526,7 @@ async def interact(stage: Stage) -> None:
         if line.startswith("/rubric"):
             await stage.slash(line.removeprefix("/rubric").strip())
         elif line in ("approve", "reject"):
-            cards = stage.pending_cards()
+            cards = stage.buttons("approve_action")
             if not cards:
                 stage.narrator.say("(no card is waiting for approval)")
                 continue
