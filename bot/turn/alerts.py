@@ -85,17 +85,14 @@ def read_alert(text: str, author: str, posted_at: datetime) -> AlertHint | None:
             labels.setdefault(key, value)
     if status_match is None and "alertname" not in labels:
         return None
-    status = "unknown"
-    if status_match is not None:
-        status = (status_match[1] or status_match[2]).lower()
+    status = (status_match[1] or status_match[2]).lower() if status_match else "unknown"
     name = labels.get("alertname", "")
     if not name and status_match is not None:
         title = _TITLE_NAME.search(text[status_match.start() :])
         name = title["name"] if title else ""
     named = f"{text}\n{author}".lower()
     source = next((s for s in ("grafana", "alertmanager") if s in named), author)
-    ordered = {k: labels[k] for k in INTERESTING if k in labels}
-    ordered.update({k: v for k, v in labels.items() if k not in ordered})
+    ordered = {k: labels[k] for k in INTERESTING if k in labels} | labels  # interesting first
     return AlertHint(
         source=source,
         status=status,
