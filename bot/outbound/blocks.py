@@ -37,15 +37,9 @@ def context(text: str) -> Block:
 
 
 def button(text: str, action_id: str, value: str, style: str | None = None) -> Block:
-    element: Block = {
-        "type": "button",
-        "text": {"type": "plain_text", "text": text[:75]},
-        "action_id": action_id,
-        "value": value,
-    }
-    if style:
-        element["style"] = style
-    return element
+    shown = {"type": "plain_text", "text": text[:75]}
+    styled = {"style": style} if style else {}
+    return {"type": "button", "text": shown, "action_id": action_id, "value": value, **styled}
 
 
 def confirm(title: str, text: str, yes: str) -> Block:

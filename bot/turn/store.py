@@ -321,6 +321,7 @@ class TurnStore:
         self.redis = redis
         self.ttl_s = ttl_s
         self.prefix = prefix
+        self._unfinished = f"{prefix}:turns-unfinished"
         self._record = ScriptBatch(redis, _RECORD)
         self._start = redis.register_script(_START)
         self._take_thread = redis.register_script(_TAKE_THREAD)
@@ -335,10 +336,6 @@ class TurnStore:
 
     def _lease(self, thread: str) -> str:
         return f"{self.prefix}:lease:{thread}"
-
-    @property
-    def _unfinished(self) -> str:
-        return f"{self.prefix}:turns-unfinished"
 
     async def record(self, turn: Turn, job: QueuedJob | None = None) -> Recorded:
         """Join the turn's thread, record the turn, queue it in its thread and queue its
