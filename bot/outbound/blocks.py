@@ -214,25 +214,18 @@ MAX_REASON_CHARS = 2000
 
 def feedback_block(correlation_id: str) -> dict[str, Any]:
     """The feedback buttons under an answer (a `context_actions` block)."""
-    return {
-        "type": "context_actions",
-        "elements": [
-            {
-                "type": "feedback_buttons",
-                "action_id": FEEDBACK_ACTION,
-                "positive_button": {
-                    "text": {"type": "plain_text", "text": "Good answer"},
-                    "value": f"good:{correlation_id}",
-                    "accessibility_label": "This answer was right",
-                },
-                "negative_button": {
-                    "text": {"type": "plain_text", "text": "Wrong answer"},
-                    "value": f"bad:{correlation_id}",
-                    "accessibility_label": "This answer was wrong",
-                },
-            }
-        ],
+
+    def choice(text: str, verdict: str, label: str) -> dict[str, Any]:
+        shown, value = {"type": "plain_text", "text": text}, f"{verdict}:{correlation_id}"
+        return {"text": shown, "value": value, "accessibility_label": label}
+
+    buttons = {
+        "type": "feedback_buttons",
+        "action_id": FEEDBACK_ACTION,
+        "positive_button": choice("Good answer", "good", "This answer was right"),
+        "negative_button": choice("Wrong answer", "bad", "This answer was wrong"),
     }
+    return {"type": "context_actions", "elements": [buttons]}
 
 
 def reason_view(correlation_id: str) -> dict[str, Any]:
