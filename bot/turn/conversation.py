@@ -33,7 +33,7 @@ from bot.outbound.blocks import (
 from bot.outbound.cards import Cards
 from bot.outbound.charts import chart_key, draw, refusal, upload, uploaded
 from bot.outbound.posts import find_tagged, post_once
-from bot.outbound.stream import Streaming, StreamProgress, start_stream
+from bot.outbound.stream import Streaming, StreamProgress
 from bot.outbound.timeline import Timeline
 from bot.process.jobs import Jobs
 from bot.process.metrics import ALERTS_SKIPPED, EVENTS_DEDUPLICATED, TURNS_STARTED, observe_turn
@@ -288,14 +288,13 @@ class Conversations:
         queued = await self.turns.head(turn.thread) not in (None, turn.id)
         if self.streaming.wanted() and turn.user:  # a stream is for someone: not an alert's
             timeline = self._timeline(turn)
-            streamed = await start_stream(
+            streamed = await self.streaming.start(
                 self.client,
                 channel=turn.channel,
                 thread_ts=turn.root,
                 team=turn.team,
                 user=turn.user,
                 chunks=timeline.opening(queued=queued),
-                streaming=self.streaming,
             )
             if streamed is not None:
                 await self.turns.update(
