@@ -276,25 +276,18 @@ class Stage:
             if element.get("action_id") == action_id
         ]
 
-    async def click(self, action_id: str, request_id: str, card_ts: str, who: str) -> None:
-        label = {"approve_action": "Approve", "reject_action": "Reject"}[action_id]
-        self.narrator.user(who, f"clicks [{label}]")
+    async def click(self, action_id: str, value: str, message_ts: str, who: str) -> None:
+        label = {"approve_action": "Approve", "reject_action": "Reject", "show_steps": "Steps"}
+        self.narrator.user(who, f"clicks [{label[action_id]}]")
         await self.driver.click(
-            action_id, request_id, user=who, channel=self.channel, message_ts=card_ts
+            action_id, value, user=who, channel=self.channel, message_ts=message_ts
         )
         await self.settle()
 
     async def steps(self, who: str = ONCALL) -> None:
         """Click Steps under the latest answer."""
-        buttons = self.buttons("show_steps")
-        if not buttons:
-            return
-        correlation_id, message_ts = buttons[-1]
-        self.narrator.user(who, "clicks [Steps]")
-        await self.driver.click(
-            "show_steps", correlation_id, user=who, channel=self.channel, message_ts=message_ts
-        )
-        await self.settle()
+        if buttons := self.buttons("show_steps"):
+            await self.click("show_steps", *buttons[-1], who)
 
     async def slash(self, text: str, who: str = ONCALL) -> None:
         self.narrator.user(who, f"/rubric {text}")
