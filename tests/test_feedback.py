@@ -6,6 +6,7 @@ from prometheus_client import REGISTRY
 from slack_sdk.models.blocks import Block, ContextActionsBlock
 
 from bot.process.server import RunningBot
+from gates.store import as_text
 from sandbox import GeminiSimulator, Reply
 from sandbox.slack import SlackDriver, SlackSimulator
 from tests.slack_fixtures import settled
@@ -31,6 +32,14 @@ async def _answered(
 
 def _counted(verdict: str) -> float:
     return REGISTRY.get_sample_value("tracegate_answer_feedback_total", {"verdict": verdict}) or 0.0
+
+
+async def _kept(bot: RunningBot, correlation_id: str, suffix: str = "") -> dict[str, str]:
+    """The answer's hash as the bot writes it: each person's verdict, or (`:why`) what they
+    wrote about the answer."""
+    feedback = bot.services.feedback
+    raw = await feedback.redis.hgetall(f"{feedback.prefix}:feedback:{correlation_id}{suffix}")
+    return {as_text(k): as_text(v) for k, v in raw.items()}
 
 
 async def _audit(bot: RunningBot) -> list[dict[str, Any]]:
@@ -63,7 +72,7 @@ async def test_a_verdict_counts_once_per_person_who_may_change_it(
     await settled(bot)
 
     correlation_id = good.partition(":")[2]
-    assert await bot.services.feedback.verdicts(correlation_id) == {
+    assert await _kept(bot, correlation_id) == {
         "U_ONCALL": "bad",
         "U_LEAD": "good",
     }
@@ -105,7 +114,7 @@ async def test_a_thumbs_down_asks_what_was_wrong_and_keeps_it_as_untrusted_text(
     await settled(bot)
 
     correlation_id = bad.partition(":")[2]
-    kept = await bot.services.feedback.reasons(correlation_id)
+    kept = await _kept(bot, correlation_id, ":why")
     assert list(kept) == ["U_ONCALL"]
     assert len(kept["U_ONCALL"]) == 2000 and kept["U_ONCALL"].startswith("It was the database.")
     (reason,) = [e for e in await _audit(bot) if e["event"] == "answer_feedback_reason"]
@@ -124,5 +133,5 @@ async def test_feedback_naming_an_answer_of_another_thread_is_ignored(
     await driver.feedback(bad, user="U_ONCALL", channel="C1", message_ts=other_answer_ts)
     await settled(bot)
 
-    assert await bot.services.feedback.verdicts(bad.partition(":")[2]) == {}
+    assert await _kept(bot, bad.partition(":")[2]) == {}
     assert await _audit(bot) == [] and slack.views == []

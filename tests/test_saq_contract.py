@@ -86,6 +86,14 @@ async def test_saq_s_sweep_and_ours_share_one_lock(queue: RedisQueue) -> None:
     assert locked_out is None
 
 
+async def _timers_running(worker: QuietWorker) -> None:
+    """Until the worker's timers run (the tasks its `upkeep()` returned are kept): its job
+    slots start next."""
+    async with asyncio.timeout(5):
+        while not worker.upkeep_tasks:  # noqa: ASYNC110 (saq's start sets no event for it)
+            await asyncio.sleep(0.01)
+
+
 async def test_a_worker_with_no_signals_leaves_the_process_s_handlers_alone(
     queue: RedisQueue,
 ) -> None:
@@ -98,7 +106,7 @@ async def test_a_worker_with_no_signals_leaves_the_process_s_handlers_alone(
     worker = QuietWorker(queue, functions=[], concurrency=1, dequeue_timeout=0.1, timers=timers)
     started = asyncio.create_task(worker.start())
     try:
-        await asyncio.wait_for(worker.started.wait(), 5)
+        await _timers_running(worker)
         os.kill(os.getpid(), signal.SIGTERM)
         await asyncio.wait_for(ours.wait(), 5)
         assert not worker.event.is_set()
@@ -121,7 +129,7 @@ async def test_a_worker_s_timers_are_the_tasks_upkeep_returns(queue: RedisQueue)
         shutdown_grace_period_s=600,
     )
     started = asyncio.create_task(worker.start())
-    await asyncio.wait_for(worker.started.wait(), 5)
+    await _timers_running(worker)
     await asyncio.sleep(0)  # start() creates the slots' tasks right after the timers
     timers = list(worker.upkeep_tasks)
     held = set(worker.tasks)

@@ -37,15 +37,9 @@ def context(text: str) -> Block:
 
 
 def button(text: str, action_id: str, value: str, style: str | None = None) -> Block:
-    element: Block = {
-        "type": "button",
-        "text": {"type": "plain_text", "text": text[:75]},
-        "action_id": action_id,
-        "value": value,
-    }
-    if style:
-        element["style"] = style
-    return element
+    shown = {"type": "plain_text", "text": text[:75]}
+    styled = {"style": style} if style else {}
+    return {"type": "button", "text": shown, "action_id": action_id, "value": value, **styled}
 
 
 def confirm(title: str, text: str, yes: str) -> Block:
@@ -220,25 +214,18 @@ MAX_REASON_CHARS = 2000
 
 def feedback_block(correlation_id: str) -> dict[str, Any]:
     """The feedback buttons under an answer (a `context_actions` block)."""
-    return {
-        "type": "context_actions",
-        "elements": [
-            {
-                "type": "feedback_buttons",
-                "action_id": FEEDBACK_ACTION,
-                "positive_button": {
-                    "text": {"type": "plain_text", "text": "Good answer"},
-                    "value": f"good:{correlation_id}",
-                    "accessibility_label": "This answer was right",
-                },
-                "negative_button": {
-                    "text": {"type": "plain_text", "text": "Wrong answer"},
-                    "value": f"bad:{correlation_id}",
-                    "accessibility_label": "This answer was wrong",
-                },
-            }
-        ],
+
+    def choice(text: str, verdict: str, label: str) -> dict[str, Any]:
+        shown, value = {"type": "plain_text", "text": text}, f"{verdict}:{correlation_id}"
+        return {"text": shown, "value": value, "accessibility_label": label}
+
+    buttons = {
+        "type": "feedback_buttons",
+        "action_id": FEEDBACK_ACTION,
+        "positive_button": choice("Good answer", "good", "This answer was right"),
+        "negative_button": choice("Wrong answer", "bad", "This answer was wrong"),
     }
+    return {"type": "context_actions", "elements": [buttons]}
 
 
 def reason_view(correlation_id: str) -> dict[str, Any]:
@@ -519,21 +506,14 @@ def card_blocks(
         else f"`{t}`"
         for t in request.evidence[:5]
     )
-    blocks.append(
-        {
-            "type": "section",
-            "fields": [
-                {"type": "mrkdwn", "text": f"*Where*\n`{escape(request.target)}`"},
-                {"type": "mrkdwn", "text": f"*Change*\n{escape(_change(request))}"},
-                {"type": "mrkdwn", "text": f"*Asked by*\n{_asker(request.requester)}"},
-                {
-                    "type": "mrkdwn",
-                    "text": f"*Expires*\n<!date^{int(request.expires_at)}^{{time}}|"
-                    f"{time.strftime('%H:%M UTC', time.gmtime(request.expires_at))}>",
-                },
-            ],
-        }
+    expires = time.strftime("%H:%M UTC", time.gmtime(request.expires_at))
+    fields = (
+        f"*Where*\n`{escape(request.target)}`",
+        f"*Change*\n{escape(_change(request))}",
+        f"*Asked by*\n{_asker(request.requester)}",
+        f"*Expires*\n<!date^{int(request.expires_at)}^{{time}}|{expires}>",
     )
+    blocks.append({"type": "section", "fields": [{"type": "mrkdwn", "text": f} for f in fields]})
     blocks.append(section(f"*Reason:* {escape(_unclaimed(request.reason, request))[:2500]}"))
     if evidence:
         blocks.append(context(f"Evidence: {evidence}"))

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from dataclasses import dataclass, field
 
-import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -15,7 +13,7 @@ from bot.outbound.blocks import card_blocks, section, steps_blocks
 from bot.outbound.mrkdwn import escape
 from bot.outbound.posts import post_once
 from bot.process.jobs import Jobs
-from bot.turn.access import FIRST_BACKOFF_S, STALE_GRACE_S, Access, Asker, Backoff
+from bot.turn.access import FIRST_BACKOFF_S, STALE_GRACE_S, Access, Asker, Cached
 from bot.turn.executions import Executions
 from bot.turn.threads import ThreadMemory, in_channel, thread_key
 from gates.breaker import GLOBAL
@@ -42,28 +40,21 @@ class ApproverGroup:
     ttl_s: float
     grace_s: float = STALE_GRACE_S
     first_backoff_s: float = FIRST_BACKOFF_S
-    _members: frozenset[str] = field(default=frozenset())
-    _fetched_at: float = field(default=float("-inf"))
-    _backoff: Backoff = field(init=False)
+    _members: Cached[frozenset[str]] = field(init=False)
 
     def __post_init__(self) -> None:
-        self._backoff = Backoff(self.first_backoff_s)
+        self._members = Cached(self.ttl_s, self.grace_s, self.first_backoff_s)
 
     async def contains(self, user: str) -> bool:
-        if not self.group:
+        group = self.group
+        if not group:
             return False
-        now = time.monotonic()
-        if now - self._fetched_at > self.ttl_s and self._backoff.ready():
-            await self._refresh(self.group)
-        if time.monotonic() - self._fetched_at > self.ttl_s + self.grace_s:
-            return False  # no list fresh enough to trust: fail closed
-        return user in self._members
 
-    async def _refresh(self, group: str) -> None:
-        try:
+        async def listed() -> frozenset[str]:
             response = await self.client.usergroups_users_list(usergroup=group)
-        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
-            delay = self._backoff.failed(exc)
+            return frozenset(response.get("users") or [])
+
+        def failed(exc: BaseException, delay: float) -> None:
             log.warning(
                 "cannot list ACTION_APPROVER_GROUP %s (%s); next try in %.0fs; until a list "
                 "succeeds, the last one decides for %.0fs past its TTL, then nobody is a member",
@@ -72,10 +63,8 @@ class ApproverGroup:
                 delay,
                 self.grace_s,
             )
-            return
-        self._members = frozenset(response.get("users") or [])
-        self._fetched_at = time.monotonic()
-        self._backoff.succeeded()
+
+        return user in (await self._members.get(listed, failed) or frozenset())
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import io
-import logging
 import math
 import textwrap
 from collections.abc import Sequence
@@ -39,8 +38,6 @@ if TYPE_CHECKING:
 
 # matplotlib is imported where a chart is drawn (a worker, after an answer), not when the
 # module is: `serve` and the CLI never draw, and the import is ~0.5 s of every start-up.
-
-log = logging.getLogger(__name__)
 
 UPLOAD_TIMEOUT_S = 30.0  # the three calls of one upload, together
 WIDTH_IN, HEIGHT_IN, DPI = 10.0, 4.8, 110

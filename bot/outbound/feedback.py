@@ -18,6 +18,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.outbound.blocks import MAX_REASON_CHARS, reason_view
+from bot.outbound.cards import Click
 from bot.process.metrics import ANSWER_FEEDBACK
 from bot.turn.threads import ThreadMemory, thread_key
 from gates.store import ActionStore, as_text
@@ -49,16 +50,6 @@ return 1
 """
 
 
-@dataclass(frozen=True)
-class FeedbackClick:
-    value: str
-    user: str
-    team: str
-    channel: str
-    thread_ts: str
-    trigger_id: str | None
-
-
 @dataclass(eq=False)
 class Feedback:
     client: AsyncWebClient
@@ -74,25 +65,20 @@ class Feedback:
     def _key(self, correlation_id: str) -> str:
         return f"{self.prefix}:feedback:{correlation_id}"
 
-    async def _answer_thread(self, correlation_id: str, click: FeedbackClick) -> str | None:
-        """The answer's thread, when the click came from under that answer."""
-        saved = await self.memory.steps(correlation_id)
-        clicked = thread_key(click.team, click.channel, click.thread_ts)
-        return saved[0] if saved is not None and saved[0] == clicked else None
-
-    async def clicked(self, click: FeedbackClick) -> None:
-        verdict, _, correlation_id = click.value.partition(":")
+    async def clicked(self, value: str, user: str, where: Click, trigger_id: str | None) -> None:
+        verdict, _, correlation_id = value.partition(":")
         if verdict not in VERDICTS or not correlation_id:
-            log.warning("feedback with a value that is not ours: %.80r", click.value)
+            log.warning("feedback with a value that is not ours: %.80r", value)
             return
-        thread = await self._answer_thread(correlation_id, click)
-        if thread is None:
+        saved = await self.memory.steps(correlation_id)  # the answer's thread, while kept
+        if saved is None or saved[0] != thread_key(where.team, where.channel, where.thread_ts):
             log.warning("feedback on %s from outside its answer's thread", correlation_id)
             return
+        thread = saved[0]
         changed = await self._record(
             keys=[self._key(correlation_id), negative_key(self.prefix)],
             args=[
-                click.user,
+                user,
                 verdict,
                 self.ttl_s,
                 time.time(),
@@ -102,12 +88,11 @@ class Feedback:
         )
         if changed:
             ANSWER_FEEDBACK.labels(verdict).inc()
-            await self.audit.audit_event("answer_feedback", click.user, verdict, thread)
-        if verdict == "bad" and click.trigger_id:
+            await self.audit.audit_event("answer_feedback", user, verdict, thread)
+        if verdict == "bad" and trigger_id:
             try:
-                await self.client.views_open(
-                    trigger_id=click.trigger_id, view=reason_view(correlation_id)
-                )
+                view = reason_view(correlation_id)
+                await self.client.views_open(trigger_id=trigger_id, view=view)
             except SlackApiError as exc:  # the trigger expired (3 s): the verdict stays
                 log.warning("could not ask what was wrong: %s", exc.response.get("error"))
 
@@ -123,15 +108,6 @@ class Feedback:
             pipe.expire(key, self.ttl_s)
             await pipe.execute()
         await self.audit.audit_event("answer_feedback_reason", user, reason[:500], saved[0])
-
-    async def verdicts(self, correlation_id: str) -> dict[str, str]:
-        raw = await self.redis.hgetall(self._key(correlation_id))
-        return {as_text(k): as_text(v) for k, v in raw.items()}
-
-    async def reasons(self, correlation_id: str) -> dict[str, str]:
-        """What each person wrote about the answer (untrusted text)."""
-        raw = await self.redis.hgetall(f"{self._key(correlation_id)}:why")
-        return {as_text(k): as_text(v) for k, v in raw.items()}
 
     async def negative(self) -> list[tuple[str, str]]:
         return await negative_answers(self.redis, self.prefix)

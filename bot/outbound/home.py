@@ -79,10 +79,8 @@ class Home:
         if self.actions is None:
             return []
         store = self.actions.store
-        ids = list(dict.fromkeys(await store.due(float("inf"))))
-        for entry in await store.recent_audit(MAX_AUDIT):
-            if entry.get("request_id") and entry["request_id"] not in ids:
-                ids.append(entry["request_id"])
+        due, audit = await store.due(float("inf")), await store.recent_audit(MAX_AUDIT)
+        ids = list(dict.fromkeys([*due, *(e["request_id"] for e in audit if e.get("request_id"))]))
         found = await store.get_many(ids[:MAX_REQUESTS])
         return sorted(found, key=lambda r: -r.created_at)
 

@@ -81,47 +81,43 @@ class Streaming:
             self.mode == "auto" and time.monotonic() >= self._refused_until
         )
 
-    def refused(self, error: str) -> None:
-        if self.mode == "auto" and error in CANNOT_STREAM:
-            self._refused_until = time.monotonic() + self.memory_s
-            log.warning(
-                "Slack refused streaming (%s): answers use a placeholder and edits for the "
-                "next %.0f s (SLACK_STREAMING=off to stop trying)",
-                error,
-                self.memory_s,
+    async def start(
+        self,
+        client: AsyncWebClient,
+        *,
+        channel: str,
+        thread_ts: str,
+        team: str,
+        user: str,
+        chunks: list[Chunk],
+    ) -> str | None:
+        """The ts of a stream started in the thread for `user`, or None: fall back to a
+        placeholder (refused, rate limited, or its answer lost)."""
+        try:
+            started = await client.chat_startStream(
+                channel=channel,
+                thread_ts=thread_ts,
+                recipient_team_id=team,  # required in channels: the person it is for
+                recipient_user_id=user,
+                task_display_mode="timeline",
+                chunks=chunks,
             )
-
-
-async def start_stream(
-    client: AsyncWebClient,
-    *,
-    channel: str,
-    thread_ts: str,
-    team: str,
-    user: str,
-    chunks: list[Chunk],
-    streaming: Streaming,
-) -> str | None:
-    """The ts of a stream started in the thread for `user`, or None: fall back to a
-    placeholder (refused, rate limited, or its answer lost)."""
-    try:
-        started = await client.chat_startStream(
-            channel=channel,
-            thread_ts=thread_ts,
-            recipient_team_id=team,  # required in channels: the person it is for
-            recipient_user_id=user,
-            task_display_mode="timeline",
-            chunks=chunks,
-        )
-    except SlackApiError as exc:
-        error = str(exc.response.get("error") or exc.response.status_code)
-        streaming.refused(error)
-        log.info("no stream in %s (%s): using a placeholder", thread_ts, error)
-        return None
-    except Exception as exc:  # a lost answer: a stream may exist, and cannot be found
-        log.warning("chat.startStream failed (%s); using a placeholder", type(exc).__name__)
-        return None
-    return str(started["ts"])
+        except SlackApiError as exc:
+            error = str(exc.response.get("error") or exc.response.status_code)
+            if self.mode == "auto" and error in CANNOT_STREAM:
+                self._refused_until = time.monotonic() + self.memory_s
+                log.warning(
+                    "Slack refused streaming (%s): answers use a placeholder and edits for the "
+                    "next %.0f s (SLACK_STREAMING=off to stop trying)",
+                    error,
+                    self.memory_s,
+                )
+            log.info("no stream in %s (%s): using a placeholder", thread_ts, error)
+            return None
+        except Exception as exc:  # a lost answer: a stream may exist, and cannot be found
+            log.warning("chat.startStream failed (%s); using a placeholder", type(exc).__name__)
+            return None
+        return str(started["ts"])
 
 
 @dataclass(eq=False)

@@ -156,10 +156,8 @@ class Narrator:
     seen: dict[tuple[str, str], int] = field(default_factory=dict)
     ephemeral_seen: int = 0
     written: int = 0
-    lines: list[str] = field(default_factory=list)
 
     def say(self, text: str = "") -> None:
-        self.lines.append(text)
         print(text, file=self.out, flush=True)
 
     def user(self, who: str, text: str) -> None:
@@ -266,8 +264,9 @@ class Stage:
             )
         await self.settle()
 
-    def _buttons(self, action_id: str) -> list[tuple[str, str]]:
-        """(value, message ts) of each `action_id` button in the thread, oldest first."""
+    def buttons(self, action_id: str) -> list[tuple[str, str]]:
+        """(value, message ts) of each `action_id` button in the thread, oldest first: a
+        pending card's request id and ts for `approve_action`."""
         return [
             (element["value"], message.ts)
             for message in self.world.slack.thread(self.channel, self.root)
@@ -277,29 +276,18 @@ class Stage:
             if element.get("action_id") == action_id
         ]
 
-    def pending_cards(self) -> list[tuple[str, str]]:
-        """(request id, card ts) of cards still showing Approve."""
-        return self._buttons("approve_action")
-
-    async def click(self, action_id: str, request_id: str, card_ts: str, who: str) -> None:
-        label = {"approve_action": "Approve", "reject_action": "Reject"}[action_id]
-        self.narrator.user(who, f"clicks [{label}]")
+    async def click(self, action_id: str, value: str, message_ts: str, who: str) -> None:
+        label = {"approve_action": "Approve", "reject_action": "Reject", "show_steps": "Steps"}
+        self.narrator.user(who, f"clicks [{label[action_id]}]")
         await self.driver.click(
-            action_id, request_id, user=who, channel=self.channel, message_ts=card_ts
+            action_id, value, user=who, channel=self.channel, message_ts=message_ts
         )
         await self.settle()
 
     async def steps(self, who: str = ONCALL) -> None:
         """Click Steps under the latest answer."""
-        buttons = self._buttons("show_steps")
-        if not buttons:
-            return
-        correlation_id, message_ts = buttons[-1]
-        self.narrator.user(who, "clicks [Steps]")
-        await self.driver.click(
-            "show_steps", correlation_id, user=who, channel=self.channel, message_ts=message_ts
-        )
-        await self.settle()
+        if buttons := self.buttons("show_steps"):
+            await self.click("show_steps", *buttons[-1], who)
 
     async def slash(self, text: str, who: str = ONCALL) -> None:
         self.narrator.user(who, f"/rubric {text}")
@@ -320,7 +308,7 @@ async def bad_deploy_scene(stage: Stage) -> None:
     _script(stage.world, bad_deploy_play(stage.world.checkout))
     await stage.ask("checkout is throwing 500s since a few minutes, why?")
     await stage.ask("can we roll payment-api back?")
-    for request_id, card_ts in stage.pending_cards():
+    for request_id, card_ts in stage.buttons("approve_action"):
         await stage.click("approve_action", request_id, card_ts, LEAD)
     permalink = f"https://demo.slack.com/archives/{stage.channel}/p{stage.root.replace('.', '')}"
     await stage.slash(f"status {permalink}")
@@ -531,7 +519,7 @@ async def interact(stage: Stage) -> None:
         if line.startswith("/rubric"):
             await stage.slash(line.removeprefix("/rubric").strip())
         elif line in ("approve", "reject"):
-            cards = stage.pending_cards()
+            cards = stage.buttons("approve_action")
             if not cards:
                 stage.narrator.say("(no card is waiting for approval)")
                 continue

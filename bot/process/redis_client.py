@@ -200,11 +200,12 @@ def client_options(spec: RedisSpec) -> dict[str, Any]:
         "health_check_interval": 10,
         "socket_keepalive": True,
     }
-    if spec.username:
-        options["username"] = spec.username
-    if spec.password:
-        options["password"] = spec.password
-    return options
+    return options | _credentials(spec.username, spec.password)
+
+
+def _credentials(username: str | None, password: str | None) -> dict[str, Any]:
+    """The options of the credentials that are set."""
+    return {k: v for k, v in (("username", username), ("password", password)) if v}
 
 
 def _tls_options(ca_file: str | None) -> dict[str, Any]:
@@ -249,18 +250,12 @@ class _SentinelPrimary(aioredis.Redis):
 
 def _sentinel_client(spec: RedisSpec, options: dict[str, Any]) -> aioredis.Redis:
     address = parse_sentinel_url(spec.url)
-    if address.username and not spec.username:
-        options["username"] = address.username
-    if address.password and not spec.password:
-        options["password"] = address.password
+    options = _credentials(address.username, address.password) | options  # the settings' win
     sentinel_options: dict[str, Any] = {
         "socket_timeout": spec.socket_timeout_s,
         "socket_connect_timeout": spec.socket_timeout_s,
+        **_credentials(spec.sentinel_username, spec.sentinel_password),
     }
-    if spec.sentinel_username:
-        sentinel_options["username"] = spec.sentinel_username
-    if spec.sentinel_password:
-        sentinel_options["password"] = spec.sentinel_password
     if spec.sentinel_tls:
         sentinel_options |= {"ssl": True, **_tls_options(spec.tls_ca_file)}
     if spec.tls:

@@ -62,11 +62,7 @@ async def open_runtime(
         )
         actions = None
         if settings.kubernetes_configured:
-            kubeconfig = (
-                settings.kubernetes.kubeconfig.split(os.pathsep)[0]
-                if settings.kubernetes.kubeconfig
-                else None
-            )
+            kubeconfig = (settings.kubernetes.kubeconfig or "").split(os.pathsep)[0] or None
             cluster = await KubernetesCluster.connect(kubeconfig, settings.kubernetes.kube_timeout)
             actions = build_pipeline(
                 client,

@@ -16,7 +16,6 @@ import redis.asyncio as aioredis
 from aiohttp import web
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
-from slack_bolt.async_app import AsyncApp
 
 from bot.inbound.alert_hooks import alert_routes
 from bot.inbound.app import build_app
@@ -37,7 +36,6 @@ SHUTDOWN_GRACE_S = 10  # for listener work (clicks, commands) after the turns ha
 
 @dataclass
 class RunningBot:
-    app: AsyncApp
     services: Services
     url: str
 
@@ -174,7 +172,7 @@ async def running_bot(
                 f"{settings.worker.recovery_s:.0f}s)",
             )
             try:
-                yield RunningBot(app, services, f"http://127.0.0.1:{port}")
+                yield RunningBot(services, f"http://127.0.0.1:{port}")
             finally:
                 stopping.set()
                 for task in background:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Generic, TypeVar
 
 import aiohttp
 import redis.asyncio as aioredis
@@ -28,6 +30,7 @@ MAX_BACKOFF_S = 300.0
 PROFILE_TTL_S = 300.0  # how long users.info's answer about a person is trusted
 PROFILES_KEPT = 10_000  # people remembered per process (the oldest lookups go first)
 _SLACK_DOWN = (SlackApiError, aiohttp.ClientError, TimeoutError)
+T = TypeVar("T")
 
 
 def retry_after(exc: BaseException) -> float:
@@ -42,28 +45,42 @@ def retry_after(exc: BaseException) -> float:
 
 
 @dataclass
-class Backoff:
-    """When a failed Slack lookup may be tried again: `first_s` doubling up to
-    MAX_BACKOFF_S, or Slack's Retry-After when it is longer — not on every click."""
+class Cached(Generic[T]):
+    """One of Slack's answers (users.info about a person, a group's members), asked again
+    once `ttl_s` old. It fails closed: while Slack fails, the last answer decides for
+    `grace_s` past its TTL, then none does until an ask succeeds. A failed ask is tried
+    again after `first_backoff_s` doubling up to MAX_BACKOFF_S, or Slack's Retry-After when
+    it is longer — not on every click."""
 
-    first_s: float = FIRST_BACKOFF_S
+    ttl_s: float
+    grace_s: float = STALE_GRACE_S
+    first_backoff_s: float = FIRST_BACKOFF_S
+    value: T | None = None
+    _fetched_at: float = float("-inf")
     _failures: int = 0
     _retry_at: float = float("-inf")
 
-    def ready(self) -> bool:
-        return time.monotonic() >= self._retry_at
-
-    def failed(self, exc: BaseException) -> float:
-        """Count a failure; the seconds until the next try."""
-        self._failures += 1
-        doubled = min(MAX_BACKOFF_S, self.first_s * 2.0 ** (self._failures - 1))
-        delay = max(doubled, retry_after(exc))
-        self._retry_at = time.monotonic() + delay
-        return delay
-
-    def succeeded(self) -> None:
-        self._failures = 0
-        self._retry_at = float("-inf")
+    async def get(
+        self, ask: Callable[[], Awaitable[T]], failed: Callable[[BaseException, float], None]
+    ) -> T | None:
+        """The answer, asked again when stale (a failure is given to `failed` with the
+        seconds until the next try); None when no answer is fresh enough to trust."""
+        now = time.monotonic()
+        if now - self._fetched_at > self.ttl_s and now >= self._retry_at:
+            try:
+                self.value = await ask()
+            except _SLACK_DOWN as exc:
+                self._failures += 1
+                doubled = min(MAX_BACKOFF_S, self.first_backoff_s * 2.0 ** (self._failures - 1))
+                delay = max(doubled, retry_after(exc))
+                self._retry_at = time.monotonic() + delay
+                failed(exc, delay)
+            else:
+                self._fetched_at = time.monotonic()
+                self._failures, self._retry_at = 0, float("-inf")
+        if time.monotonic() - self._fetched_at > self.ttl_s + self.grace_s:
+            return None  # no answer fresh enough to trust: fail closed
+        return self.value
 
 
 @dataclass(frozen=True)
@@ -86,60 +103,39 @@ class Profile:
 
 
 @dataclass
-class _Looked:
-    profile: Profile | None = None
-    fetched_at: float = float("-inf")
-    backoff: Backoff = field(default_factory=Backoff)
-
-
-@dataclass
 class People:
-    """users.info, cached per person (it is rate-limited, and asked on every turn).
-
-    Like the approver group: while Slack fails, the last answer decides for `grace_s` past
-    its TTL, then the person is unknown (refused) until a lookup succeeds; a failed lookup
-    is tried again after a backoff."""
+    """users.info, cached per person (it is rate-limited, and asked on every turn), failing
+    closed as the approver group does (`Cached`)."""
 
     client: AsyncWebClient
-    ttl_s: float = PROFILE_TTL_S
-    grace_s: float = STALE_GRACE_S
-    first_backoff_s: float = FIRST_BACKOFF_S
-    _looked: dict[str, _Looked] = field(default_factory=dict)
+    _looked: dict[str, Cached[Profile]] = field(default_factory=dict)
 
     async def profile(self, user: str) -> Profile | None:
         """The person as Slack last said, or None when no answer is fresh enough to trust."""
         looked = self._looked.get(user)
         if looked is None:
-            looked = self._looked[user] = _Looked(backoff=Backoff(self.first_backoff_s))
+            looked = self._looked[user] = Cached(PROFILE_TTL_S)
             while len(self._looked) > PROFILES_KEPT:
                 del self._looked[next(iter(self._looked))]
-        if time.monotonic() - looked.fetched_at > self.ttl_s and looked.backoff.ready():
-            await self._look_up(user, looked)
-        if time.monotonic() - looked.fetched_at > self.ttl_s + self.grace_s:
-            return None  # no answer fresh enough to trust: fail closed
-        return looked.profile
 
-    async def _look_up(self, user: str, looked: _Looked) -> None:
-        try:
-            response = await self.client.users_info(user=user)
-        except _SLACK_DOWN as exc:
-            delay = looked.backoff.failed(exc)
+        async def look_up() -> Profile:
+            person = (await self.client.users_info(user=user)).get("user") or {}
+            enterprise_user = person.get("enterprise_user") or {}
+            return Profile(
+                team=str(person.get("team_id") or ""),
+                enterprise=str(enterprise_user.get("enterprise_id") or ""),
+                guest=bool(person.get("is_restricted") or person.get("is_ultra_restricted")),
+            )
+
+        def failed(exc: BaseException, delay: float) -> None:
             log.warning(
                 "users.info for %s failed (%s); refused until it answers, next try in %.0fs",
                 user,
                 exc,
                 delay,
             )
-            return
-        person = response.get("user") or {}
-        enterprise_user = person.get("enterprise_user") or {}
-        looked.profile = Profile(
-            team=str(person.get("team_id") or ""),
-            enterprise=str(enterprise_user.get("enterprise_id") or ""),
-            guest=bool(person.get("is_restricted") or person.get("is_ultra_restricted")),
-        )
-        looked.fetched_at = time.monotonic()
-        looked.backoff.succeeded()
+
+        return await looked.get(look_up, failed)
 
 
 UNKNOWN = (

@@ -116,15 +116,12 @@ class AlertGroups:
 
     def __init__(self, redis: aioredis.Redis, prefix: str) -> None:
         self.redis, self.prefix = redis, prefix
+        self.pending_key = f"{prefix}:alert-groups-pending"
         self._record = redis.register_script(_RECORD)
         self._release = redis.register_script(RELEASE)
 
     def key(self, gid: str) -> str:
         return f"{self.prefix}:alert-group:{gid}"
-
-    @property
-    def pending_key(self) -> str:
-        return f"{self.prefix}:alert-groups-pending"
 
     async def record(self, n: Notification, channel: str) -> str:
         gid = group_id(n.source, n.group_key)

@@ -45,11 +45,9 @@ def message_text(message: dict[str, Any]) -> str:
     """Everything readable in a message: its text, its attachments' and its blocks' text."""
     parts: list[str] = [str(message.get("text") or "")]
     for attachment in message.get("attachments") or []:
-        for key in ("pretext", "title", "text"):
+        for key in ("pretext", "title", "text", "title_link"):
             if attachment.get(key):
                 parts.append(str(attachment[key]))
-        if attachment.get("title_link"):
-            parts.append(str(attachment["title_link"]))
         for f in attachment.get("fields") or []:
             parts.append(f"{f.get('title', '')}: {f.get('value', '')}")
         if not any(attachment.get(k) for k in ("pretext", "title", "text", "fields")):
@@ -87,22 +85,14 @@ def read_alert(text: str, author: str, posted_at: datetime) -> AlertHint | None:
             labels.setdefault(key, value)
     if status_match is None and "alertname" not in labels:
         return None
-    status = "unknown"
-    if status_match is not None:
-        status = (status_match[1] or status_match[2]).lower()
+    status = (status_match[1] or status_match[2]).lower() if status_match else "unknown"
     name = labels.get("alertname", "")
     if not name and status_match is not None:
         title = _TITLE_NAME.search(text[status_match.start() :])
         name = title["name"] if title else ""
-    source = (
-        "grafana"
-        if "grafana" in text.lower() or "grafana" in author.lower()
-        else "alertmanager"
-        if "alertmanager" in text.lower() or "alertmanager" in author.lower()
-        else author
-    )
-    ordered = {k: labels[k] for k in INTERESTING if k in labels}
-    ordered.update({k: v for k, v in labels.items() if k not in ordered})
+    named = f"{text}\n{author}".lower()
+    source = next((s for s in ("grafana", "alertmanager") if s in named), author)
+    ordered = {k: labels[k] for k in INTERESTING if k in labels} | labels  # interesting first
     return AlertHint(
         source=source,
         status=status,

@@ -33,7 +33,7 @@ from bot.outbound.blocks import (
 from bot.outbound.cards import Cards
 from bot.outbound.charts import chart_key, draw, refusal, upload, uploaded
 from bot.outbound.posts import find_tagged, post_once
-from bot.outbound.stream import Streaming, StreamProgress, start_stream
+from bot.outbound.stream import Streaming, StreamProgress
 from bot.outbound.timeline import Timeline
 from bot.process.jobs import Jobs
 from bot.process.metrics import ALERTS_SKIPPED, EVENTS_DEDUPLICATED, TURNS_STARTED, observe_turn
@@ -141,37 +141,10 @@ def _transient(exc: Exception) -> bool:
     return isinstance(exc, (OSError, asyncio.TimeoutError)) or "aiohttp" in type(exc).__module__
 
 
-def _turn(
-    team: str,
-    channel: str,
-    root: str,
-    ts: str,
-    user: str,
-    text: str,
-    *,
-    event_id: str = "",
-    about: str | None = None,
-    alert: str = "",
-    user_team: str = "",
-    enterprise: str = "",
-) -> Turn:
+def _turn(team: str, channel: str, root: str, ts: str, **fields: Any) -> Turn:
     """The turn asked at `ts` in the Slack thread `root` (its LangGraph thread: the key)."""
     key = thread_key(team, channel, root)
-    return Turn(
-        id=turn_id_of(key, ts),
-        thread=key,
-        team=team,
-        channel=channel,
-        root=root,
-        ts=ts,
-        user=user,
-        text=text,
-        event_id=event_id,
-        about=about,
-        alert=alert,
-        user_team=user_team,
-        enterprise=enterprise,
-    )
+    return Turn(turn_id_of(key, ts), key, team, channel, root, ts, **fields)
 
 
 @dataclass(eq=False)
@@ -221,8 +194,8 @@ class Conversations:
             channel,
             root,
             ts,
-            user,
-            question,
+            user=user,
+            text=question,
             event_id=event_id or "",
             user_team=user_team,
             enterprise=enterprise,
@@ -276,8 +249,8 @@ class Conversations:
             channel,
             root,
             asked_at,
-            user,
-            SHORTCUT_QUESTION,
+            user=user,
+            text=SHORTCUT_QUESTION,
             about=message["ts"],
             user_team=user_team,
             enterprise=enterprise,
@@ -298,7 +271,7 @@ class Conversations:
         """An investigation no one asked for: an alert's, in the thread of its message
         (`root`). Recorded and queued as a mention's turn (a second delivery of the same
         alert records nothing new: the turn id is the thread's and `ts`)."""
-        turn = _turn(team, channel, root, ts, "", question, about=root, alert=alert)
+        turn = _turn(team, channel, root, ts, text=question, about=root, alert=alert)
         job = job_for_record(self.queue, turn.id, self.timing)
         if await self.turns.record(turn, job) == "before":
             EVENTS_DEDUPLICATED.inc()
@@ -315,14 +288,13 @@ class Conversations:
         queued = await self.turns.head(turn.thread) not in (None, turn.id)
         if self.streaming.wanted() and turn.user:  # a stream is for someone: not an alert's
             timeline = self._timeline(turn)
-            streamed = await start_stream(
+            streamed = await self.streaming.start(
                 self.client,
                 channel=turn.channel,
                 thread_ts=turn.root,
                 team=turn.team,
                 user=turn.user,
                 chunks=timeline.opening(queued=queued),
-                streaming=self.streaming,
             )
             if streamed is not None:
                 await self.turns.update(

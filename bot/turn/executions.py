@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -31,8 +30,6 @@ from saq.types import Context
 
 from bot.process.jobs import Jobs
 from bot.turn.saq_contract import QuietWorker
-
-log = logging.getLogger(__name__)
 
 EXECUTE = "execute_action"
 CONCURRENCY = 4  # executions (and the rollouts they follow) one worker runs at a time

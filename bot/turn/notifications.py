@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic.functional_validators import BeforeValidator
 
 from gates.config import Names
 
@@ -27,6 +28,15 @@ _NEVER = datetime(1, 1, 1, tzinfo=UTC)  # Alertmanager's endsAt while an alert f
 Source = Literal["alertmanager", "grafana"]
 
 
+def _strings(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k)[:MAX_LABEL_CHARS]: str(v)[:MAX_LABEL_CHARS] for k, v in value.items()}
+    return value
+
+
+Labels = Annotated[dict[str, str], BeforeValidator(_strings)]  # labels, annotations: bounded
+
+
 class PayloadError(ValueError):
     """The body is not a notification; the message names the field."""
 
@@ -35,20 +45,13 @@ class Alert(BaseModel):
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
     status: Literal["firing", "resolved"]
-    labels: dict[str, str]
-    annotations: dict[str, str] = Field(default_factory=dict)
+    labels: Labels
+    annotations: Labels = Field(default_factory=dict)
     starts_at: datetime = Field(alias="startsAt")
     ends_at: datetime | None = Field(default=None, alias="endsAt")
     generator_url: str = Field(default="", alias="generatorURL")
     fingerprint: str = ""
     dashboard_url: str = Field(default="", alias="dashboardURL")  # Grafana
-
-    @field_validator("labels", "annotations", mode="before")
-    @classmethod
-    def _strings(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            return {str(k)[:MAX_LABEL_CHARS]: str(v)[:MAX_LABEL_CHARS] for k, v in value.items()}
-        return value
 
     @field_validator("starts_at", "ends_at")
     @classmethod
@@ -71,19 +74,12 @@ class Notification(BaseModel):
     group_key: str = Field(alias="groupKey", min_length=1, max_length=2000)
     status: Literal["firing", "resolved"]
     receiver: str = ""
-    group_labels: dict[str, str] = Field(default_factory=dict, alias="groupLabels")
-    common_labels: dict[str, str] = Field(default_factory=dict, alias="commonLabels")
-    common_annotations: dict[str, str] = Field(default_factory=dict, alias="commonAnnotations")
+    group_labels: Labels = Field(default_factory=dict, alias="groupLabels")
+    common_labels: Labels = Field(default_factory=dict, alias="commonLabels")
+    common_annotations: Labels = Field(default_factory=dict, alias="commonAnnotations")
     external_url: str = Field(default="", alias="externalURL")
     title: str = ""  # Grafana
     alerts: list[Alert] = Field(max_length=MAX_ALERTS)
-
-    @field_validator("group_labels", "common_labels", "common_annotations", mode="before")
-    @classmethod
-    def _strings(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            return {str(k)[:MAX_LABEL_CHARS]: str(v)[:MAX_LABEL_CHARS] for k, v in value.items()}
-        return value
 
     @property
     def firing(self) -> list[Alert]:

@@ -77,12 +77,10 @@ class QuietWorker(Worker[Context]):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.upkeep_tasks: list[asyncio.Task[None]] = []
-        self.started = asyncio.Event()  # its timers run (its job slots start next)
+        self.upkeep_tasks: list[asyncio.Task[None]] = []  # set once its timers run
 
     async def upkeep(self) -> list[asyncio.Task[None]]:
         self.upkeep_tasks = await super().upkeep()
-        self.started.set()
         return self.upkeep_tasks
 
     def stop_upkeep(self) -> None:

@@ -261,9 +261,9 @@ class Turn:
     channel: str
     root: str  # the Slack thread's ts
     ts: str  # the question's own ts
-    user: str
-    text: str
-    event_id: str
+    user: str = ""  # "": an automatic investigation's (no one asked)
+    text: str = ""
+    event_id: str = ""  # Slack's, of the event that asked (none for a shortcut or an alert)
     state: TurnState = "queued"
     user_team: str = ""  # the asker's own workspace, when Slack said (Slack Connect)
     enterprise: str = ""  # the installation's Enterprise org, when it is in one
@@ -272,7 +272,6 @@ class Turn:
     # an automatic investigation: its alert group's id (a webhook's), or POSTED_ALERT (an
     # alert another app posted in an AUTO_INVESTIGATE_CHANNELS channel); "": a person asked
     alert: str = ""
-    recorded_at: float = 0.0
     started_at: float = 0.0  # when a worker first ran it (its proposals are made after)
     placeholder_ts: str | None = None
     stream: bool = False  # the placeholder is a Slack stream (bot/outbound/stream.py)
@@ -300,7 +299,6 @@ class Turn:
             attempts=int(f.get("attempts", 0)),
             about=f.get("about") or None,
             alert=f.get("alert", ""),
-            recorded_at=float(f.get("recorded_at") or 0),
             started_at=float(f.get("started_at") or 0),
             placeholder_ts=f.get("placeholder_ts") or None,
             stream=f.get("stream") == "1",
@@ -323,6 +321,7 @@ class TurnStore:
         self.redis = redis
         self.ttl_s = ttl_s
         self.prefix = prefix
+        self._unfinished = f"{prefix}:turns-unfinished"
         self._record = ScriptBatch(redis, _RECORD)
         self._start = redis.register_script(_START)
         self._take_thread = redis.register_script(_TAKE_THREAD)
@@ -337,10 +336,6 @@ class TurnStore:
 
     def _lease(self, thread: str) -> str:
         return f"{self.prefix}:lease:{thread}"
-
-    @property
-    def _unfinished(self) -> str:
-        return f"{self.prefix}:turns-unfinished"
 
     async def record(self, turn: Turn, job: QueuedJob | None = None) -> Recorded:
         """Join the turn's thread, record the turn, queue it in its thread and queue its

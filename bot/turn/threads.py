@@ -54,10 +54,8 @@ class ThreadMemory:
 
     async def first_delivery(self, event_id: str) -> bool:
         """True the first time an event id is seen by any replica."""
-        claimed = await self.redis.set(
-            f"{self.prefix}:event:{event_id}", "1", nx=True, ex=DEDUPE_TTL_S
-        )
-        return bool(claimed)
+        key = f"{self.prefix}:event:{event_id}"
+        return bool(await self.redis.set(key, "1", nx=True, ex=DEDUPE_TTL_S))
 
     async def joined(self, team: str, channel: str, thread_ts: str) -> bool:
         """Whether the bot is in the thread (a turn was recorded there)."""

@@ -236,7 +236,6 @@ class TurnRunner:
     prepare: Prepare  # what a turn shows while it waits (its placeholder)
     timing: WorkerTiming
     stopping: bool = field(default=False, init=False)
-    running: int = field(default=0, init=False)  # turns being run by this process right now
     # jobs of this process waiting in a worker slot for their thread
     waiting: int = field(default=0, init=False)
 
@@ -361,7 +360,6 @@ class TurnRunner:
         current = await self.store.start(turn.id)
         if current is None:  # done meanwhile, or its record is gone
             return
-        self.running += 1
 
         async def fence() -> None:
             """Before every side effect: is the thread still ours?"""
@@ -391,8 +389,6 @@ class TurnRunner:
             # only its clean-up (the lease's release) runs after, so the cancellation is
             # not taken back.
             raise LeaseLost(f"another worker holds {turn.thread}") from None
-        finally:
-            self.running -= 1
 
 
 class _Heartbeat:

@@ -10,8 +10,5 @@ from bot.process.services import Services
 
 
 def register_listeners(app: AsyncApp, services: Services) -> None:
-    mentions.register(app, services)
-    actions.register(app, services)
-    commands.register(app, services)
-    shortcuts.register(app, services)
-    home.register(app, services)
+    for listeners in (mentions, actions, commands, shortcuts, home):
+        listeners.register(app, services)

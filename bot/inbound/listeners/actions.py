@@ -10,7 +10,6 @@ from slack_bolt.async_app import AsyncAck, AsyncApp
 
 from bot.outbound.blocks import FEEDBACK_ACTION, REASON_ACTION, REASON_BLOCK, REASON_CALLBACK
 from bot.outbound.cards import Click
-from bot.outbound.feedback import FeedbackClick
 from bot.process.services import Services
 from bot.turn.access import Asker
 
@@ -24,12 +23,13 @@ def _click(body: dict[str, Any]) -> tuple[str, str, str, str]:
     return action.get("value", ""), body["user"]["id"], channel, message_ts
 
 
-def _thread(body: dict[str, Any], message_ts: str) -> tuple[str, str]:
-    """(team, thread ts) of the message the button is on."""
+def _in_thread(body: dict[str, Any]) -> tuple[str, str, Click]:
+    """(value, user, where) of a click: the thread of the message the button is on."""
+    value, user, channel, message_ts = _click(body)
     message = body.get("message") or {}
     root = message.get("thread_ts") or body.get("container", {}).get("thread_ts")
     team = (body.get("team") or {}).get("id") or body["user"].get("team_id", "")
-    return str(team), root or message_ts
+    return value, user, Click(str(team), channel, root or message_ts)
 
 
 def asker_of(body: dict[str, Any]) -> Asker:
@@ -67,19 +67,14 @@ def register(app: AsyncApp, services: Services) -> None:
     async def steps(ack: AsyncAck, body: dict[str, Any]) -> None:
         services.jobs.adopt_current()
         await ack()
-        correlation_id, user, channel, message_ts = _click(body)
-        team, thread_ts = _thread(body, message_ts)
-        await services.cards.show_steps(correlation_id, user, Click(team, channel, thread_ts))
+        await services.cards.show_steps(*_in_thread(body))  # value: the answer's correlation id
 
     app.action("show_steps")(steps)
 
     async def feedback(ack: AsyncAck, body: dict[str, Any]) -> None:
         services.jobs.adopt_current()
         await ack()
-        value, user, channel, message_ts = _click(body)
-        team, thread_ts = _thread(body, message_ts)
-        click = FeedbackClick(value, user, team, channel, thread_ts, body.get("trigger_id"))
-        await services.feedback.clicked(click)
+        await services.feedback.clicked(*_in_thread(body), body.get("trigger_id"))
 
     app.action(FEEDBACK_ACTION)(feedback)
 
