@@ -144,7 +144,9 @@ def _transient(exc: Exception) -> bool:
 def _turn(team: str, channel: str, root: str, ts: str, **fields: Any) -> Turn:
     """The turn asked at `ts` in the Slack thread `root` (its LangGraph thread: the key)."""
     key = thread_key(team, channel, root)
-    return Turn(turn_id_of(key, ts), key, team, channel, root, ts, **fields)
+    return Turn(
+        id=turn_id_of(key, ts), thread=key, team=team, channel=channel, root=root, ts=ts, **fields
+    )
 
 
 @dataclass(eq=False)
