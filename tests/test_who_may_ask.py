@@ -117,6 +117,17 @@ async def test_a_guest_is_told_why_and_no_model_is_called(
     assert gemini.requests == []
 
 
+async def test_a_refused_question_s_eyes_reaction_is_replaced_by_a_warning(
+    bot: RunningBot, driver: SlackDriver, slack: SlackSimulator
+) -> None:
+    """Not started is not still working: the message that asked does not keep 👀."""
+    slack.people[GUEST] = SlackPerson(is_restricted=True)
+    channel, root = _channel(), _ts(0)
+    await driver.mention("checkout is failing, why?", user=GUEST, channel=channel, ts=root)
+    await settled(bot)
+    assert slack.reactions_on(channel, root) == ["warning"]
+
+
 async def test_when_users_info_fails_the_asker_is_refused_and_slack_is_not_asked_again_at_once(
     bot: RunningBot, driver: SlackDriver, slack: SlackSimulator, gemini: GeminiSimulator
 ) -> None:

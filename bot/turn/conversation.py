@@ -420,6 +420,7 @@ class Conversations:
         await self.turns.store_result(turn.id, result.model_dump(mode="json"))
         await self._deliver(turn, result, fence, stream)
         await self.turns.finish(turn)
+        await self._react(turn, INCOMPLETE, replacing=TAKEN)
 
     def _timeline(self, turn: Turn) -> Timeline:
         return Timeline(run=max(1, turn.attempts))
