@@ -80,5 +80,3 @@ def slack_endpoint(
 
     return handle
 
-
-__all__ = ["SLACK_PATH", "slack_endpoint"]

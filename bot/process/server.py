@@ -239,5 +239,3 @@ async def serve(settings: Settings) -> None:
         await stop.wait()
         log.info("shutting down: no new events; finishing the running turns (SHUTDOWN_GRACE)")
 
-
-__all__ = ["RunningBot", "run_worker", "running_bot", "serve"]

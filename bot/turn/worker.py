@@ -476,13 +476,3 @@ async def running_worker(
             await task
         log.info("turn worker stopped in %.1fs", time.monotonic() - started)
 
-
-__all__ = [
-    "HandBack",
-    "LeaseLost",
-    "TurnRunner",
-    "WorkerTiming",
-    "enqueue_turn",
-    "running_worker",
-    "turn_queue",
-]
