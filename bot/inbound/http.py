@@ -79,4 +79,3 @@ def slack_endpoint(
             ACK_SECONDS.observe(time.perf_counter() - started)
 
     return handle
-

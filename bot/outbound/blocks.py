@@ -52,10 +52,6 @@ def confirm(title: str, text: str, yes: str) -> Block:
     }
 
 
-def explore_url(grafana_url: str, datasource: str, trace_id: str) -> str:
-    return query_link(grafana_url, "tempo", datasource, trace_id)
-
-
 def link_traces(
     text: str, verified: Iterable[str], grafana_url: str | None, datasource: str
 ) -> str:
@@ -63,7 +59,7 @@ def link_traces(
     if not grafana_url:
         return text
     linked, _ = rewrite_trace_ids(
-        text, verified, lambda token: f"<{explore_url(grafana_url, datasource, token)}|{token}>"
+        text, verified, lambda t: f"<{query_link(grafana_url, 'tempo', datasource, t)}|{t}>"
     )
     return linked
 
@@ -501,7 +497,7 @@ def card_blocks(
             )
         return blocks
     evidence = ", ".join(
-        f"<{explore_url(grafana_url, datasource, t)}|{t.lstrip('0')[:12]}…>"
+        f"<{query_link(grafana_url, 'tempo', datasource, t)}|{t.lstrip('0')[:12]}…>"
         if grafana_url
         else f"`{t}`"
         for t in request.evidence[:5]

@@ -749,17 +749,7 @@ class Settings(_WithTools):
         return sources + [t.label for t in TOOLSETS if t.name in configured]
 
 
-def _registry_groups_kept() -> None:
-    """A registry tool set named as one of `Settings`' own groups would lose to it."""
-    for toolset in TOOLSETS:
-        if (
-            toolset.settings
-            and Settings.model_fields[toolset.name].annotation is not toolset.settings
-        ):
-            raise ValueError(f"tool set {toolset.name!r}: a settings group has that name")
-
-
-_registry_groups_kept()
+tool_groups(TOOLSETS, Settings.__annotations__)  # nor as a group declared after them (redis)
 
 
 def settings_model(toolsets: Sequence[ToolSet]) -> type[Settings]:

@@ -475,4 +475,3 @@ async def running_worker(
         with contextlib.suppress(asyncio.CancelledError):
             await task
         log.info("turn worker stopped in %.1fs", time.monotonic() - started)
-
