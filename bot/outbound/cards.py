@@ -27,13 +27,9 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class ApproverGroup:
-    """Members of ACTION_APPROVER_GROUP, cached (usergroups.users.list is rate-limited).
-
-    Authorisation fails closed: when Slack cannot list the group, the last list is used for
-    `grace_s` past its TTL and then nobody is a member until a listing succeeds again —
-    someone removed from the group does not stay an approver while the API is down. A failed
-    listing is tried again after a backoff (Slack's Retry-After when it gives one), not on
-    every click."""
+    """Members of ACTION_APPROVER_GROUP, cached (usergroups.users.list is rate-limited) and
+    failing closed as `Cached` does: someone removed from the group does not stay an
+    approver while the API is down."""
 
     client: AsyncWebClient
     group: str | None

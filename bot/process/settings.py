@@ -752,12 +752,6 @@ class Settings(_WithTools):
 tool_groups(TOOLSETS, Settings.__annotations__)  # nor as a group declared after them (redis)
 
 
-def settings_model(toolsets: Sequence[ToolSet]) -> type[Settings]:
-    """`Settings` with the groups of tool sets the registry does not list (a test's)."""
-    extra = [t for t in toolsets if t not in TOOLSETS]
-    return create_model("Settings", __base__=Settings, **tool_groups(extra, Settings.model_fields))
-
-
 # --- the variables: one per field of a group --------------------------------------------
 
 
@@ -897,7 +891,7 @@ def load_settings(
     """Read and validate the settings (`overrides` by variable, any case: `tempo_url=`),
     with `command`, what that command needs. Every problem is reported at once: a setting
     that fails is replaced by its default so the checks that depend on it still run.
-    (`model`: `Settings` with a test's own tool sets, from `settings_model`.)"""
+    (`model`: `Settings` with more tool sets' groups, as a test makes with `tool_groups`.)"""
     known = VARIABLES if model is Settings else variables(model)
     problems: list[str] = []
     replaced: dict[str, Any] = {}
