@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -312,15 +313,9 @@ def progress_text(event: dict[str, Any], max_iterations: int) -> str | None:
 
 
 # --- steps ----------------------------------------------------------------------------------
-class _Fields(dict[str, Any]):
-    """An event's fields for a step line; a field the event lacks reads "None"."""
-
-    def __missing__(self, key: str) -> None:
-        return None
-
-
-# Each event kind's line, filled from its fields; a kind not listed reads as its name. (The
-# trace guard's and the grounding check's lines are `_guard_details`' and `_grounding_details`'.)
+# Each event kind's line, filled from its fields (one it lacks reads "None"); a kind not
+# listed reads as its name. (The trace guard's and the grounding check's lines are
+# `_guard_details`' and `_grounding_details`'.)
 _STEP_LINES = {
     "tool_started": "tool {tool} started",
     "tool_finished": "tool {tool}: {status}",
@@ -343,7 +338,8 @@ def _step_detail(e: dict[str, Any]) -> str:
     if line is None:
         return kind.replace("_", " ")
     return line.format_map(
-        _Fields(
+        defaultdict(
+            lambda: None,
             e,
             calls=", ".join(e.get("tool_calls", [])) or "none",
             pass_number=int(e.get("iteration", 0)) + 1,

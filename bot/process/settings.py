@@ -12,7 +12,7 @@ bound and description is written once, in its model.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -770,18 +770,13 @@ class Variable:
         return any(getattr(rule, "func", None) is parse_duration for rule in self.info.metadata)
 
 
-def groups(model: type[Settings] = Settings) -> Iterator[tuple[str, type[BaseModel], Group]]:
-    """Settings' groups in order: (attribute, model, group)."""
-    for attribute, info in model.model_fields.items():
-        section = next(rule for rule in info.metadata if isinstance(rule, Group))
-        assert isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel)
-        yield attribute, info.annotation, section
-
-
 def variables(model: type[Settings] = Settings) -> dict[str, Variable]:
     """Every variable `model` reads, by name, in the page's order."""
     found: dict[str, Variable] = {}
-    for attribute, config, section in groups(model):
+    for attribute, group in model.model_fields.items():
+        section = next(rule for rule in group.metadata if isinstance(rule, Group))
+        config = group.annotation
+        assert isinstance(config, type) and issubclass(config, BaseModel)
         for field, info in config.model_fields.items():
             if info.json_schema_extra == NOT_A_SETTING:
                 continue
