@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -13,7 +13,7 @@ from bot.outbound.blocks import card_blocks, section, steps_blocks
 from bot.outbound.mrkdwn import escape
 from bot.outbound.posts import post_once
 from bot.process.jobs import Jobs
-from bot.turn.access import FIRST_BACKOFF_S, STALE_GRACE_S, Access, Asker, Cached
+from bot.turn.access import Access, Asker, Cached
 from bot.turn.executions import Executions
 from bot.turn.threads import ThreadMemory, in_channel, thread_key
 from gates.breaker import GLOBAL
@@ -33,13 +33,7 @@ class ApproverGroup:
 
     client: AsyncWebClient
     group: str | None
-    ttl_s: float
-    grace_s: float = STALE_GRACE_S
-    first_backoff_s: float = FIRST_BACKOFF_S
-    _members: Cached[frozenset[str]] = field(init=False)
-
-    def __post_init__(self) -> None:
-        self._members = Cached(self.ttl_s, self.grace_s, self.first_backoff_s)
+    members: Cached[frozenset[str]]  # its TTL: APPROVER_GROUP_CACHE
 
     async def contains(self, user: str) -> bool:
         group = self.group
@@ -57,10 +51,10 @@ class ApproverGroup:
                 group,
                 exc,
                 delay,
-                self.grace_s,
+                self.members.grace_s,
             )
 
-        return user in (await self._members.get(listed, failed) or frozenset())
+        return user in (await self.members.get(listed, failed) or frozenset())
 
 
 @dataclass(frozen=True)

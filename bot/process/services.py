@@ -22,7 +22,7 @@ from bot.outbound.stream import Streaming
 from bot.process.jobs import Jobs
 from bot.process.runtime import Runtime
 from bot.process.settings import Settings
-from bot.turn.access import Access, AskingLimits, People
+from bot.turn.access import Access, AskingLimits, Cached, People
 from bot.turn.alert_desk import AlertDesk, AlertGroups
 from bot.turn.context import ContextLimits, ThreadReader
 from bot.turn.conversation import Conversations, Presentation
@@ -87,7 +87,7 @@ def build_services(
     approvers = ApproverGroup(
         client,
         settings.kubernetes.action_approver_group,
-        float(settings.slack.approver_group_cache),
+        Cached(float(settings.slack.approver_group_cache)),
     )
     access = Access(
         People(client), settings.slack.allow_external_users, settings.slack.allow_guest_users
