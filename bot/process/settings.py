@@ -4,7 +4,7 @@
 itself where one exists: `GraphLimits`, `ModelSpec`, `ActionPolicy`, ...) annotated with its
 `Group` (the variables' prefix, the page's section). A model's field is set by one variable:
 its `validation_alias`, else the group's prefix and the field's name (`TEMPO_` + `tenant`).
-The reader (`_Variables`), the error lines (`describe`) and docs/configuration.md
+The reader (`_Variables`), the error lines (`_problem`) and docs/configuration.md
 (`make docs`, `bot/process/settings_docs.py`) all read that one declaration: each default,
 bound and description is written once, in its model.
 """
@@ -840,12 +840,8 @@ def _variable(error: ErrorDetails, known: Mapping[str, Variable]) -> Variable | 
     return next((v for v in known.values() if (v.group, v.field) == where), None)
 
 
-def describe(exc: ValidationError, known: Mapping[str, Variable] = VARIABLES) -> str:
-    """One line per error of `Settings`, named by the environment variable (of `known`)."""
-    return "\n".join(_problem(error, known) for error in exc.errors())
-
-
 def _problem(error: ErrorDetails, known: Mapping[str, Variable]) -> str:
+    """One error of `Settings` in one line, named by the environment variable (of `known`)."""
     variable = _variable(error, known)
     name = variable.name if variable else ".".join(map(str, error["loc"])).upper() or "SETTINGS"
     duration = variable is not None and variable.duration
@@ -895,7 +891,7 @@ def load_settings(
         try:
             settings = model(**{**overrides, **replaced})
         except ValidationError as exc:
-            problems.append(describe(exc, known))
+            problems += [_problem(error, known) for error in exc.errors()]
             found = (_variable(error, known) for error in exc.errors())
             failed = {v.name.lower(): v for v in found if v and v.name.lower() not in replaced}
             if not failed:
