@@ -88,12 +88,9 @@ class Cards:
         )
         self._following: set[str] = set()  # requests whose rollout this process follows
 
-    @property
-    def dry_run(self) -> bool:
-        return self.actions is None or not self.actions.policy.actions_enabled
-
     def _blocks(self, request: ActionRequest, note: str = "") -> list[dict[str, object]]:
-        return card_blocks(request, self.grafana_url, self.datasource, self.dry_run, note)
+        dry_run = self.actions is None or not self.actions.policy.actions_enabled
+        return card_blocks(request, self.grafana_url, self.datasource, dry_run, note)
 
     async def requests(self, request_ids: list[str]) -> list[ActionRequest]:
         """The turn's proposals as stored now (none when actions are not configured)."""
