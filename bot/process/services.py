@@ -24,7 +24,7 @@ from bot.process.runtime import Runtime
 from bot.process.settings import Settings
 from bot.turn.access import Access, AskingLimits, Cached, People
 from bot.turn.alert_desk import AlertDesk, AlertGroups
-from bot.turn.context import ContextLimits, ThreadReader
+from bot.turn.context import ThreadReader
 from bot.turn.conversation import Conversations, Presentation
 from bot.turn.executions import Executions, action_queue
 from bot.turn.store import TurnStore
@@ -127,7 +127,8 @@ def build_services(
             client,
             redis,
             turns,
-            ContextLimits(settings.thread.messages, settings.thread.chars),
+            settings.thread.messages,
+            settings.thread.chars,
             ttl_s,
             settings.redis.prefix,
         ),
