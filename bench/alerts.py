@@ -119,7 +119,7 @@ async def measure_ack(redis_url: str) -> list[str]:
                     json.dumps(notification(f"Bench{round_}x{i}")).encode() for i in range(BURST)
                 ]
                 hook = await _burst(url, bodies, headers)
-                await bot.services.jobs.join_listeners(120)  # the groups' posts, off the clock
+                await bot.services.jobs.join(120, turns=False)  # the groups' posts, off the clock
                 if round_:
                     rows["bare"].append((statistics.median(bare), percentile(bare, 0.99)))
                     rows["hook"].append((statistics.median(hook), percentile(hook, 0.99)))

@@ -244,7 +244,7 @@ async def test_resolved_updates_the_message_and_skips_an_investigation_not_start
     ) as bot:
         await send(bot, notification())
         await send(bot, notification(alert(status="resolved"), status="resolved"))
-        assert await bot.services.jobs.join_listeners(10)
+        assert await bot.services.jobs.join(10, turns=False)
         (message,) = posted(slack, channel)
         assert "Resolved at 14:32 UTC" in json.dumps(message.blocks)
         async with running_worker(bot.services.runner, bot.services.conversations.timing):
@@ -301,7 +301,7 @@ async def test_a_burst_past_the_redis_pool_waits_for_a_connection_instead_of_fai
             *(send(bot, notification(alert(name=f"Burst{i}"), key=f"k{i}")) for i in range(150))
         )
         assert [status for status, _ in sent] == [200] * 150
-        assert await bot.services.jobs.join_listeners(60)
+        assert await bot.services.jobs.join(60, turns=False)
 
 
 async def test_a_group_a_dead_process_recorded_but_never_posted_is_finished_by_another(
@@ -363,7 +363,7 @@ async def test_a_notification_redis_cannot_record_is_a_503_the_sender_retries(
             await redis_server.start()
         assert status == 503 and "send it again" in answer["error"]
         assert (await send(bot, notification()))[0] == 200  # the retry, Redis back
-        assert await bot.services.jobs.join_listeners(20)
+        assert await bot.services.jobs.join(20, turns=False)
     assert len(posted(slack, channel)) == 1
 
 
@@ -373,7 +373,7 @@ async def test_a_post_whose_answer_slack_lost_is_found_not_posted_again(
     gemini.script(Reply.text(ANSWER))
     slack.drop_after_applying("chat.postMessage")  # posted; the bot never hears so
     await send(alerting, notification())
-    assert await alerting.services.jobs.join_listeners(20)
+    assert await alerting.services.jobs.join(20, turns=False)
     assert len(posted(slack, channel)) == 1  # it is in the channel, not in the record
     await send(alerting, notification())  # Alertmanager's next send of the group
     await settled(alerting)

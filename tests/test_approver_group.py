@@ -11,6 +11,7 @@ import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.outbound.cards import ApproverGroup
+from bot.turn.access import Cached
 from sandbox.slack import SlackSimulator
 
 TTL_S, GRACE_S, BACKOFF_S = 0.2, 0.4, 0.3
@@ -21,7 +22,7 @@ LISTING = "usergroups.users.list"
 async def approvers(slack: SlackSimulator) -> AsyncIterator[ApproverGroup]:
     slack.usergroups["S_ONCALL"] = ["U_LEAD"]
     client = AsyncWebClient(token="xoxb-sandbox", base_url=f"{slack.url}/api/")
-    yield ApproverGroup(client, "S_ONCALL", TTL_S, grace_s=GRACE_S, first_backoff_s=BACKOFF_S)
+    yield ApproverGroup(client, "S_ONCALL", Cached(TTL_S, GRACE_S, BACKOFF_S))
     if client.session is not None:
         await client.session.close()
 

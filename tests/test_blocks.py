@@ -6,13 +6,13 @@ from bot.outbound.blocks import (
     answer_message,
     card_blocks,
     escape,
-    explore_url,
     how_it_was_reached,
     link_traces,
     split_sections,
     steps_blocks,
 )
 from gates.model import ActionRequest, GateDecision, Outcome, RolloutHealth
+from graph.links import query_link
 from graph.runner import InvestigationResult
 from sandbox.slack import block_problems
 
@@ -53,7 +53,7 @@ def test_slack_control_sequences_are_escaped() -> None:
 
 def test_verified_trace_ids_link_to_grafana_explore() -> None:
     linked = link_traces(f"see {TRACE}", [TRACE], "https://g.example/", "tempo-uid")
-    url = explore_url("https://g.example/", "tempo-uid", TRACE)
+    url = query_link("https://g.example/", "tempo", "tempo-uid", TRACE)
     assert linked == f"see <{url}|{TRACE}>"
     assert url.startswith("https://g.example/explore?schemaVersion=1&panes=")
     assert " " not in url
@@ -174,7 +174,7 @@ def test_facts_seen_only_in_a_message_or_log_are_counted_apart_from_grounded_one
 
 
 def test_the_footer_links_the_sources_of_the_checked_facts() -> None:
-    link = explore_url("https://grafana.example.com", "tempo", TRACE)
+    link = query_link("https://grafana.example.com", "tempo", "tempo", TRACE)
     command = "kubectl rollout history deployment/api -n shop"
     result = _result(
         "a",
@@ -191,7 +191,7 @@ def test_the_footer_links_the_sources_of_the_checked_facts() -> None:
 
 
 def test_steps_cite_each_fact_with_its_link_and_say_which_were_only_seen_in_text() -> None:
-    link = explore_url("https://grafana.example.com", "tempo", TRACE)
+    link = query_link("https://grafana.example.com", "tempo", "tempo", TRACE)
     event = {
         "type": "grounding_finished",
         "checked": 2,

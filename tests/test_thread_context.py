@@ -16,7 +16,7 @@ import redis.asyncio as aioredis
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.process.server import RunningBot
-from bot.turn.context import ContextLimits, ThreadReader
+from bot.turn.context import ThreadReader
 from bot.turn.store import Turn, TurnStore
 from sandbox import GeminiRequest, GeminiSimulator, Reply, TempoSimulator
 from sandbox.slack import SlackDriver, SlackSimulator
@@ -280,9 +280,7 @@ async def test_the_message_shortcut_investigates_an_alert_in_its_thread(
 async def reader(redis_url: str) -> AsyncIterator[ThreadReader]:
     """The thread reader on its own (its watermark needs no Slack)."""
     redis = aioredis.from_url(redis_url)
-    yield ThreadReader(
-        AsyncWebClient(token="xoxb-unused"), redis, TurnStore(redis, 60), ContextLimits(5, 500), 60
-    )
+    yield ThreadReader(AsyncWebClient(token="xoxb-unused"), redis, TurnStore(redis, 60), 5, 500, 60)
     await redis.aclose()
 
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 from langchain_core.tools import BaseTool, tool
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
 
 from bot.outbound.timeline import Timeline
 from bot.process import settings_docs
-from bot.process.settings import SettingsError, load_settings, settings_model
+from bot.process.settings import Settings, SettingsError, load_settings, tool_groups
 from graph.config import GraphLimits, ModelSpec, TempoSpec
 from graph.grounding.evidence import Fact, fact
 from graph.runner import open_investigator
@@ -33,6 +33,12 @@ class EchoSettings(BaseModel):
         default=None, description="Where the echo service is. Set: the agent gets `read_echo`."
     )
     loudness: int = Field(default=3, ge=1, description="How loud the echo is.")
+
+
+def settings_model(toolsets: list[ToolSet]) -> type[Settings]:
+    """`Settings` with the groups of tool sets the registry does not list (the echo's)."""
+    extra = [t for t in toolsets if t not in TOOLSETS]
+    return create_model("Settings", __base__=Settings, **tool_groups(extra, Settings.model_fields))
 
 
 SHOWN = {"read_echo": Shown("Listening to the echo of {word}", facts=("service",))}

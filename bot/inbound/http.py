@@ -79,6 +79,3 @@ def slack_endpoint(
             ACK_SECONDS.observe(time.perf_counter() - started)
 
     return handle
-
-
-__all__ = ["SLACK_PATH", "slack_endpoint"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -52,10 +53,6 @@ def confirm(title: str, text: str, yes: str) -> Block:
     }
 
 
-def explore_url(grafana_url: str, datasource: str, trace_id: str) -> str:
-    return query_link(grafana_url, "tempo", datasource, trace_id)
-
-
 def link_traces(
     text: str, verified: Iterable[str], grafana_url: str | None, datasource: str
 ) -> str:
@@ -63,7 +60,7 @@ def link_traces(
     if not grafana_url:
         return text
     linked, _ = rewrite_trace_ids(
-        text, verified, lambda token: f"<{explore_url(grafana_url, datasource, token)}|{token}>"
+        text, verified, lambda t: f"<{query_link(grafana_url, 'tempo', datasource, t)}|{t}>"
     )
     return linked
 
@@ -316,15 +313,9 @@ def progress_text(event: dict[str, Any], max_iterations: int) -> str | None:
 
 
 # --- steps ----------------------------------------------------------------------------------
-class _Fields(dict[str, Any]):
-    """An event's fields for a step line; a field the event lacks reads "None"."""
-
-    def __missing__(self, key: str) -> None:
-        return None
-
-
-# Each event kind's line, filled from its fields; a kind not listed reads as its name. (The
-# trace guard's and the grounding check's lines are `_guard_details`' and `_grounding_details`'.)
+# Each event kind's line, filled from its fields (one it lacks reads "None"); a kind not
+# listed reads as its name. (The trace guard's and the grounding check's lines are
+# `_guard_details`' and `_grounding_details`'.)
 _STEP_LINES = {
     "tool_started": "tool {tool} started",
     "tool_finished": "tool {tool}: {status}",
@@ -347,7 +338,8 @@ def _step_detail(e: dict[str, Any]) -> str:
     if line is None:
         return kind.replace("_", " ")
     return line.format_map(
-        _Fields(
+        defaultdict(
+            lambda: None,
             e,
             calls=", ".join(e.get("tool_calls", [])) or "none",
             pass_number=int(e.get("iteration", 0)) + 1,
@@ -501,7 +493,7 @@ def card_blocks(
             )
         return blocks
     evidence = ", ".join(
-        f"<{explore_url(grafana_url, datasource, t)}|{t.lstrip('0')[:12]}…>"
+        f"<{query_link(grafana_url, 'tempo', datasource, t)}|{t.lstrip('0')[:12]}…>"
         if grafana_url
         else f"`{t}`"
         for t in request.evidence[:5]

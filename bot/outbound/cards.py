@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -13,7 +13,7 @@ from bot.outbound.blocks import card_blocks, section, steps_blocks
 from bot.outbound.mrkdwn import escape
 from bot.outbound.posts import post_once
 from bot.process.jobs import Jobs
-from bot.turn.access import FIRST_BACKOFF_S, STALE_GRACE_S, Access, Asker, Cached
+from bot.turn.access import Access, Asker, Cached
 from bot.turn.executions import Executions
 from bot.turn.threads import ThreadMemory, in_channel, thread_key
 from gates.breaker import GLOBAL
@@ -27,23 +27,13 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class ApproverGroup:
-    """Members of ACTION_APPROVER_GROUP, cached (usergroups.users.list is rate-limited).
-
-    Authorisation fails closed: when Slack cannot list the group, the last list is used for
-    `grace_s` past its TTL and then nobody is a member until a listing succeeds again —
-    someone removed from the group does not stay an approver while the API is down. A failed
-    listing is tried again after a backoff (Slack's Retry-After when it gives one), not on
-    every click."""
+    """Members of ACTION_APPROVER_GROUP, cached (usergroups.users.list is rate-limited) and
+    failing closed as `Cached` does: someone removed from the group does not stay an
+    approver while the API is down."""
 
     client: AsyncWebClient
     group: str | None
-    ttl_s: float
-    grace_s: float = STALE_GRACE_S
-    first_backoff_s: float = FIRST_BACKOFF_S
-    _members: Cached[frozenset[str]] = field(init=False)
-
-    def __post_init__(self) -> None:
-        self._members = Cached(self.ttl_s, self.grace_s, self.first_backoff_s)
+    members: Cached[frozenset[str]]  # its TTL: APPROVER_GROUP_CACHE
 
     async def contains(self, user: str) -> bool:
         group = self.group
@@ -61,10 +51,10 @@ class ApproverGroup:
                 group,
                 exc,
                 delay,
-                self.grace_s,
+                self.members.grace_s,
             )
 
-        return user in (await self._members.get(listed, failed) or frozenset())
+        return user in (await self.members.get(listed, failed) or frozenset())
 
 
 @dataclass(frozen=True)
@@ -98,12 +88,9 @@ class Cards:
         )
         self._following: set[str] = set()  # requests whose rollout this process follows
 
-    @property
-    def dry_run(self) -> bool:
-        return self.actions is None or not self.actions.policy.actions_enabled
-
     def _blocks(self, request: ActionRequest, note: str = "") -> list[dict[str, object]]:
-        return card_blocks(request, self.grafana_url, self.datasource, self.dry_run, note)
+        dry_run = self.actions is None or not self.actions.policy.actions_enabled
+        return card_blocks(request, self.grafana_url, self.datasource, dry_run, note)
 
     async def requests(self, request_ids: list[str]) -> list[ActionRequest]:
         """The turn's proposals as stored now (none when actions are not configured)."""

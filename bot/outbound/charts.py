@@ -55,7 +55,6 @@ ERROR_COLOUR, ORIGIN_COLOUR, OK_COLOUR = "#E69F00", "#D55E00", "#7FA7C9"
 class Chart:
     """One PNG to post: its bytes, file name, title and alt text."""
 
-    key: str  # stable for the turn: the delivery step's name
     filename: str
     title: str
     alt: str
@@ -298,8 +297,7 @@ def draw(index: int, raw: dict[str, Any], turn_id: str) -> Chart:
         title, alt, png = clip(data["query"], TITLE_CHARS), metric_alt(spec), render_metric(spec)
     else:
         title, alt, png = f"trace {data['trace_id']}", trace_alt(spec), render_waterfall(spec)
-    filename = f"{data['kind']}-{tag}-{index}.png"
-    return Chart(key=chart_key(index, raw), filename=filename, title=title, alt=alt, png=png)
+    return Chart(filename=f"{data['kind']}-{tag}-{index}.png", title=title, alt=alt, png=png)
 
 
 def refusal(exc: BaseException) -> str:

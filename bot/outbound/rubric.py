@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from bot.outbound.blocks import Block, rubric_report_blocks, section, split_sections
 from bot.outbound.cards import ApproverGroup
@@ -160,7 +159,3 @@ class RubricCommand:
 
 def _say(text: str) -> Reply:
     return Reply(text, [section(chunk) for chunk in split_sections(text)])
-
-
-def as_kwargs(reply: Reply) -> dict[str, Any]:
-    return {"text": reply.text[:3000], "blocks": reply.blocks}

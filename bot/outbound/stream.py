@@ -73,7 +73,6 @@ class Streaming:
     workspace remembered for a while."""
 
     mode: StreamingMode
-    memory_s: float = STREAM_REFUSAL_MEMORY_S
     _refused_until: float = field(default=float("-inf"), init=False)
 
     def wanted(self) -> bool:
@@ -105,12 +104,12 @@ class Streaming:
         except SlackApiError as exc:
             error = str(exc.response.get("error") or exc.response.status_code)
             if self.mode == "auto" and error in CANNOT_STREAM:
-                self._refused_until = time.monotonic() + self.memory_s
+                self._refused_until = time.monotonic() + STREAM_REFUSAL_MEMORY_S
                 log.warning(
                     "Slack refused streaming (%s): answers use a placeholder and edits for the "
                     "next %.0f s (SLACK_STREAMING=off to stop trying)",
                     error,
-                    self.memory_s,
+                    STREAM_REFUSAL_MEMORY_S,
                 )
             log.info("no stream in %s (%s): using a placeholder", thread_ts, error)
             return None

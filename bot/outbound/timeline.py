@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,13 +37,6 @@ _RUBRIC_OUTPUTS = {
 }
 _COUNTED = re.compile(r"^(\d+ \w+|No \w+) match")
 _ACTION_REFUSED = frozenset({"refused", "rejected", "expired", "failed", "aborted"})
-
-
-class _Args(dict[str, Any]):
-    """A tool's arguments for its title; one the call lacks reads "…"."""
-
-    def __missing__(self, key: str) -> str:
-        return "…"
 
 
 def _safe(text: Any, limit: int) -> str:
@@ -146,7 +140,10 @@ class Timeline:
             tool = str(event.get("tool", "?"))
             raw = event.get("args")
             given = raw if isinstance(raw, dict) else {}
-            args = _Args({k: _safe(v, 80) for k, v in given.items() if v not in ("", None)})
+            # A tool's arguments for its title; one the call lacks reads "…".
+            args = defaultdict(
+                lambda: "…", {k: _safe(v, 80) for k, v in given.items() if v not in ("", None)}
+            )
             args.setdefault("target", args.get("deployment") or args.get("pod") or "…")
             # The title is the tool's own template (its `Shown`, from the graph), the
             # arguments its values: a tool name the model made up ("x{0}",

@@ -304,14 +304,16 @@ def _script(world: World, play: Play) -> None:
     world.gemini.script(*play.judge, model=JUDGE)
 
 
-async def bad_deploy_scene(stage: Stage) -> None:
-    _script(stage.world, bad_deploy_play(stage.world.checkout))
-    await stage.ask("checkout is throwing 500s since a few minutes, why?")
-    await stage.ask("can we roll payment-api back?")
-    for request_id, card_ts in stage.buttons("approve_action"):
-        await stage.click("approve_action", request_id, card_ts, LEAD)
-    permalink = f"https://demo.slack.com/archives/{stage.channel}/p{stage.root.replace('.', '')}"
-    await stage.slash(f"status {permalink}")
+Scene = Callable[[Stage], Awaitable[None]]
+SCENES: list[tuple[str, str, str, Scene]] = []  # name, channel, title, scene: in playing order
+
+
+def scene(name: str, channel: str, title: str) -> Callable[[Scene], Scene]:
+    def add(played: Scene) -> Scene:
+        SCENES.append((name, channel, title, played))
+        return played
+
+    return add
 
 
 PAYMENT_ROLLOUT_AGO_S = 3600  # revision 42 (KubernetesSimulator: one hour a revision)
@@ -352,6 +354,11 @@ def _firing(scenario: Scenario) -> dict[str, Any]:
     }
 
 
+@scene(
+    "alert-fires",
+    ALERT_CHANNEL,
+    "an alert fires and the answer is in its thread before anyone asks",
+)
 async def alert_scene(stage: Stage) -> None:
     """Alertmanager calls the webhook; the answer is in the alert's thread before anyone
     asks."""
@@ -377,56 +384,42 @@ async def alert_scene(stage: Stage) -> None:
     await stage.settle()
 
 
+@scene("bad-deploy", "C0CHECKOUT", "checkout returns 5xx after payment-api revision 42")
+async def bad_deploy_scene(stage: Stage) -> None:
+    _script(stage.world, bad_deploy_play(stage.world.checkout))
+    await stage.ask("checkout is throwing 500s since a few minutes, why?")
+    await stage.ask("can we roll payment-api back?")
+    for request_id, card_ts in stage.buttons("approve_action"):
+        await stage.click("approve_action", request_id, card_ts, LEAD)
+    permalink = f"https://demo.slack.com/archives/{stage.channel}/p{stage.root.replace('.', '')}"
+    await stage.slash(f"status {permalink}")
+
+
+@scene("not-a-deploy", "C0ORDERS", "orders-api fails because Postgres is out of connections")
 async def db_overload_scene(stage: Stage) -> None:
     _script(stage.world, db_overload_play(stage.world.orders))
     await stage.ask("orders-api is returning 503s, roll it back?")
 
 
+@scene(
+    "oom-loop",
+    "C0PAYOPS",
+    "payment-api is OOM-killed in a loop after a deploy: in pods, events and memory, not in traces",
+)
 async def oom_loop_scene(stage: Stage) -> None:
     _script(stage.world, oom_loop_play(stage.world.oom))
     await stage.ask("payment-api in payments has been failing since the last deploy, why?")
 
 
+@scene(
+    "hallucination",
+    "C0PAYMENTS",
+    "the model cites a trace that does not exist, then a version no tool showed",
+)
 async def hallucination_scene(stage: Stage) -> None:
     _script(stage.world, hallucination_play(stage.world.checkout))
     await stage.ask("which trace shows the payment failure?")
     await stage.steps()  # how the guard sent the first draft back
-
-
-Scene = Callable[[Stage], Awaitable[None]]
-SCENES: list[tuple[str, str, str, Scene]] = [
-    (
-        "alert-fires",
-        ALERT_CHANNEL,
-        "an alert fires and the answer is in its thread before anyone asks",
-        alert_scene,
-    ),
-    (
-        "bad-deploy",
-        "C0CHECKOUT",
-        "checkout returns 5xx after payment-api revision 42",
-        bad_deploy_scene,
-    ),
-    (
-        "not-a-deploy",
-        "C0ORDERS",
-        "orders-api fails because Postgres is out of connections",
-        db_overload_scene,
-    ),
-    (
-        "oom-loop",
-        "C0PAYOPS",
-        "payment-api is OOM-killed in a loop after a deploy: in pods, events and memory, "
-        "not in traces",
-        oom_loop_scene,
-    ),
-    (
-        "hallucination",
-        "C0PAYMENTS",
-        "the model cites a trace that does not exist, then a version no tool showed",
-        hallucination_scene,
-    ),
-]
 
 
 async def play(

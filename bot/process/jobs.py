@@ -50,7 +50,8 @@ class Jobs:
         queued turn; False on timeout."""
         try:
             async with asyncio.timeout(timeout_s):
-                while self._running or (turns and await self._turns_left()):
+                queued = self._queued_turns if turns else None
+                while self._running or (queued is not None and await queued()):
                     if self._running:
                         await asyncio.gather(*self._running, return_exceptions=True)
                     else:
@@ -58,10 +59,3 @@ class Jobs:
         except TimeoutError:
             return False
         return True
-
-    async def join_listeners(self, timeout_s: float) -> bool:
-        """Wait for the listener jobs only (a stopping process leaves turns to the queue)."""
-        return await self.join(timeout_s, turns=False)
-
-    async def _turns_left(self) -> int:
-        return await self._queued_turns() if self._queued_turns is not None else 0

@@ -183,7 +183,7 @@ async def running_bot(
                     with contextlib.suppress(Exception):
                         await handler.close_async()  # type: ignore[no-untyped-call]
                 await runner.cleanup()  # no new events; the worker then stops (graceful)
-        if not await services.jobs.join_listeners(SHUTDOWN_GRACE_S):
+        if not await services.jobs.join(SHUTDOWN_GRACE_S, turns=False):
             log.warning("stopped with %d listener jobs unfinished", services.jobs.running)
 
 
@@ -238,6 +238,3 @@ async def serve(settings: Settings) -> None:
     async with running_bot(settings):
         await stop.wait()
         log.info("shutting down: no new events; finishing the running turns (SHUTDOWN_GRACE)")
-
-
-__all__ = ["RunningBot", "run_worker", "running_bot", "serve"]

@@ -22,9 +22,9 @@ from bot.outbound.stream import Streaming
 from bot.process.jobs import Jobs
 from bot.process.runtime import Runtime
 from bot.process.settings import Settings
-from bot.turn.access import Access, AskingLimits, People
+from bot.turn.access import Access, AskingLimits, Cached, People
 from bot.turn.alert_desk import AlertDesk, AlertGroups
-from bot.turn.context import ContextLimits, ThreadReader
+from bot.turn.context import ThreadReader
 from bot.turn.conversation import Conversations, Presentation
 from bot.turn.executions import Executions, action_queue
 from bot.turn.store import TurnStore
@@ -87,7 +87,7 @@ def build_services(
     approvers = ApproverGroup(
         client,
         settings.kubernetes.action_approver_group,
-        float(settings.slack.approver_group_cache),
+        Cached(float(settings.slack.approver_group_cache)),
     )
     access = Access(
         People(client), settings.slack.allow_external_users, settings.slack.allow_guest_users
@@ -127,7 +127,8 @@ def build_services(
             client,
             redis,
             turns,
-            ContextLimits(settings.thread.messages, settings.thread.chars),
+            settings.thread.messages,
+            settings.thread.chars,
             ttl_s,
             settings.redis.prefix,
         ),

@@ -4,7 +4,7 @@
 itself where one exists: `GraphLimits`, `ModelSpec`, `ActionPolicy`, ...) annotated with its
 `Group` (the variables' prefix, the page's section). A model's field is set by one variable:
 its `validation_alias`, else the group's prefix and the field's name (`TEMPO_` + `tenant`).
-The reader (`_Variables`), the error lines (`describe`) and docs/configuration.md
+The reader (`_Variables`), the error lines (`_problem`) and docs/configuration.md
 (`make docs`, `bot/process/settings_docs.py`) all read that one declaration: each default,
 bound and description is written once, in its model.
 """
@@ -12,7 +12,7 @@ bound and description is written once, in its model.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -749,23 +749,7 @@ class Settings(_WithTools):
         return sources + [t.label for t in TOOLSETS if t.name in configured]
 
 
-def _registry_groups_kept() -> None:
-    """A registry tool set named as one of `Settings`' own groups would lose to it."""
-    for toolset in TOOLSETS:
-        if (
-            toolset.settings
-            and Settings.model_fields[toolset.name].annotation is not toolset.settings
-        ):
-            raise ValueError(f"tool set {toolset.name!r}: a settings group has that name")
-
-
-_registry_groups_kept()
-
-
-def settings_model(toolsets: Sequence[ToolSet]) -> type[Settings]:
-    """`Settings` with the groups of tool sets the registry does not list (a test's)."""
-    extra = [t for t in toolsets if t not in TOOLSETS]
-    return create_model("Settings", __base__=Settings, **tool_groups(extra, Settings.model_fields))
+tool_groups(TOOLSETS, Settings.__annotations__)  # nor as a group declared after them (redis)
 
 
 # --- the variables: one per field of a group --------------------------------------------
@@ -786,18 +770,13 @@ class Variable:
         return any(getattr(rule, "func", None) is parse_duration for rule in self.info.metadata)
 
 
-def groups(model: type[Settings] = Settings) -> Iterator[tuple[str, type[BaseModel], Group]]:
-    """Settings' groups in order: (attribute, model, group)."""
-    for attribute, info in model.model_fields.items():
-        section = next(rule for rule in info.metadata if isinstance(rule, Group))
-        assert isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel)
-        yield attribute, info.annotation, section
-
-
 def variables(model: type[Settings] = Settings) -> dict[str, Variable]:
     """Every variable `model` reads, by name, in the page's order."""
     found: dict[str, Variable] = {}
-    for attribute, config, section in groups(model):
+    for attribute, group in model.model_fields.items():
+        section = next(rule for rule in group.metadata if isinstance(rule, Group))
+        config = group.annotation
+        assert isinstance(config, type) and issubclass(config, BaseModel)
         for field, info in config.model_fields.items():
             if info.json_schema_extra == NOT_A_SETTING:
                 continue
@@ -861,12 +840,8 @@ def _variable(error: ErrorDetails, known: Mapping[str, Variable]) -> Variable | 
     return next((v for v in known.values() if (v.group, v.field) == where), None)
 
 
-def describe(exc: ValidationError, known: Mapping[str, Variable] = VARIABLES) -> str:
-    """One line per error of `Settings`, named by the environment variable (of `known`)."""
-    return "\n".join(_problem(error, known) for error in exc.errors())
-
-
 def _problem(error: ErrorDetails, known: Mapping[str, Variable]) -> str:
+    """One error of `Settings` in one line, named by the environment variable (of `known`)."""
     variable = _variable(error, known)
     name = variable.name if variable else ".".join(map(str, error["loc"])).upper() or "SETTINGS"
     duration = variable is not None and variable.duration
@@ -907,7 +882,7 @@ def load_settings(
     """Read and validate the settings (`overrides` by variable, any case: `tempo_url=`),
     with `command`, what that command needs. Every problem is reported at once: a setting
     that fails is replaced by its default so the checks that depend on it still run.
-    (`model`: `Settings` with a test's own tool sets, from `settings_model`.)"""
+    (`model`: `Settings` with more tool sets' groups, as a test makes with `tool_groups`.)"""
     known = VARIABLES if model is Settings else variables(model)
     problems: list[str] = []
     replaced: dict[str, Any] = {}
@@ -916,7 +891,7 @@ def load_settings(
         try:
             settings = model(**{**overrides, **replaced})
         except ValidationError as exc:
-            problems.append(describe(exc, known))
+            problems += [_problem(error, known) for error in exc.errors()]
             found = (_variable(error, known) for error in exc.errors())
             failed = {v.name.lower(): v for v in found if v and v.name.lower() not in replaced}
             if not failed:

@@ -40,18 +40,13 @@ return 1
 """
 
 
-@dataclass(frozen=True)
-class ContextLimits:
-    messages: int  # THREAD_CONTEXT_MESSAGES
-    chars: int  # THREAD_CONTEXT_CHARS
-
-
 @dataclass(eq=False)
 class ThreadReader:
     client: AsyncWebClient
     redis: aioredis.Redis
     turns: TurnStore
-    limits: ContextLimits
+    max_messages: int  # THREAD_CONTEXT_MESSAGES
+    max_chars: int  # THREAD_CONTEXT_CHARS
     ttl_s: int
     prefix: str = "tracegate"
     _bot: tuple[str, str] | None = field(default=None, init=False)  # our user id and bot id
@@ -66,7 +61,7 @@ class ThreadReader:
         """What the thread holds before `turn` that no earlier turn handed over. `include`
         (a message ts) is kept even if the watermark passed it (a message shortcut's target).
         Slack failing is not the turn failing: the question is answered without context."""
-        if self.limits.messages == 0:
+        if self.max_messages == 0:
             return ThreadContext()
         try:
             raw = await self._read(turn)
@@ -113,9 +108,9 @@ class ThreadReader:
         ordered = sorted(raw, key=lambda m: (m["ts"] != root, -float(m["ts"])))
         kept: list[ContextMessage] = []
         alerts = []
-        budget = self.limits.chars
+        budget = self.max_chars
         for m in ordered:
-            if len(kept) >= self.limits.messages:
+            if len(kept) >= self.max_messages:
                 break
             author = author_of(m)
             at = _at(m["ts"])
@@ -132,7 +127,7 @@ class ThreadReader:
         alerts.sort(key=lambda a: a.starts_at or datetime.max.replace(tzinfo=UTC))
         context = ThreadContext(alerts=alerts, messages=kept, omitted=len(raw) - len(kept))
         # The markers and alert lines count too: drop the oldest replies until it all fits.
-        while len(context.render()) > self.limits.chars and len(context.messages) > 1:
+        while len(context.render()) > self.max_chars and len(context.messages) > 1:
             drop = 1 if context.messages[0].at == _at(root) else 0
             context.messages.pop(drop)
             context.omitted += 1

@@ -289,7 +289,7 @@ class Conversations:
             return
         queued = await self.turns.head(turn.thread) not in (None, turn.id)
         if self.streaming.wanted() and turn.user:  # a stream is for someone: not an alert's
-            timeline = self._timeline(turn)
+            timeline = Timeline(run=max(1, turn.attempts))
             streamed = await self.streaming.start(
                 self.client,
                 channel=turn.channel,
@@ -422,15 +422,12 @@ class Conversations:
         await self.turns.finish(turn)
         await self._react(turn, INCOMPLETE, replacing=TAKEN)
 
-    def _timeline(self, turn: Turn) -> Timeline:
-        return Timeline(run=max(1, turn.attempts))
-
     def _stream(self, turn: Turn, fence: Fence) -> StreamProgress | None:
         """This run's side of the turn's stream; the tasks an earlier run left running
         are closed first ("interrupted")."""
         if not (turn.stream and turn.placeholder_ts):
             return None
-        timeline = self._timeline(turn)
+        timeline = Timeline(run=max(1, turn.attempts))
         interrupted = timeline.interrupted(turn.stream_tasks)
 
         async def save_tasks(dumped: str) -> None:

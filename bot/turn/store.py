@@ -248,6 +248,9 @@ def _reply(each: list[Any]) -> Any:
     return ResponseError(as_text(each[1]))
 
 
+# A turn's text fields, recorded as they are: those every record has, those it may lack.
+_REQUIRED = ("thread", "team", "channel", "root", "ts")
+_OPTIONAL = ("user", "text", "event_id", "user_team", "enterprise")
 POSTED_ALERT = "posted"  # Turn.alert of an alert another app posted in a channel
 
 
@@ -285,20 +288,11 @@ class Turn:
         f = {as_text(k): as_text(v) for k, v in raw.items()}
         return cls(
             id=turn_id,
-            thread=f["thread"],
-            team=f["team"],
-            channel=f["channel"],
-            root=f["root"],
-            ts=f["ts"],
-            user=f.get("user", ""),
-            text=f.get("text", ""),
-            event_id=f.get("event_id", ""),
+            **{name: f[name] for name in _REQUIRED},
+            **{name: f.get(name, "") for name in (*_OPTIONAL, "alert")},
             state=f.get("state", "queued"),  # type: ignore[arg-type]
-            user_team=f.get("user_team", ""),
-            enterprise=f.get("enterprise", ""),
             attempts=int(f.get("attempts", 0)),
             about=f.get("about") or None,
-            alert=f.get("alert", ""),
             started_at=float(f.get("started_at") or 0),
             placeholder_ts=f.get("placeholder_ts") or None,
             stream=f.get("stream") == "1",
@@ -340,17 +334,7 @@ class TurnStore:
     async def record(self, turn: Turn, job: QueuedJob | None = None) -> Recorded:
         """Join the turn's thread, record the turn, queue it in its thread and queue its
         job (one round trip, shared with the other turns recorded in the same moment)."""
-        fields = {
-            "thread": turn.thread,
-            "team": turn.team,
-            "channel": turn.channel,
-            "root": turn.root,
-            "ts": turn.ts,
-            "user": turn.user,
-            "text": turn.text,
-            "event_id": turn.event_id,
-            "user_team": turn.user_team,
-            "enterprise": turn.enterprise,
+        fields = {name: getattr(turn, name) for name in (*_REQUIRED, *_OPTIONAL)} | {
             "about": turn.about or "",
             "alert": turn.alert,
             "state": "queued",

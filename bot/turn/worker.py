@@ -475,14 +475,3 @@ async def running_worker(
         with contextlib.suppress(asyncio.CancelledError):
             await task
         log.info("turn worker stopped in %.1fs", time.monotonic() - started)
-
-
-__all__ = [
-    "HandBack",
-    "LeaseLost",
-    "TurnRunner",
-    "WorkerTiming",
-    "enqueue_turn",
-    "running_worker",
-    "turn_queue",
-]

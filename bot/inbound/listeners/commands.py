@@ -8,7 +8,6 @@ from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 
-from bot.outbound.rubric import as_kwargs
 from bot.process.services import Services
 
 log = logging.getLogger(__name__)
@@ -24,7 +23,7 @@ def register(app: AsyncApp, services: Services) -> None:
             command["user_id"],
             command.get("text", ""),
         )
-        sent = await respond(response_type="ephemeral", **as_kwargs(reply))
+        sent = await respond(response_type="ephemeral", text=reply.text[:3000], blocks=reply.blocks)
         if sent.status_code != 200:
             log.warning("Slack refused the /rubric reply: %s %s", sent.status_code, sent.body)
 
