@@ -131,11 +131,6 @@ def uncounted_key(prefix: str) -> str:
     return f"{prefix}:actions:uncounted"
 
 
-def _decoded(entries: Any) -> list[dict[str, str]]:
-    """Audit stream entries (XRANGE's answer) as their fields, in text."""
-    return [{as_text(k): as_text(v) for k, v in (f or {}).items()} for _, f in entries or []]
-
-
 def ended_execution(before: ActionRequest, after: ActionRequest) -> bool:
     """Does moving `before` to `after` end a real execution (one the breaker counts)?"""
     return (
@@ -278,9 +273,9 @@ class ActionStore:
             updated = current.model_copy(
                 update={**changes, "status": to, "history": [*current.history, step]}
             )
-            if await self._compare_and_set(current, updated, "transition", actor, note):
+            if stored := await self._compare_and_set(current, updated, "transition", actor, note):
                 ACTION_REQUESTS.labels(to).inc()
-                return updated.model_copy(update={"version": current.version + 1})
+                return stored
             # Lost the race: read again; the status check above decides what that means.
 
     async def update(
@@ -291,8 +286,8 @@ class ActionStore:
         while True:
             current = await self.get(request_id)
             updated = current.model_copy(update=changes)
-            if await self._compare_and_set(current, updated, event, actor, note):
-                return updated.model_copy(update={"version": current.version + 1})
+            if stored := await self._compare_and_set(current, updated, event, actor, note):
+                return stored
 
     async def record_rollout(
         self, request_id: str, health: RolloutHealth, actor: str
@@ -305,10 +300,10 @@ class ActionStore:
                 await self.unfollow(request_id)
                 return None
             updated = current.model_copy(update={"rollout": health})
-            if await self._compare_and_set(
+            if stored := await self._compare_and_set(
                 current, updated, "rollout_followed", actor, health.detail, follow=UNFOLLOW
             ):
-                return updated.model_copy(update={"version": current.version + 1})
+                return stored
 
     async def _compare_and_set(
         self,
@@ -319,7 +314,8 @@ class ActionStore:
         note: str,
         *,
         follow: str = "",
-    ) -> bool:
+    ) -> ActionRequest | None:
+        """`updated`, stored one version on, audited; None when `current` was moved meanwhile."""
         stored = updated.model_copy(update={"version": current.version + 1})
         fields = self._audit_fields(stored, event, actor, current.status, note)
         count = ""
@@ -352,9 +348,9 @@ class ActionStore:
             ],
         )
         if not chained:
-            return False
+            return None
         log_entry(as_text(chained[0]), fields, chained)
-        return True
+        return stored
 
     def _due(self, request: ActionRequest) -> str:
         """When a reconciler should look at the request ("" = never)."""
@@ -398,13 +394,10 @@ class ActionStore:
         """An audit entry about no request (e.g. a circuit breaker reset)."""
         await self.chain.append(self._entry(event, actor, note, target=target))
 
-    async def audit_entries(self, request_id: str | None = None) -> list[dict[str, str]]:
-        decoded = _decoded(await self.redis.xrange(self.audit_stream))
-        return [e for e in decoded if request_id is None or e["request_id"] == request_id]
-
     async def recent_audit(self, count: int) -> list[dict[str, str]]:
-        """The newest `count` audit entries, newest first."""
-        return _decoded(await self.redis.xrevrange(self.audit_stream, count=count))
+        """The newest `count` audit entries, newest first, in text."""
+        entries = await self.redis.xrevrange(self.audit_stream, count=count)
+        return [{as_text(k): as_text(v) for k, v in (f or {}).items()} for _, f in entries or []]
 
     # --- the duplicate gate's index: one live request per (incident, fingerprint) ----
     def _fingerprint_key(self, thread_key: str, fp: str) -> str:
