@@ -93,10 +93,9 @@ class Reconciler:
         whoever takes its follow lease (`ActionPipeline.follow_rollout`)."""
         found = []
         for request_id in await self.store.unfollowed():
-            if (request := await self.store.find(request_id)) is None:  # past retention
-                await self.store.unfollow(request_id)
-                continue
-            if request.rollout is not None:  # recorded; the mark was left by a race
+            request = await self.store.find(request_id)
+            # Past retention, or recorded (the mark was left by a race): nothing to follow.
+            if request is None or request.rollout is not None:
                 await self.store.unfollow(request_id)
                 continue
             found.append(request)
