@@ -131,15 +131,6 @@ def uncounted_key(prefix: str) -> str:
     return f"{prefix}:actions:uncounted"
 
 
-def ended_execution(before: ActionRequest, after: ActionRequest) -> bool:
-    """Does moving `before` to `after` end a real execution (one the breaker counts)?"""
-    return (
-        before.status == "executing"
-        and after.status in ("succeeded", "failed")
-        and not after.dry_run
-    )
-
-
 class ActionStore:
     def __init__(
         self,
@@ -168,31 +159,25 @@ class ActionStore:
         return f"{self.prefix}:actions:following:{request_id}"
 
     @staticmethod
-    def _entry(event: str, actor: str, note: str, **about: str) -> dict[str, str]:
-        """One audit stream entry; `about` names the request, target and statuses."""
-        fields = {"request_id": "", "action": "", "target": "", "from": "", "to": "", **about}
+    def _entry(
+        event: str, actor: str, note: str, request: ActionRequest | None, from_status: str = ""
+    ) -> dict[str, str]:
+        """One audit stream entry about `request` (moved from `from_status`), or about none.
+        The fields' order is part of the entry's hash."""
         return {
             "event": event,
-            **fields,
+            "request_id": request.id if request else "",
+            "action": request.action if request else "",
+            "target": request.target if request else "",
+            "from": from_status,
+            "to": request.status if request else "",
             "actor": actor,
             "note": note[:500],
             "at": f"{time.time():.3f}",
         }
 
-    def _audit_fields(
-        self, request: ActionRequest, event: str, actor: str, from_status: str, note: str
-    ) -> dict[str, str]:
-        about = {
-            "request_id": request.id,
-            "action": request.action,
-            "target": request.target,
-            "from": from_status,
-            "to": request.status,
-        }
-        return self._entry(event, actor, note, **about)
-
     async def create(self, request: ActionRequest) -> None:
-        fields = self._audit_fields(request, "created", request.requester, "", request.reason)
+        fields = self._entry("created", request.requester, request.reason, request)
         created = await self._create(
             keys=[
                 self.key(request.id),
@@ -317,9 +302,11 @@ class ActionStore:
     ) -> ActionRequest | None:
         """`updated`, stored one version on, audited; None when `current` was moved meanwhile."""
         stored = updated.model_copy(update={"version": current.version + 1})
-        fields = self._audit_fields(stored, event, actor, current.status, note)
+        fields = self._entry(event, actor, note, stored, current.status)
         count = ""
-        if ended_execution(current, stored):  # marked in the same step that ends it
+        # A real execution (one the breaker counts) is marked in the same step that ends it.
+        ended = current.status == "executing" and stored.status in ("succeeded", "failed")
+        if ended and not stored.dry_run:
             count = "now"
             if stored.status == "succeeded":
                 follow = "now"
@@ -388,11 +375,11 @@ class ActionStore:
 
     async def audit(self, request: ActionRequest, event: str, actor: str, note: str) -> None:
         """An audit entry that is not a transition (e.g. a refused approval)."""
-        await self.chain.append(self._audit_fields(request, event, actor, request.status, note))
+        await self.chain.append(self._entry(event, actor, note, request, request.status))
 
     async def audit_event(self, event: str, actor: str, note: str, target: str) -> None:
         """An audit entry about no request (e.g. a circuit breaker reset)."""
-        await self.chain.append(self._entry(event, actor, note, target=target))
+        await self.chain.append({**self._entry(event, actor, note, None), "target": target})
 
     async def recent_audit(self, count: int) -> list[dict[str, str]]:
         """The newest `count` audit entries, newest first, in text."""
