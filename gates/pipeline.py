@@ -22,7 +22,7 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import redis.asyncio as aioredis
 from langchain_core.language_models import BaseChatModel
@@ -582,17 +582,12 @@ def build_pipeline(
     )
 
 
-_ENDINGS: dict[str, ApprovalVerdict] = {
-    "succeeded": "succeeded",
-    "failed": "failed",
-    "aborted": "aborted",
-}
-
-
 def _result(request: ActionRequest) -> ApprovalResult:
     """How an approved request ended (or, `executing`, that it is not settled yet)."""
     detail = request.outcome.detail if request.outcome else "the outcome is not known yet"
-    return ApprovalResult(_ENDINGS.get(request.status, "executing"), detail, request)
+    ended = request.status in ("succeeded", "failed", "aborted")
+    verdict = cast(ApprovalVerdict, request.status) if ended else "executing"
+    return ApprovalResult(verdict, detail, request)
 
 
 def _succeeded_at(request: ActionRequest) -> float:
