@@ -554,7 +554,7 @@ class ModelGuard:
         held = await self.budgets.reserve(scope, estimated)
         try:
             result, current, call_id = await self._answered(
-                model, role, messages, estimated, scope, generate, fallback, inline
+                model, role, estimated, scope, generate, fallback, inline
             )
         except BaseException:  # a call that failed (or was cancelled) spent nothing
             await self.budgets.settle(held, estimated, 0)
@@ -572,7 +572,6 @@ class ModelGuard:
         self,
         model: str,
         role: str,
-        messages: list[BaseMessage],
         estimated: int,
         scope: CallScope,
         generate: Callable[[str], Awaitable[ChatResult]],
@@ -651,17 +650,3 @@ def wait_text(retry_at: float) -> str:
     """What a waiting turn's placeholder says."""
     at = datetime.fromtimestamp(retry_at, UTC).strftime("%H:%M:%S")
     return f":hourglass_flowing_sand: Waiting for model capacity — next try at {at} UTC"
-
-
-__all__ = [
-    "BudgetExceeded",
-    "CallScope",
-    "CapacityLimits",
-    "ModelBusy",
-    "ModelGuard",
-    "SharedLimiter",
-    "call_scope",
-    "capacity_reason",
-    "retry_delay_s",
-    "wait_text",
-]
