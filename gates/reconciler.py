@@ -113,7 +113,6 @@ class Reconciler:
         )
 
     async def _settle(self, request: ActionRequest) -> ActionRequest | None:
-        store = self.store
         if request.status == "proposed":
             if self.thread_busy is not None and await self.thread_busy(request.thread_key):
                 return None  # its run is alive (a slow judge): looked at again next period
@@ -135,7 +134,7 @@ class Reconciler:
                 failed=f"not applied: the cluster does not show the change ({INTERRUPTED})",
                 actor=RECONCILER,
             )
-        await store.forget_open(request.id)  # closed meanwhile
+        await self.store.forget_open(request.id)  # closed meanwhile
         return None
 
     async def _abort(self, request: ActionRequest, note: str, detail: str) -> ActionRequest:
