@@ -308,10 +308,10 @@ class KubernetesCluster:
 
         return PlannedWrite(done=done, would=would, send=send, resource_version=resource_version)
 
-    async def fence(self, namespace: str, name: str, resource_version: str, marker: str) -> bool:
+    async def fence(self, namespace: str, name: str, resource_version: str, marker: str) -> None:
         """Make a write conditional on `resource_version` impossible from now on: a no-op
-        annotation change, itself conditional on that version. True when it landed (a write
-        still in flight will get 409); False when the Deployment had already changed."""
+        annotation change, itself conditional on that version (a write still in flight will
+        get 409). Its own 409 is no failure: the Deployment had already changed."""
         patch = [
             {"op": "replace", "path": "/metadata/resourceVersion", "value": resource_version},
             {
@@ -323,10 +323,8 @@ class KubernetesCluster:
         try:
             await self._call(self._apps.patch_namespaced_deployment(name, namespace, patch))
         except ClusterError as exc:
-            if "HTTP 409" in str(exc):
-                return False
-            raise
-        return True
+            if "HTTP 409" not in str(exc):
+                raise
 
     async def plan_rollback(
         self, namespace: str, name: str, target: Revision, resource_version: str

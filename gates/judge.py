@@ -91,17 +91,12 @@ class ActionJudge:
             decision = _decision(reply)
         except Exception as exc:  # judge errors are decided by JUDGE_FAIL_MODE, never raised
             log.warning("action judge failed for %s: %s: %s", request.id, type(exc).__name__, exc)
-            if self._fail_mode == "open":
-                return JudgeVerdict(
-                    safe_to_proceed=True,
-                    reason=f"judge unavailable ({type(exc).__name__}); allowed because "
-                    "JUDGE_FAIL_MODE=open — review with extra care",
-                    available=False,
-                )
-            return JudgeVerdict(
-                safe_to_proceed=False,
-                reason=f"judge unavailable ({type(exc).__name__}); refused because "
-                "JUDGE_FAIL_MODE=closed",
-                available=False,
+            allowed = self._fail_mode == "open"
+            why = (
+                "allowed because JUDGE_FAIL_MODE=open — review with extra care"
+                if allowed
+                else "refused because JUDGE_FAIL_MODE=closed"
             )
+            reason = f"judge unavailable ({type(exc).__name__}); {why}"
+            return JudgeVerdict(safe_to_proceed=allowed, reason=reason, available=False)
         return JudgeVerdict(safe_to_proceed=decision.safe_to_proceed, reason=decision.reason)

@@ -21,9 +21,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import redis.asyncio as aioredis
 from langchain_core.language_models import BaseChatModel
@@ -273,30 +272,13 @@ class ActionPipeline:
             return _result(exc.current)
 
     async def approve(
-        self,
-        request_id: str,
-        user: str,
-        *,
-        in_approver_group: bool = False,
-        on_approved: Callable[[ActionRequest], Awaitable[None]] | None = None,
+        self, request_id: str, user: str, *, in_approver_group: bool = False
     ) -> ApprovalResult:
-        """`authorise`, then `execute` in this process (tests, and a process that does both).
-
-        `on_approved` is told as soon as this call has won (e.g. to show "executing").
-        """
+        """`authorise`, then `execute` in this process (tests, and a process that does both)."""
         authorised = await self.authorise(request_id, user, in_approver_group=in_approver_group)
-        request = authorised.request
-        if authorised.verdict != "approved" or request is None:
+        if authorised.verdict != "approved":
             return authorised
-        if on_approved is not None:
-            try:
-                await on_approved(request)
-            except Exception:  # showing progress must not stop the execution
-                log.exception("on_approved callback failed for %s", request_id)
-        try:
-            return await self._recheck_and_execute(request, user)
-        except TransitionConflict as exc:  # the reconciler judged this call dead and settled it
-            return _result(exc.current)
+        return await self.execute(request_id, user)
 
     async def _recheck_and_execute(self, request: ActionRequest, user: str) -> ApprovalResult:
         dry_run = not self.policy.actions_enabled
@@ -600,17 +582,12 @@ def build_pipeline(
     )
 
 
-_ENDINGS: dict[str, ApprovalVerdict] = {
-    "succeeded": "succeeded",
-    "failed": "failed",
-    "aborted": "aborted",
-}
-
-
 def _result(request: ActionRequest) -> ApprovalResult:
     """How an approved request ended (or, `executing`, that it is not settled yet)."""
     detail = request.outcome.detail if request.outcome else "the outcome is not known yet"
-    return ApprovalResult(_ENDINGS.get(request.status, "executing"), detail, request)
+    ended = request.status in ("succeeded", "failed", "aborted")
+    verdict = cast(ApprovalVerdict, request.status) if ended else "executing"
+    return ApprovalResult(verdict, detail, request)
 
 
 def _succeeded_at(request: ActionRequest) -> float:

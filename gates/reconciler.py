@@ -93,10 +93,9 @@ class Reconciler:
         whoever takes its follow lease (`ActionPipeline.follow_rollout`)."""
         found = []
         for request_id in await self.store.unfollowed():
-            if (request := await self.store.find(request_id)) is None:  # past retention
-                await self.store.unfollow(request_id)
-                continue
-            if request.rollout is not None:  # recorded; the mark was left by a race
+            request = await self.store.find(request_id)
+            # Past retention, or recorded (the mark was left by a race): nothing to follow.
+            if request is None or request.rollout is not None:
                 await self.store.unfollow(request_id)
                 continue
             found.append(request)
@@ -114,7 +113,6 @@ class Reconciler:
         )
 
     async def _settle(self, request: ActionRequest) -> ActionRequest | None:
-        store = self.store
         if request.status == "proposed":
             if self.thread_busy is not None and await self.thread_busy(request.thread_key):
                 return None  # its run is alive (a slow judge): looked at again next period
@@ -136,7 +134,7 @@ class Reconciler:
                 failed=f"not applied: the cluster does not show the change ({INTERRUPTED})",
                 actor=RECONCILER,
             )
-        await store.forget_open(request.id)  # closed meanwhile
+        await self.store.forget_open(request.id)  # closed meanwhile
         return None
 
     async def _abort(self, request: ActionRequest, note: str, detail: str) -> ActionRequest:

@@ -131,20 +131,6 @@ def uncounted_key(prefix: str) -> str:
     return f"{prefix}:actions:uncounted"
 
 
-def _decoded(entries: Any) -> list[dict[str, str]]:
-    """Audit stream entries (XRANGE's answer) as their fields, in text."""
-    return [{as_text(k): as_text(v) for k, v in (f or {}).items()} for _, f in entries or []]
-
-
-def ended_execution(before: ActionRequest, after: ActionRequest) -> bool:
-    """Does moving `before` to `after` end a real execution (one the breaker counts)?"""
-    return (
-        before.status == "executing"
-        and after.status in ("succeeded", "failed")
-        and not after.dry_run
-    )
-
-
 class ActionStore:
     def __init__(
         self,
@@ -173,31 +159,25 @@ class ActionStore:
         return f"{self.prefix}:actions:following:{request_id}"
 
     @staticmethod
-    def _entry(event: str, actor: str, note: str, **about: str) -> dict[str, str]:
-        """One audit stream entry; `about` names the request, target and statuses."""
-        fields = {"request_id": "", "action": "", "target": "", "from": "", "to": "", **about}
+    def _entry(
+        event: str, actor: str, note: str, request: ActionRequest | None, from_status: str = ""
+    ) -> dict[str, str]:
+        """One audit stream entry about `request` (moved from `from_status`), or about none.
+        The fields' order is part of the entry's hash."""
         return {
             "event": event,
-            **fields,
+            "request_id": request.id if request else "",
+            "action": request.action if request else "",
+            "target": request.target if request else "",
+            "from": from_status,
+            "to": request.status if request else "",
             "actor": actor,
             "note": note[:500],
             "at": f"{time.time():.3f}",
         }
 
-    def _audit_fields(
-        self, request: ActionRequest, event: str, actor: str, from_status: str, note: str
-    ) -> dict[str, str]:
-        about = {
-            "request_id": request.id,
-            "action": request.action,
-            "target": request.target,
-            "from": from_status,
-            "to": request.status,
-        }
-        return self._entry(event, actor, note, **about)
-
     async def create(self, request: ActionRequest) -> None:
-        fields = self._audit_fields(request, "created", request.requester, "", request.reason)
+        fields = self._entry("created", request.requester, request.reason, request)
         created = await self._create(
             keys=[
                 self.key(request.id),
@@ -278,9 +258,9 @@ class ActionStore:
             updated = current.model_copy(
                 update={**changes, "status": to, "history": [*current.history, step]}
             )
-            if await self._compare_and_set(current, updated, "transition", actor, note):
+            if stored := await self._compare_and_set(current, updated, "transition", actor, note):
                 ACTION_REQUESTS.labels(to).inc()
-                return updated.model_copy(update={"version": current.version + 1})
+                return stored
             # Lost the race: read again; the status check above decides what that means.
 
     async def update(
@@ -291,8 +271,8 @@ class ActionStore:
         while True:
             current = await self.get(request_id)
             updated = current.model_copy(update=changes)
-            if await self._compare_and_set(current, updated, event, actor, note):
-                return updated.model_copy(update={"version": current.version + 1})
+            if stored := await self._compare_and_set(current, updated, event, actor, note):
+                return stored
 
     async def record_rollout(
         self, request_id: str, health: RolloutHealth, actor: str
@@ -305,10 +285,10 @@ class ActionStore:
                 await self.unfollow(request_id)
                 return None
             updated = current.model_copy(update={"rollout": health})
-            if await self._compare_and_set(
+            if stored := await self._compare_and_set(
                 current, updated, "rollout_followed", actor, health.detail, follow=UNFOLLOW
             ):
-                return updated.model_copy(update={"version": current.version + 1})
+                return stored
 
     async def _compare_and_set(
         self,
@@ -319,11 +299,14 @@ class ActionStore:
         note: str,
         *,
         follow: str = "",
-    ) -> bool:
+    ) -> ActionRequest | None:
+        """`updated`, stored one version on, audited; None when `current` was moved meanwhile."""
         stored = updated.model_copy(update={"version": current.version + 1})
-        fields = self._audit_fields(stored, event, actor, current.status, note)
+        fields = self._entry(event, actor, note, stored, current.status)
         count = ""
-        if ended_execution(current, stored):  # marked in the same step that ends it
+        # A real execution (one the breaker counts) is marked in the same step that ends it.
+        ended = current.status == "executing" and stored.status in ("succeeded", "failed")
+        if ended and not stored.dry_run:
             count = "now"
             if stored.status == "succeeded":
                 follow = "now"
@@ -352,9 +335,9 @@ class ActionStore:
             ],
         )
         if not chained:
-            return False
+            return None
         log_entry(as_text(chained[0]), fields, chained)
-        return True
+        return stored
 
     def _due(self, request: ActionRequest) -> str:
         """When a reconciler should look at the request ("" = never)."""
@@ -392,19 +375,16 @@ class ActionStore:
 
     async def audit(self, request: ActionRequest, event: str, actor: str, note: str) -> None:
         """An audit entry that is not a transition (e.g. a refused approval)."""
-        await self.chain.append(self._audit_fields(request, event, actor, request.status, note))
+        await self.chain.append(self._entry(event, actor, note, request, request.status))
 
     async def audit_event(self, event: str, actor: str, note: str, target: str) -> None:
         """An audit entry about no request (e.g. a circuit breaker reset)."""
-        await self.chain.append(self._entry(event, actor, note, target=target))
-
-    async def audit_entries(self, request_id: str | None = None) -> list[dict[str, str]]:
-        decoded = _decoded(await self.redis.xrange(self.audit_stream))
-        return [e for e in decoded if request_id is None or e["request_id"] == request_id]
+        await self.chain.append({**self._entry(event, actor, note, None), "target": target})
 
     async def recent_audit(self, count: int) -> list[dict[str, str]]:
-        """The newest `count` audit entries, newest first."""
-        return _decoded(await self.redis.xrevrange(self.audit_stream, count=count))
+        """The newest `count` audit entries, newest first, in text."""
+        entries = await self.redis.xrevrange(self.audit_stream, count=count)
+        return [{as_text(k): as_text(v) for k, v in (f or {}).items()} for _, f in entries or []]
 
     # --- the duplicate gate's index: one live request per (incident, fingerprint) ----
     def _fingerprint_key(self, thread_key: str, fp: str) -> str:

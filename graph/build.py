@@ -58,15 +58,6 @@ ROUTES: dict[str, tuple[str, ...]] = {
 STEPS = StepBudget(ROUTES)
 
 
-def routers(limits: GraphLimits) -> dict[str, Callable[[InvestigationState], Any]]:
-    """The nodes that choose where to go next, and how."""
-    return {
-        "agent": after_agent(STEPS, limits.tool_budget),
-        "check_draft": after_check,
-        "grade": after_grade,
-    }
-
-
 def build_graph(
     model: BaseChatModel,
     tools: Sequence[BaseTool],
@@ -98,7 +89,11 @@ def build_graph(
     builder.add_node("grade", make_grade(grader, limits, STEPS, on_evaluation))
 
     builder.add_edge(START, "agent")
-    choosing = routers(limits)
+    choosing: dict[str, Callable[[InvestigationState], Any]] = {  # the nodes that choose
+        "agent": after_agent(STEPS, limits.tool_budget),
+        "check_draft": after_check,
+        "grade": after_grade,
+    }
     for node, ahead in ROUTES.items():
         if node in choosing:
             builder.add_conditional_edges(node, choosing[node], list(ahead))

@@ -418,14 +418,6 @@ return {0, 0}
 """
 
 
-@dataclass(frozen=True)
-class Reservation:
-    """Tokens a call holds in its budgets (under the keys of the day it was made)."""
-
-    keys: tuple[str, ...] = ()
-    tokens: int = 0
-
-
 class TokenBudgets:
     """Tokens spent per thread (kept as long as the thread's checkpoint) and per channel per
     UTC day (two days); a call that would go past a budget stops before it is made. A call
@@ -452,12 +444,13 @@ class TokenBudgets:
             keys.append(("automatic", key, self.limits.automatic_daily_token_budget, 2 * 86400))
         return keys
 
-    async def reserve(self, scope: CallScope, estimated: int) -> Reservation:
+    async def reserve(self, scope: CallScope, estimated: int) -> list[str]:
         """Hold `estimated` tokens in every budget of the call, or raise `BudgetExceeded`
-        (holding nothing) when it would take one past its limit."""
+        (holding nothing) when it would take one past its limit. Returns the budgets' keys
+        (those of the day the call was made)."""
         keys = self._keys(scope)
         if not keys:
-            return Reservation()
+            return []
         args: list[int] = [estimated]
         for _, _, limit, ttl in keys:
             args += [limit, ttl]
@@ -466,15 +459,16 @@ class TokenBudgets:
             budget, _, limit, _ = keys[int(over) - 1]
             BUDGET_STOPS.labels(budget).inc()
             raise BudgetExceeded(budget, limit, int(used))
-        return Reservation(tuple(key for _, key, _, _ in keys), estimated)
+        return [key for _, key, _, _ in keys]
 
-    async def settle(self, reservation: Reservation, spent: int) -> None:
-        """Correct the reservation to what the call spent (0: it failed)."""
-        change = max(0, spent) - reservation.tokens
-        if not reservation.keys or not change:
+    async def settle(self, held: list[str], reserved: int, spent: int) -> None:
+        """Correct the `reserved` tokens `held` in those budgets to what the call spent
+        (0: it failed)."""
+        change = max(0, spent) - reserved
+        if not held or not change:
             return
         async with self.redis.pipeline(transaction=False) as pipe:
-            for key in reservation.keys:
+            for key in held:
                 pipe.incrby(key, change)
             await pipe.execute()
 
@@ -557,13 +551,13 @@ class ModelGuard:
         """
         scope = _SCOPE.get() or CallScope()
         estimated = estimate_tokens(messages, extra)
-        reservation = await self.budgets.reserve(scope, estimated)
+        held = await self.budgets.reserve(scope, estimated)
         try:
             result, current, call_id = await self._answered(
-                model, role, messages, estimated, scope, generate, fallback, inline
+                model, role, estimated, scope, generate, fallback, inline
             )
         except BaseException:  # a call that failed (or was cancelled) spent nothing
-            await self.budgets.settle(reservation, 0)
+            await self.budgets.settle(held, estimated, 0)
             raise
         scope.under_way = True
         scope.calls += 1
@@ -571,14 +565,13 @@ class ModelGuard:
         usage = _usage(result)
         if usage is not None:
             await self.limiter.correct(current, call_id, estimated, usage[0])
-            await self.budgets.settle(reservation, usage[0] + usage[1])
+            await self.budgets.settle(held, estimated, usage[0] + usage[1])
         return result
 
     async def _answered(
         self,
         model: str,
         role: str,
-        messages: list[BaseMessage],
         estimated: int,
         scope: CallScope,
         generate: Callable[[str], Awaitable[ChatResult]],
@@ -657,17 +650,3 @@ def wait_text(retry_at: float) -> str:
     """What a waiting turn's placeholder says."""
     at = datetime.fromtimestamp(retry_at, UTC).strftime("%H:%M:%S")
     return f":hourglass_flowing_sand: Waiting for model capacity — next try at {at} UTC"
-
-
-__all__ = [
-    "BudgetExceeded",
-    "CallScope",
-    "CapacityLimits",
-    "ModelBusy",
-    "ModelGuard",
-    "SharedLimiter",
-    "call_scope",
-    "capacity_reason",
-    "retry_delay_s",
-    "wait_text",
-]

@@ -105,6 +105,13 @@ class LatestCheckpointSaver(AsyncShallowRedisSaver):
         self._names = names
         self._ttl_s = int(ttl_minutes * 60) if ttl_minutes else None
 
+    def _checkpoint_key(self, config: RunnableConfig) -> str:
+        """The key of the thread's latest checkpoint (the library's name for it)."""
+        configurable = config["configurable"]
+        return self._make_shallow_redis_checkpoint_key_cached(
+            configurable["thread_id"], configurable["checkpoint_ns"]
+        )
+
     def _registry(self, config: RunnableConfig) -> str:
         """The sorted set of a thread's write keys (the library's name has no prefix)."""
         configurable = config["configurable"]
@@ -136,11 +143,7 @@ class LatestCheckpointSaver(AsyncShallowRedisSaver):
             pipeline.delete(*stale)
             pipeline.zrem(registry, *stale)
         if self._ttl_s:
-            configurable = saved["configurable"]
-            key = self._make_shallow_redis_checkpoint_key_cached(
-                configurable["thread_id"], configurable["checkpoint_ns"]
-            )
-            pipeline.expire(key, self._ttl_s)
+            pipeline.expire(self._checkpoint_key(saved), self._ttl_s)
         if stale or self._ttl_s:
             await pipeline.execute()
         return saved
@@ -218,13 +221,10 @@ class LatestCheckpointSaver(AsyncShallowRedisSaver):
             return found
         # A thread read is a thread in use. Its pending writes are expired again too: a
         # run cut short between writing them and setting their expiry left them without.
-        configurable = found.config["configurable"]
-        key = self._make_shallow_redis_checkpoint_key_cached(
-            configurable["thread_id"], configurable["checkpoint_ns"]
-        )
         registry = self._registry(found.config)
+        keys = [self._checkpoint_key(found.config), registry, *await self._registered(registry)]
         pipeline = self._redis.pipeline(transaction=False)
-        for expiring in [key, registry, *await self._registered(registry)]:
+        for expiring in keys:
             pipeline.expire(expiring, self._ttl_s)
         await pipeline.execute()
         return found

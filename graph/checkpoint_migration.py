@@ -11,7 +11,7 @@ the truth); copies keep the unprefixed keys' expiry; a second run finds nothing 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, cast
 
 import redis.asyncio as aioredis
@@ -32,7 +32,6 @@ class MigrationReport:
     newer: int = 0  # a newer checkpoint is under the prefix: the old one was not copied
     removed: int = 0  # old keys deleted (none with keep)
     other: int = 0  # `checkpoint:` keys of another layout (the history saver's): left alone
-    threads: list[str] = field(default_factory=list)  # the old checkpoint keys seen
 
     def summary(self) -> str:
         return (
@@ -51,9 +50,7 @@ async def migrate_checkpoints(
     names = CheckpointNames(prefix)
     report = MigrationReport()
     async for raw in redis.scan_iter(match=f"{CHECKPOINT_PREFIX}:*", count=_SCAN_BATCH):
-        old_key = as_text(raw)
-        report.threads.append(old_key)
-        await _migrate_one(redis, names, old_key, keep, report)
+        await _migrate_one(redis, names, as_text(raw), keep, report)
     return report
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
@@ -67,12 +66,6 @@ class _LooseVerdict(BaseModel):
 
 class GraderOutputError(Exception):
     """The grader never produced a verdict of the right shape."""
-
-
-@dataclass(frozen=True)
-class GraderOutcome:
-    verdict: GraderVerdict
-    unverified: bool
 
 
 def transcript(messages: Sequence[AnyMessage], nonce: str) -> str:
@@ -144,8 +137,9 @@ class Grader:
 
     async def grade(
         self, rubric: str, messages: Sequence[AnyMessage], expected: list[str]
-    ) -> GraderOutcome:
-        """Judge the latest answer; `expected` are criteria an earlier pass of the run named."""
+    ) -> tuple[GraderVerdict, bool]:
+        """Judge the latest answer; `expected` are criteria an earlier pass of the run named.
+        Returns the verdict and whether it is `unverified` (salvaged from a wrong one)."""
         nonce = secrets.token_hex(8)
         convo: list[BaseMessage] = [
             SystemMessage(GRADER_PROMPT),
@@ -157,7 +151,7 @@ class Grader:
         args, call_id = await self._next_submission(convo, self._max_steps)
         problem = self._problem(args, expected)
         if problem is None:
-            return GraderOutcome(GraderVerdict.model_validate(args), unverified=False)
+            return GraderVerdict.model_validate(args), False
         convo.append(
             ToolMessage(
                 f"Verdict rejected: {problem}. Call SubmitVerdict again, consistent and "
@@ -169,8 +163,8 @@ class Grader:
         )
         args, _ = await self._next_submission(convo, 0)
         if self._problem(args, expected) is None:
-            return GraderOutcome(GraderVerdict.model_validate(args), unverified=False)
-        return GraderOutcome(_salvage(args), unverified=True)
+            return GraderVerdict.model_validate(args), False
+        return _salvage(args), True
 
     @staticmethod
     def _problem(args: object, expected: list[str]) -> str | None:

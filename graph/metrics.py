@@ -7,41 +7,35 @@ from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.outputs import LLMResult
-from prometheus_client import Counter, Histogram
+from prometheus_client import Histogram
 
-MODEL_CALLS = Counter(
-    "tracegate_model_calls_total", "Chat model calls that returned", ["model", "role"]
+from gates.metrics import counter
+
+MODEL_CALLS = counter("model_calls", "Chat model calls that returned", "model", "role")
+MODEL_TOKENS = counter(
+    "model_tokens", "Tokens the model reported in its usage metadata", "model", "role", "direction"
 )
-MODEL_TOKENS = Counter(
-    "tracegate_model_tokens_total",
-    "Tokens the model reported in its usage metadata",
-    ["model", "role", "direction"],
+# outcome: succeeded | failed
+TOOL_CALLS = counter("tool_calls", "Tool calls by the agent", "tool", "outcome")
+TRACE_GUARD = counter(  # outcome: found | missing | unverified | removed
+    "trace_guard", "Trace IDs cited in drafts, by what the trace guard found", "outcome"
 )
-TOOL_CALLS = Counter(
-    "tracegate_tool_calls_total", "Tool calls by the agent", ["tool", "outcome"]
-)  # outcome: succeeded | failed
-TRACE_GUARD = Counter(
-    "tracegate_trace_guard_total",
-    "Trace IDs cited in drafts, by what the trace guard found",
-    ["outcome"],  # found | missing | unverified | removed
-)
-GROUNDING = Counter(
-    "tracegate_grounding_claims_total",
+GROUNDING = counter(  # outcome: grounded | ungrounded | unchecked
+    "grounding_claims",
     "Facts stated in drafts, by kind and by what the grounding check found",
-    ["kind", "outcome"],  # outcome: grounded | ungrounded | unchecked
+    "kind",
+    "outcome",
 )
-GROUNDING_REMOVED = Counter(
-    "tracegate_grounding_removed_total",
-    "Ungrounded facts removed (with their sentence) from posted answers",
+GROUNDING_REMOVED = counter(
+    "grounding_removed", "Ungrounded facts removed (with their sentence) from posted answers"
 )
-RUBRIC_VERDICTS = Counter(
-    "tracegate_rubric_verdicts_total", "Rubric grading passes by verdict", ["verdict"]
-)
+RUBRIC_VERDICTS = counter("rubric_verdicts", "Rubric grading passes by verdict", "verdict")
 
-QUOTA_ERRORS = Counter(
-    "tracegate_model_quota_errors_total",
+QUOTA_ERRORS = counter(  # reason: quota | overload
+    "model_quota_errors",
     "Model calls refused for capacity (429 quota, 503 overload), by model",
-    ["model", "reason"],  # reason: quota | overload
+    "model",
+    "reason",
 )
 LIMITER_DELAY = Histogram(
     "tracegate_model_limiter_delay_seconds",
@@ -49,15 +43,15 @@ LIMITER_DELAY = Histogram(
     ["model", "role"],
     buckets=(0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300),
 )
-FALLBACK_USES = Counter(
-    "tracegate_model_fallback_total",
+FALLBACK_USES = counter(
+    "model_fallback",
     "Calls answered by LLM_FALLBACK_MODEL because the primary stayed exhausted",
-    ["model", "fallback", "role"],
+    "model",
+    "fallback",
+    "role",
 )
-BUDGET_STOPS = Counter(
-    "tracegate_token_budget_stops_total",
-    "Turns stopped because a token budget was spent",
-    ["budget"],  # thread | channel
+BUDGET_STOPS = counter(  # budget: thread | channel | automatic
+    "token_budget_stops", "Turns stopped because a token budget was spent", "budget"
 )
 
 # The setting a model is built from names its role in the labels.

@@ -64,6 +64,7 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]"
 
 EMPTY_QUESTION = "Ask me about the incident, e.g. “checkout is throwing 500s since 14:05, why?”"
 MAX_SOURCES = 10  # links under one answer
+INCOMPLETE = "the answer may be incomplete — narrow the question."
 
 ProgressCallback = Callable[[dict[str, Any]], Awaitable[None]]
 
@@ -81,11 +82,7 @@ def clean_question(text: str, max_chars: int) -> tuple[str, list[str]]:
 
 
 def _turn_input(
-    question: str,
-    limits: GraphLimits,
-    rubric: str | None,
-    turn_id: str | None = None,
-    context: ThreadContext | None = None,
+    question: str, rubric: str | None, turn_id: str | None, context: ThreadContext | None
 ) -> InvestigationState:
     # Per-turn fields start afresh; messages, known_traces and evaluations carry over.
     # The question's message id is the turn id: a resumed turn finds itself by it.
@@ -174,19 +171,20 @@ class _Turn:
     async def delivering(self) -> AsyncIterator[None]:
         """Events reported inside go to `on_progress`, in order; once the block is left
         normally, all of them have been delivered. A run that raised (superseded,
-        cancelled) reports nothing more."""
-        if self.on_progress is None:
-            yield
-            return
-        self._undelivered = asyncio.Queue()
-        delivery = asyncio.create_task(self._deliver(self.on_progress, self._undelivered))
-        try:
-            yield
-        except BaseException:
-            delivery.cancel()
-            raise
-        self._undelivered.put_nowait(None)
-        await delivery
+        cancelled) reports nothing more. The model calls made inside are the turn's (`calls`)."""
+        with call_scope(self.calls):
+            if self.on_progress is None:
+                yield
+                return
+            self._undelivered = asyncio.Queue()
+            delivery = asyncio.create_task(self._deliver(self.on_progress, self._undelivered))
+            try:
+                yield
+            except BaseException:
+                delivery.cancel()
+                raise
+            self._undelivered.put_nowait(None)
+            await delivery
 
     async def _deliver(
         self, on_progress: ProgressCallback, events: asyncio.Queue[dict[str, Any] | None]
@@ -292,109 +290,94 @@ class Investigator:
         turn = _Turn(thread_id, on_progress)
         turn.calls.channel = channel
         turn.calls.automatic = automatic
-        with call_scope(turn.calls):
-            async with turn.delivering():
-                try:
-                    return await self._investigate(
-                        turn, thread_id, text, user, rubric, channel_rubric, turn_id, context, fence
+        async with turn.delivering():
+            question, notices = clean_question(text, self.limits.question_max_chars)
+            if not question:
+                return turn.result("rejected", EMPTY_QUESTION)
+            config = self._config(thread_id, user, turn.correlation_id, fence)
+            try:
+                snapshot = await self.graph.aget_state(config)
+                pending = _pending(snapshot)
+                if turn_id is not None and _holds_turn(snapshot.values, turn_id):
+                    # Finished super-steps are not run again; an interrupted one is.
+                    turn.calls.under_way = True
+                    turn.report({"type": "resumed", "pending": list(pending)})
+                    turn.final = dict(snapshot.values)
+                    if pending:
+                        await self._stream(None, config, turn)
+                else:
+                    if await self._finish_interrupted_grading(pending, config, turn):
+                        snapshot = await self.graph.aget_state(config)
+                    active = (
+                        rubric
+                        or snapshot.values.get("rubric")
+                        or channel_rubric
+                        or self.default_rubric
                     )
-                except ModelBusy as busy:
-                    if wait_until is not None and busy.retry_at <= wait_until:
-                        turn.report({"type": "waiting_for_model", "retry_at": busy.retry_at})
-                        raise
-                    turn.report({"type": "failed", "error": "ModelBusy"})
-                    return turn.result("failed", _busy_message(busy, turn.correlation_id))
-
-    async def _investigate(
-        self,
-        turn: _Turn,
-        thread_id: str,
-        text: str,
-        user: str,
-        rubric: str | None,
-        channel_rubric: str | None,
-        turn_id: str | None,
-        context: ThreadContext | None,
-        fence: Fence | None,
-    ) -> InvestigationResult:
-        question, notices = clean_question(text, self.limits.question_max_chars)
-        if not question:
-            return turn.result("rejected", EMPTY_QUESTION)
-        config = self._config(thread_id, user, turn.correlation_id, fence)
-        try:
-            snapshot = await self.graph.aget_state(config)
-            pending = _pending(snapshot)
-            if turn_id is not None and _holds_turn(snapshot.values, turn_id):
-                # Finished super-steps are not run again; an interrupted one is.
-                turn.calls.under_way = True
-                turn.report({"type": "resumed", "pending": list(pending)})
-                turn.final = dict(snapshot.values)
-                if pending:
-                    await self._stream(None, config, turn)
-            else:
-                if await self._finish_interrupted_grading(pending, config, turn):
-                    snapshot = await self.graph.aget_state(config)
-                active = (
-                    rubric or snapshot.values.get("rubric") or channel_rubric or self.default_rubric
+                    fresh = _turn_input(question, active, turn_id, context)
+                    await self._stream(_changes(fresh, snapshot.values), config, turn)
+            except Superseded:
+                raise  # another run holds the thread
+            except ModelBusy as busy:
+                if wait_until is not None and busy.retry_at <= wait_until:
+                    turn.report({"type": "waiting_for_model", "retry_at": busy.retry_at})
+                    raise  # the model's capacity is awaited
+                turn.report({"type": "failed", "error": "ModelBusy"})
+                return turn.result("failed", _busy_message(busy, turn.correlation_id))
+            except BudgetExceeded as spent:
+                turn.report({"type": "stopped", "reason": "token_budget", "budget": spent.budget})
+                message = _budget_message(spent)
+                draft = _answer(turn.final)  # a checked draft of this turn, if it got that far
+                return turn.result(
+                    "incomplete",
+                    draft or message,
+                    notices=[*notices, message] if draft else notices,
+                    stop_reason="token_budget",
+                    **_turn_fields(turn.final),
                 )
-                fresh = _turn_input(question, self.limits, active, turn_id, context)
-                await self._stream(_changes(fresh, snapshot.values), config, turn)
-        except (Superseded, ModelBusy):
-            raise  # another run holds the thread, or the model's capacity is awaited
-        except BudgetExceeded as spent:
-            turn.report({"type": "stopped", "reason": "token_budget", "budget": spent.budget})
-            message = _budget_message(spent)
-            draft = _answer(turn.final)  # a checked draft of this turn, if it got that far
-            return turn.result(
-                "incomplete",
-                draft or message,
-                notices=[*notices, message] if draft else notices,
-                stop_reason="token_budget",
-                **_turn_fields(turn.final),
-            )
-        except GraphRecursionError:
-            steps = self.limits.recursion_limit
-            turn.report({"type": "stopped", "reason": "recursion_limit", "steps": steps})
-            log.warning("thread %s hit the recursion limit [%s]", thread_id, turn.correlation_id)
-            message = (
-                f"Stopped after {steps} steps; the answer may be incomplete — narrow the question."
-            )
-            return turn.result(
-                "incomplete",
-                _answer(turn.final) or message,
-                notices=[*notices, message],
-                stop_reason="recursion_limit",
-                **_turn_fields(turn.final),
-            )
-        except Exception as exc:
-            log.exception("investigation failed for thread %s [%s]", thread_id, turn.correlation_id)
-            turn.report({"type": "failed", "error": type(exc).__name__})
-            return turn.result(
-                "failed", _failure_message(exc, turn.correlation_id), notices=notices
-            )
+            except GraphRecursionError:
+                steps = self.limits.recursion_limit
+                turn.report({"type": "stopped", "reason": "recursion_limit", "steps": steps})
+                log.warning(
+                    "thread %s hit the recursion limit [%s]", thread_id, turn.correlation_id
+                )
+                message = f"Stopped after {steps} steps; {INCOMPLETE}"
+                return turn.result(
+                    "incomplete",
+                    _answer(turn.final) or message,
+                    notices=[*notices, message],
+                    stop_reason="recursion_limit",
+                    **_turn_fields(turn.final),
+                )
+            except Exception as exc:
+                log.exception(
+                    "investigation failed for thread %s [%s]", thread_id, turn.correlation_id
+                )
+                turn.report({"type": "failed", "error": type(exc).__name__})
+                return turn.result(
+                    "failed", _failure_message(exc, turn.correlation_id), notices=notices
+                )
 
-        stop_reason = turn.final.get("stop_reason")
-        status: Status = "incomplete" if stop_reason == "step_limit" else "answered"
-        turn.report({"type": "final", "status": status})
-        if stop_reason == "step_limit":
-            notices.append(
-                f"Stopped near the step limit ({self.limits.recursion_limit} steps); "
-                "the answer may be incomplete — narrow the question."
+            stop_reason = turn.final.get("stop_reason")
+            status: Status = "incomplete" if stop_reason == "step_limit" else "answered"
+            turn.report({"type": "final", "status": status})
+            if stop_reason == "step_limit":
+                steps = self.limits.recursion_limit
+                notices.append(f"Stopped near the step limit ({steps} steps); {INCOMPLETE}")
+            elif stop_reason == "tool_budget":
+                notices.append(
+                    f"Used the whole tool budget ({self.limits.tool_budget} calls) "
+                    "before answering; some evidence may be missing."
+                )
+            if failed := failed_tools_notice(turn.events):
+                notices.append(failed)
+            return turn.result(
+                status,
+                _answer(turn.final) or "",
+                notices=notices,
+                stop_reason=stop_reason,
+                **_turn_fields(turn.final),
             )
-        elif stop_reason == "tool_budget":
-            notices.append(
-                f"Used the whole tool budget ({self.limits.tool_budget} calls) "
-                "before answering; some evidence may be missing."
-            )
-        if failed := failed_tools_notice(turn.events):
-            notices.append(failed)
-        return turn.result(
-            status,
-            _answer(turn.final) or "",
-            notices=notices,
-            stop_reason=stop_reason,
-            **_turn_fields(turn.final),
-        )
 
     async def rubric_status(self, thread_id: str) -> RubricReport:
         """The thread's active rubric, its latest run's status and every evaluation."""

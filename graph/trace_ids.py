@@ -19,15 +19,11 @@ def normalise(trace_id: str) -> str:
     return trace_id.lower().rjust(32, "0")
 
 
-def _looks_like_trace_id(token: str) -> bool:
-    return not token.isdigit()
-
-
 def find_trace_ids(text: str) -> list[str]:
     """Every trace-ID-looking token in `text`, normalised, deduplicated, in order of first use."""
     seen: dict[str, None] = {}
     for match in TRACE_ID_PATTERN.finditer(text):
-        if _looks_like_trace_id(match.group()):
+        if not match.group().isdigit():  # a number, not an ID (see above)
             seen.setdefault(normalise(match.group()), None)
     return list(seen)
 

@@ -40,6 +40,3 @@ def capped(lines: list[str], room: int) -> str:
             break
         kept.append(line)
     return "\n".join(kept)
-
-
-__all__ = ["capped", "clip", "quoted", "truncate"]

@@ -21,7 +21,7 @@ from gates.cluster import KubernetesCluster
 from gates.config import ActionPolicy
 from gates.model import ActionRequest
 from gates.pipeline import ActionPipeline, build_pipeline
-from gates.store import DEFAULT_LEASE_S
+from gates.store import DEFAULT_LEASE_S, ActionStore, as_text
 from graph.config import ModelSpec
 from graph.model import make_chat_model
 from sandbox import GeminiSimulator, Reply
@@ -121,6 +121,15 @@ def pipeline_for(
 @pytest.fixture
 def pipeline(pipeline_for: PipelineFactory) -> ActionPipeline:
     return pipeline_for()
+
+
+async def audit_entries(store: ActionStore, request_id: str | None = None) -> list[dict[str, str]]:
+    """The audit stream's entries (of one request, if given), oldest first, as text."""
+    decoded = [
+        {as_text(k): as_text(v) for k, v in fields.items()}
+        for _, fields in await store.redis.xrange(store.audit_stream)
+    ]
+    return [e for e in decoded if request_id is None or e["request_id"] == request_id]
 
 
 async def until(

@@ -32,6 +32,7 @@ from tests.gates_fixtures import (
     SAFE,
     SECOND_APPROVER,
     PipelineFactory,
+    audit_entries,
     kill_mid_approval,
     propose_scale,
     until,
@@ -217,7 +218,7 @@ async def _succeeded(pipeline: ActionPipeline, gemini: GeminiSimulator) -> Actio
 
 
 async def _rollouts_recorded(pipeline: ActionPipeline, request_id: str) -> int:
-    audit = await pipeline.store.audit_entries(request_id)
+    audit = await audit_entries(pipeline.store, request_id)
     return sum(e["event"] == "rollout_followed" for e in audit)
 
 

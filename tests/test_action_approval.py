@@ -17,6 +17,7 @@ from tests.gates_fixtures import (
     SAFE,
     SECOND_APPROVER,
     PipelineFactory,
+    audit_entries,
 )
 from tests.proposals import propose_rollback
 
@@ -76,7 +77,7 @@ async def test_an_unauthorised_user_is_refused_and_audited(
         "you are not an approver (ACTION_APPROVERS / ACTION_APPROVER_GROUP)",
     )
     assert kube.writes == []
-    audit = await pipeline.store.audit_entries(request.id)
+    audit = await audit_entries(pipeline.store, request.id)
     assert (audit[-1]["event"], audit[-1]["actor"]) == ("approval_denied", OUTSIDER)
 
 
@@ -97,7 +98,7 @@ async def test_self_approval_is_refused_unless_allowed(
     assert refused.verdict == "denied"
     assert "someone else must approve it" in refused.message
     assert kube.writes == []
-    audit = await strict.store.audit_entries(request.id)
+    audit = await audit_entries(strict.store, request.id)
     assert (audit[-1]["event"], audit[-1]["actor"]) == ("approval_denied", REQUESTER)
 
     lenient = pipeline_for(approvers=frozenset({REQUESTER}), allow_self_approval=True)
@@ -118,7 +119,7 @@ async def test_an_expired_request_is_refused_and_marked_expired(
     assert result.verdict == "expired"
     assert (await pipeline.store.get(request.id)).status == "expired"
     assert kube.writes == []
-    audit = await pipeline.store.audit_entries(request.id)
+    audit = await audit_entries(pipeline.store, request.id)
     assert [(e["to"], e["actor"]) for e in audit[-2:]] == [
         ("expired", "tracegate"),
         ("expired", APPROVER),
@@ -193,7 +194,7 @@ async def test_every_transition_is_audited_with_its_actor(
     await pipeline.approve(request.id, APPROVER)
     trail = [
         (e["from"], e["to"], e["actor"])
-        for e in await pipeline.store.audit_entries(request.id)
+        for e in await audit_entries(pipeline.store, request.id)
         if e["event"] in ("created", "transition")
     ]
     assert trail == [
@@ -287,7 +288,7 @@ async def test_the_audit_stream_holds_every_transition_of_every_request(
         stored = await pipeline.store.get(request_id)
         audited = [
             (e["from"], e["to"], e["actor"])
-            for e in await pipeline.store.audit_entries(request_id)
+            for e in await audit_entries(pipeline.store, request_id)
             if e["event"] == "transition"
         ]
         assert audited == [(t.from_status, t.to_status, t.actor) for t in stored.history]

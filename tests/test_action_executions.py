@@ -17,7 +17,7 @@ from sandbox.fleet import Fleet
 from sandbox.kubernetes import KubernetesSimulator, write_kubeconfig
 from sandbox.slack import SlackSimulator
 from tests.fleet_fixtures import approval_card, driver_for
-from tests.gates_fixtures import APPROVER, REQUESTER, SAFE, until
+from tests.gates_fixtures import APPROVER, REQUESTER, SAFE, audit_entries, until
 from tests.proposals import ROLLBACK, ROLLBACK_PROPOSED
 
 
@@ -74,7 +74,7 @@ async def test_a_worker_killed_mid_write_leaves_one_execution_whoever_retries_it
             return job is not None and job.status == Status.COMPLETE and job.attempts >= 2
 
         await until(job_ended, "the retried execution job to end", 60)
-        entries = await ActionStore(redis, prefix).audit_entries(request_id)
+        entries = await audit_entries(ActionStore(redis, prefix), request_id)
     finally:
         await redis.aclose()
     started = [e for e in entries if e["to"] == "executing"]

@@ -9,6 +9,7 @@ from bot.process.server import RunningBot
 from gates.store import as_text
 from sandbox import GeminiSimulator, Reply
 from sandbox.slack import SlackDriver, SlackSimulator
+from tests.gates_fixtures import audit_entries
 from tests.slack_fixtures import settled
 
 ROOT = "1700000000.000100"
@@ -43,7 +44,7 @@ async def _kept(bot: RunningBot, correlation_id: str, suffix: str = "") -> dict[
 
 
 async def _audit(bot: RunningBot) -> list[dict[str, Any]]:
-    entries = await bot.services.feedback.audit.audit_entries()
+    entries = await audit_entries(bot.services.feedback.audit)
     return [e for e in entries if e["event"].startswith("answer_feedback")]
 
 

@@ -23,6 +23,7 @@ from tests.gates_fixtures import (
     REQUESTER,
     SAFE,
     PipelineFactory,
+    audit_entries,
     kill_mid_approval,
     propose_scale,
     until,
@@ -111,7 +112,7 @@ async def test_killed_after_the_write_was_applied_is_succeeded(
     )
     state = await crashable.breaker.state("shop/payment-api")
     assert (state.recent_executions, state.consecutive_failures) == (1, 0)
-    audit = await crashable.store.audit_entries(request.id)
+    audit = await audit_entries(crashable.store, request.id)
     assert (audit[-1]["to"], audit[-1]["actor"]) == ("succeeded", "tracegate:reconciler")
 
 

@@ -16,6 +16,7 @@ from tests.gates_fixtures import (
     REQUESTER,
     SAFE,
     SECOND_APPROVER,
+    audit_entries,
     kill_mid_approval,
     until,
 )
@@ -240,7 +241,7 @@ async def test_a_click_from_another_message_or_channel_is_refused_and_nothing_ch
     assert (await actions.store.get(request_id)).status == "pending_approval"
     refused = [
         e["note"].split(";")[0]
-        for e in await actions.store.audit_entries(request_id)
+        for e in await audit_entries(actions.store, request_id)
         if e["event"] == "click_refused" and e["actor"] == APPROVER
     ]
     assert refused == [f"clicked on C1/{answer.ts}"] * 2 + [f"clicked on C2/{card.ts}"] * 2
@@ -276,7 +277,7 @@ async def test_an_approver_resets_an_open_breaker_from_its_refusal_card(
     assert not (await actions.breaker.state("shop/payment-api")).open
     assert not any(b["type"] == "actions" for b in refused.blocks)
     assert "breaker for shop/payment-api reset by <@U_APPROVER>; ask again" in str(refused.blocks)
-    audited = [(e["event"], e["actor"]) for e in await actions.store.audit_entries()]
+    audited = [(e["event"], e["actor"]) for e in await audit_entries(actions.store)]
     assert ("breaker_reset_denied", OUTSIDER) in audited
     assert ("breaker_reset", APPROVER) in audited
 

@@ -13,7 +13,7 @@ from sandbox.fleet import Fleet
 from sandbox.kubernetes import KubernetesSimulator, write_kubeconfig
 from sandbox.slack import SlackDriver, SlackMessage, SlackPerson, SlackSimulator
 from tests.fleet_fixtures import approval_card, approve_value
-from tests.gates_fixtures import APPROVER, REQUESTER, SAFE, until
+from tests.gates_fixtures import APPROVER, REQUESTER, SAFE, audit_entries, until
 from tests.proposals import ROLLBACK, ROLLBACK_PROPOSED
 from tests.slack_fixtures import SECRET, BotFactory, settled
 
@@ -55,7 +55,7 @@ async def _home(bot: RunningBot, driver: SlackDriver, slack: SlackSimulator, use
 async def _audit_events(bot: RunningBot) -> list[dict[str, str]]:
     actions = bot.services.cards.actions
     assert actions is not None
-    return await actions.store.audit_entries()
+    return await audit_entries(actions.store)
 
 
 async def test_an_approver_stops_all_actions_after_confirming_and_an_approval_is_refused(

@@ -15,7 +15,7 @@ from bot.turn.access import AskingLimits
 from sandbox import GeminiSimulator, Reply
 from sandbox.kubernetes import KubernetesSimulator
 from sandbox.slack import SlackDriver, SlackMessage, SlackPerson, SlackSimulator
-from tests.gates_fixtures import APPROVER, REQUESTER, SAFE, SECOND_APPROVER
+from tests.gates_fixtures import APPROVER, REQUESTER, SAFE, SECOND_APPROVER, audit_entries
 from tests.proposals import ROLLBACK, ROLLBACK_PROPOSED
 from tests.slack_fixtures import SECRET, BotFactory, settled
 
@@ -299,7 +299,7 @@ async def test_a_guest_approver_s_click_is_refused_like_an_unauthorised_approver
     assert actions is not None
     request = await actions.store.get(request_id)
     assert request.status == "pending_approval"
-    audit = await actions.store.audit_entries(request_id)
+    audit = await audit_entries(actions.store, request_id)
     assert (audit[-1]["event"], audit[-1]["actor"]) == ("approval_denied", APPROVER)
 
 

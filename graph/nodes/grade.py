@@ -45,23 +45,21 @@ def make_grade(
         )
         feedback: str | None = None
         try:
-            outcome = await grader.grade(
+            verdict, unverified = await grader.grade(
                 state.get("rubric") or "", state["messages"], _expected_criteria(state, run_id)
             )
-            result: Verdict = decide(
-                outcome.verdict.result, iteration, limits.rubric_max_iterations
-            )
+            result: Verdict = decide(verdict.result, iteration, limits.rubric_max_iterations)
             if result == "needs_revision" and not steps.room_for(state, "agent"):
                 result = "max_iterations_reached"  # no steps left for another draft
             if result == "needs_revision":
-                feedback = revision_feedback(outcome.verdict)
+                feedback = revision_feedback(verdict)
             evaluation: Evaluation = {
                 "grading_run_id": run_id,
                 "iteration": iteration,
                 "result": result,
-                "explanation": outcome.verdict.explanation,
-                "criteria": [c.model_dump(exclude_none=True) for c in outcome.verdict.criteria],
-                "unverified": outcome.unverified,
+                "explanation": verdict.explanation,
+                "criteria": [c.model_dump(exclude_none=True) for c in verdict.criteria],
+                "unverified": unverified,
             }
         except (ModelBusy, BudgetExceeded):
             raise  # not the grader's failure: the turn waits for capacity, or stops
