@@ -210,6 +210,21 @@ async def test_only_a_real_success_is_left_to_follow(
     assert [r.id for r in await Reconciler(real).to_follow()] == [succeeded.id]
 
 
+async def test_a_recorded_rollout_whose_mark_a_race_left_is_not_followed_again(
+    pipeline: ActionPipeline, gemini: GeminiSimulator
+) -> None:
+    """A success's mark to follow, left in the index after its rollout was recorded (the
+    state a race leaves), is dropped by the reconciler, not handed out to be followed."""
+    request = await _succeeded(pipeline, gemini)
+    health = RolloutHealth(healthy=True, detail="rolled out: 4/4 available")
+    assert await pipeline.store.record_rollout(request.id, health, "follower-a") is not None
+    await pipeline.store.redis.zadd(pipeline.store.unfollowed_index, {request.id: time.time()})
+
+    assert await Reconciler(pipeline).to_follow() == []
+    assert await pipeline.store.unfollowed() == []
+    assert await _rollouts_recorded(pipeline, request.id) == 1
+
+
 async def _succeeded(pipeline: ActionPipeline, gemini: GeminiSimulator) -> ActionRequest:
     request = await propose_scale(pipeline, gemini, THREAD)
     result = await pipeline.approve(request.id, APPROVER)
