@@ -9,8 +9,8 @@ Tempo answers in a shape of its own (graph/tools/tempo.py) over the same client.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from typing import Any, Generic, Protocol, TypeVar
 
 import httpx
@@ -59,9 +59,11 @@ Params = Mapping[str, str | int | float | list[str]]
 class HttpSource(Generic[Spec]):
     """One HTTP API over httpx. One instance per process; close with `aclose()`."""
 
-    name = "the source"
-    kind = ""  # its Grafana data source type, for links
+    name: str  # "Prometheus"
+    kind: str  # its Grafana data source type, for links
     unavailable: type[SourceUnavailable] = SourceUnavailable  # raised when no answer came
+    language: str  # what its queries are written in ("PromQL")
+    instead: str  # what the model must not do when it is down ("do not guess values")
 
     def __init__(self, spec: Spec, connections: int = 16, idle: int = 4) -> None:
         self.spec = spec
@@ -121,20 +123,22 @@ class HttpSource(Generic[Spec]):
         except ValueError:
             return None  # an error in plain text (Loki's), or a proxy's page
 
-    def failed(
-        self, exc: SourceRefused | SourceUnavailable, language: str, instead: str
-    ) -> ToolFailed:
-        """What the model is told of a failed query: the API's words and to fix the query
-        (`language`), or that the source is down and what not to do `instead` of asking."""
-        if isinstance(exc, SourceRefused):
-            return ToolFailed(
-                f"{self.name} rejected the query: {exc}. Fix the {language} and try again.",
+    @contextmanager
+    def failing(self) -> Iterator[None]:
+        """A failed query as the model is told of it: the API's words and to fix the query
+        (in `language`), or that the source is down and what not to do `instead` of asking."""
+        try:
+            yield
+        except SourceRefused as exc:
+            raise ToolFailed(
+                f"{self.name} rejected the query: {exc}. Fix the {self.language} and try again.",
                 retryable=False,
-            )
-        return ToolFailed(
-            f"{self.name} is unavailable ({exc}). Say so in the answer; {instead}.",
-            retryable=exc.retryable,
-        )
+            ) from exc
+        except SourceUnavailable as exc:
+            raise ToolFailed(
+                f"{self.name} is unavailable ({exc}). Say so in the answer; {self.instead}.",
+                retryable=exc.retryable,
+            ) from exc
 
 
 Client = TypeVar("Client", bound=HttpSource[Any])

@@ -23,7 +23,7 @@ from graph.charts import Findings, metric_data
 from graph.config import HttpUrl
 from graph.grounding.evidence import CITE, Fact, citation, fact, text_facts, times_from
 from graph.tools import Shown, ToolSet, declared
-from graph.tools.http_api import HttpSource, SourceRefused, SourceUnavailable, opener
+from graph.tools.http_api import HttpSource, SourceUnavailable, opener
 from graph.tools.prometheus import (
     LABEL_KINDS,
     chart_series,
@@ -193,6 +193,8 @@ def log_facts(lines: list[LogLine], source: str) -> list[Fact]:
 class LokiClient(HttpSource[LokiSpec]):
     name = "Loki"
     kind = "loki"
+    language = "LogQL"
+    instead = "do not guess log lines"
 
     async def query_range(self, logql: str, start: float, end: float, limit: int) -> Any:
         params: dict[str, str | int | float | list[str]] = {
@@ -237,13 +239,11 @@ def loki_tools(client: LokiClient) -> list[BaseTool]:
             return span, []
         start, end = span
         limit = max(1, min(limit, MAX_LINES))
-        try:
+        with client.failing():
             data = await client.query_range(logql, start, end, limit)
             metric = data.get("resultType") in ("matrix", "vector")
             kind, series = parse_result(data) if metric else ("streams", [])
             lines = [] if metric else parse_streams(data)
-        except (SourceRefused, SourceUnavailable) as exc:
-            raise client.failed(exc, "LogQL", "do not guess log lines") from exc
         where = f"from {utc(start)} to {utc(end)}"
         link = client.link(logql, start, end)
         explore = f"\nGrafana Explore: {link}" if link else ""

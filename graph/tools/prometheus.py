@@ -24,7 +24,7 @@ from graph.charts import Findings, metric_data
 from graph.config import HttpUrl
 from graph.grounding.evidence import CITE, Fact, citation, fact, times_from
 from graph.tools import Shown, ToolSet, declared
-from graph.tools.http_api import HttpSource, Params, SourceRefused, SourceUnavailable, opener
+from graph.tools.http_api import HttpSource, Params, SourceUnavailable, opener
 from graph.tools.window import IncidentStart, Since, utc, window
 from graph.untrusted import clip, quoted
 
@@ -237,6 +237,8 @@ def chart_series(series: list[Series]) -> list[tuple[dict[str, str], list[tuple[
 class PrometheusClient(HttpSource[PrometheusSpec]):
     name = "Prometheus"
     kind = "prometheus"
+    language = "PromQL"
+    instead = "do not guess values"
 
     async def instant(self, query: str, at: float) -> tuple[str, list[Series]]:
         data = await self.request("POST", "/api/v1/query", {"query": query, "time": at})
@@ -288,10 +290,8 @@ def prometheus_tools(client: PrometheusClient) -> list[BaseTool]:
         series' labels and value, highest first (10 shown).
         """
         at = time.time() - max(0, minutes_ago) * 60
-        try:
+        with client.failing():
             kind, series = await client.instant(promql, at)
-        except (SourceRefused, SourceUnavailable) as exc:
-            raise client.failed(exc, "PromQL", "do not guess values") from exc
         text = summarise_series(promql, kind, series, f"at {utc(at)}")
         source = f"query_prometheus {clip(promql, 120)}"
         facts = series_facts(series, source, at, at)
@@ -315,10 +315,8 @@ def prometheus_tools(client: PrometheusClient) -> list[BaseTool]:
             return span, []
         start, end = span
         step = max(MIN_STEP_S, math.ceil((end - start) / MAX_POINTS))
-        try:
+        with client.failing():
             kind, series = await client.range(promql, start, end, step)
-        except (SourceRefused, SourceUnavailable) as exc:
-            raise client.failed(exc, "PromQL", "do not guess values") from exc
         where = f"from {utc(start)} to {utc(end)} (step {step}s)"
         text = summarise_series(promql, kind, series, where)
         source = f"query_prometheus_range {clip(promql, 120)}"
@@ -342,10 +340,8 @@ def prometheus_tools(client: PrometheusClient) -> list[BaseTool]:
         span = window(since_minutes_ago, 0, None)
         if isinstance(span, str):
             return span
-        try:
+        with client.failing():
             values = await client.label_values(label, match, *span)
-        except (SourceRefused, SourceUnavailable) as exc:
-            raise client.failed(exc, "PromQL", "do not guess values") from exc
         what = f"values of {label}" if label else "label names"
         where = f" of series matching {match}" if match else ""
         if not values:

@@ -187,6 +187,8 @@ class TempoClient(HttpSource[TempoSpec]):
     name = "Tempo"
     kind = "tempo"
     unavailable = TempoUnavailable
+    language = "TraceQL"
+    instead = "do not invent trace IDs"
 
     def __init__(self, spec: TempoSpec) -> None:
         # Up to 64 at once (a draft's trace IDs are checked together); few kept idle:
@@ -497,10 +499,8 @@ def tempo_tools(client: TempoClient) -> list[BaseTool]:
             return span, []
         start, end = span
         limit = max(1, min(limit, MAX_SEARCH_RESULTS))
-        try:
+        with client.failing():
             hits = await client.search(traceql, start, end, limit)
-        except (TempoQueryError, TempoUnavailable) as exc:
-            raise client.failed(exc, "TraceQL", "do not invent trace IDs") from exc
         between = f"{utc(start)} to {utc(end)}"
         if not hits:
             return f"No traces match {traceql} between {between}.", []
