@@ -64,6 +64,11 @@ class Bound:
     tempo: TempoClient  # the trace guard's client: Tempo's tools share it
     actions: ActionPipeline | None  # the cluster and the gates, when configured
 
+    @property
+    def pipeline(self) -> ActionPipeline:
+        assert self.actions is not None  # a cluster tool set is opened only with the cluster
+        return self.actions
+
 
 @dataclass(frozen=True)
 class ToolSet:

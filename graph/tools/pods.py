@@ -31,7 +31,7 @@ from graph.grounding.evidence import (
     times_from,
 )
 from graph.links import kubectl
-from graph.tools import Bound, Shown, ToolSet, declared
+from graph.tools import Shown, ToolSet, declared
 from graph.tools.kubernetes import read
 from graph.untrusted import clip, quoted
 
@@ -326,22 +326,31 @@ SHOWN = {
 def kubernetes_read_tools(cluster: KubernetesCluster, policy: ActionPolicy) -> list[BaseTool]:
     """The read-only pod, event and log tools, bound to one cluster and the namespace policy."""
 
+    def refused(namespace: str, **names: str) -> tuple[str, list[Fact]] | None:
+        refusal = name_refusal(namespace, **names) or policy.namespace_refusal(namespace)
+        return (f"Not read: {refusal}.", []) if refusal else None
+
+    async def workload_pods(
+        namespace: str, deployment: str, what: str
+    ) -> tuple[list[PodView], bool]:
+        """The Deployment's pods; NotFound when there is no such Deployment."""
+        _, pods, more = await read(
+            what, lambda: cluster.workload_pods(namespace, deployment, MAX_PODS)
+        )
+        return [pod_view(p) for p in pods], more
+
     @tool(response_format="content_and_artifact")
     async def get_workload_pods(namespace: str, deployment: str) -> tuple[str, list[Fact]]:
         """A Deployment's pods, least healthy first: readiness, restarts, container state,
         last exit (e.g. `OOMKilled`), node.
         """
-        refusal = name_refusal(namespace, deployment=deployment)
-        if refusal := refusal or policy.namespace_refusal(namespace):
-            return f"Not read: {refusal}.", []
+        if refusal := refused(namespace, deployment=deployment):
+            return refusal
         where = f"{namespace}/{deployment}"
         try:
-            _, pods, more = await read(
-                where, lambda: cluster.workload_pods(namespace, deployment, MAX_PODS)
-            )
+            views, more = await workload_pods(namespace, deployment, where)
         except NotFound:
             return f"Deployment {where} does not exist.", []
-        views = [pod_view(p) for p in pods]
         source = f"get_workload_pods {where}"
         shown = citation(source, kubectl("get", "pods", "-n", namespace, "-o", "wide"))
         return (
@@ -355,9 +364,8 @@ def kubernetes_read_tools(cluster: KubernetesCluster, policy: ActionPolicy) -> l
     ) -> tuple[str, list[Fact]]:
         """Recent events of a Deployment and its pods, or of one pod (give one), warnings
         first."""
-        refusal = name_refusal(namespace, deployment=deployment, pod=pod)
-        if refusal := refusal or policy.namespace_refusal(namespace):
-            return f"Not read: {refusal}.", []
+        if refusal := refused(namespace, deployment=deployment, pod=pod):
+            return refusal
         if bool(deployment) == bool(pod):
             return "Give exactly one of `deployment` or `pod`.", []
         if pod:
@@ -366,12 +374,9 @@ def kubernetes_read_tools(cluster: KubernetesCluster, policy: ActionPolicy) -> l
         else:
             what = f"Deployment {namespace}/{deployment} and its pods"
             try:
-                _, pods, _ = await read(
-                    what, lambda: cluster.workload_pods(namespace, deployment, MAX_PODS)
-                )
+                views, _ = await workload_pods(namespace, deployment, what)
             except NotFound:
                 return f"Deployment {namespace}/{deployment} does not exist.", []
-            views = [pod_view(p) for p in pods]
             names = {deployment} | {p.name for p in views} | {p.replicaset for p in views}
             listed, more = await read(what, lambda: cluster.events(namespace, MAX_EVENTS_READ))
             events = [e for e in listed if (e.get("involvedObject") or {}).get("name") in names]
@@ -392,8 +397,8 @@ def kubernetes_read_tools(cluster: KubernetesCluster, policy: ActionPolicy) -> l
         """A pod's log tail (at most 200 lines); `previous=true`: the run before the last
         restart. `container` only when several.
         """
-        if refusal := name_refusal(namespace, pod=pod) or policy.namespace_refusal(namespace):
-            return f"Not read: {refusal}.", []
+        if refusal := refused(namespace, pod=pod):
+            return refusal
         where = f"pod {namespace}/{pod}"
         tail_lines = max(1, min(tail_lines, MAX_TAIL_LINES))
         try:
@@ -442,15 +447,12 @@ def kubernetes_read_tools(cluster: KubernetesCluster, policy: ActionPolicy) -> l
     return declared(SHOWN, [get_workload_pods, get_kubernetes_events, get_pod_logs])
 
 
-def _opened(bound: Bound) -> nullcontext[list[BaseTool]]:
-    assert bound.actions is not None  # a cluster tool set is opened only with the cluster
-    return nullcontext(kubernetes_read_tools(bound.actions.cluster, bound.actions.policy))
-
-
 TOOLSET = ToolSet(
     name="kubernetes_reads",
     label="Kubernetes (pods, events, logs)",
-    open=_opened,
+    open=lambda bound: nullcontext(
+        kubernetes_read_tools(bound.pipeline.cluster, bound.pipeline.policy)
+    ),
     shown=SHOWN,
     cluster=True,
     needs="a Kubernetes API (`KUBECONFIG`, or in the cluster), in the namespaces allowed",
