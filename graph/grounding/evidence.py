@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import NotRequired, TypedDict
+from typing import NotRequired, TypedDict, cast
 
 from graph.grounding.claims import find_claims, image_parts, normalise
 
@@ -55,18 +55,11 @@ class Fact(TypedDict):
 
 
 def fact(kind: str, value: str, source: str, **extra: str) -> Fact:
-    made: Fact = {"kind": kind, "value": normalise(kind, value), "source": source}
+    made = {"kind": kind, "value": normalise(kind, value), "source": source}
     if extra.get("subject"):
         made["subject"] = extra["subject"].lower()
-    if extra.get("role"):
-        made["role"] = extra["role"]
-    if extra.get("pool"):
-        made["pool"] = extra["pool"]
-    if extra.get("revision"):
-        made["revision"] = extra["revision"]
-    if extra.get("basis"):
-        made["basis"] = extra["basis"]
-    return made
+    made |= {key: extra[key] for key in ("role", "pool", "revision", "basis") if extra.get(key)}
+    return cast(Fact, made)
 
 
 def citation(source: str, where: str) -> Fact:
@@ -162,8 +155,7 @@ class Evidence:
     _subjects: frozenset[str] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
-        for item in self.facts:
-            self._by_kind.setdefault(item["kind"], {}).setdefault(item["value"], []).append(item)
+        self.add(self.facts)
 
     def add(self, more: Iterable[Fact]) -> None:
         self._subjects = None
