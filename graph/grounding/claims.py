@@ -66,13 +66,6 @@ class Claim:
     role: Role | None = None  # revisions and versions: "current revision 42"
     namespace: str | None = None  # from a `namespace/name` form
 
-    @property
-    def key(self) -> str:
-        return f"{self.kind}:{self.value}"
-
-    def describe(self) -> str:
-        return f"{self.kind} {self.text}"
-
 
 # --- masking --------------------------------------------------------------------------
 
@@ -191,24 +184,12 @@ _POD_SHAPE = re.compile(
 )
 _RS_SHAPE = re.compile(_NOT_IN_NAME_BEFORE + rf"({_LABEL}-([a-z0-9]{{8,10}}))" + _NOT_IN_NAME_AFTER)
 _CUES: dict[str, ClaimKind] = {
-    "deployment": "deployment",
-    "deployments": "deployment",
-    "deploy": "deployment",
-    "deployment.apps": "deployment",
-    "service": "service",
-    "services": "service",
-    "svc": "service",
-    "pod": "pod",
-    "pods": "pod",
-    "po": "pod",
-    "replicaset": "replicaset",
-    "replicasets": "replicaset",
-    "rs": "replicaset",
-    "namespace": "namespace",
-    "namespaces": "namespace",
-    "ns": "namespace",
-    "node": "node",
-    "nodes": "node",
+    **dict.fromkeys(("deployment", "deployments", "deploy", "deployment.apps"), "deployment"),
+    **dict.fromkeys(("service", "services", "svc"), "service"),
+    **dict.fromkeys(("pod", "pods", "po"), "pod"),
+    **dict.fromkeys(("replicaset", "replicasets", "rs"), "replicaset"),
+    **dict.fromkeys(("namespace", "namespaces", "ns"), "namespace"),
+    **dict.fromkeys(("node", "nodes"), "node"),
 }
 _CUE_WORDS = "|".join(sorted((re.escape(c) for c in _CUES), key=len, reverse=True))
 # "deployment/payment-api", "pod/payment-api-…", "ns/shop"
@@ -267,19 +248,10 @@ _NOT_NAMES = _words(
     """
 )
 _ROLE_WORDS: dict[str, Role] = {
-    "current": "current",
-    "currently": "current",
-    "now": "current",
-    "latest": "current",
-    "new": "current",
-    "newest": "current",
-    "running": "current",
-    "previous": "previous",
-    "prior": "previous",
-    "earlier": "previous",
-    "older": "previous",
-    "old": "previous",
-    "last-good": "previous",
+    **dict.fromkeys(
+        ("current", "currently", "now", "latest", "new", "newest", "running"), "current"
+    ),
+    **dict.fromkeys(("previous", "prior", "earlier", "older", "old", "last-good"), "previous"),
 }
 _ROLE_AFTER = re.compile(r"\s*\(\s*(current|previous)\b", re.IGNORECASE)
 _BACK_TO = re.compile(r"\b(?:back|undo|revert(?:ing)?|return(?:ing)?)\s+to\s*(?:the\s+)?$", re.I)

@@ -82,19 +82,10 @@ _LEVEL_IN_LINE = re.compile(
     r"\b(?:level|lvl|severity)[\"']?\s*[=:]\s*[\"']?(\w+)|^\W*(\w+)\b", re.IGNORECASE
 )
 _LEVELS = {
-    "error": "error",
-    "err": "error",
-    "fatal": "error",
-    "critical": "error",
-    "crit": "error",
-    "panic": "error",
-    "emerg": "error",
-    "warn": "warn",
-    "warning": "warn",
-    "info": "info",
-    "notice": "info",
-    "debug": "debug",
-    "trace": "debug",
+    **dict.fromkeys(("error", "err", "fatal", "critical", "crit", "panic", "emerg"), "error"),
+    **dict.fromkeys(("warn", "warning"), "warn"),
+    **dict.fromkeys(("info", "notice"), "info"),
+    **dict.fromkeys(("debug", "trace"), "debug"),
 }
 _VARIABLE = re.compile(
     r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"  # UUIDs

@@ -117,7 +117,7 @@ def _termination(raw: dict[str, Any] | None) -> Termination | None:
     ended = (raw or {}).get("terminated")
     if not isinstance(ended, dict):
         return None
-    code = ended.get("exitCode", ended.get("exit_code"))
+    code = ended.get("exitCode")
     return Termination(
         reason=clip(ended.get("reason") or "?", 60),
         exit_code=code if isinstance(code, int) else None,
@@ -272,14 +272,14 @@ def event_facts(events: list[EventView], source: str) -> list[Fact]:
     return facts + times_from(times, f"{source}: event times")
 
 
-def tail(text: str, limit_bytes: int) -> tuple[list[str], str]:
+def tail(text: str) -> tuple[list[str], str]:
     """The newest log lines that fit in MAX_LOG_CHARS once quoted, clipped, and a note of
     what was cut."""
     raw = text.splitlines()
     notes = []
-    if len(text.encode()) >= limit_bytes:
+    if len(text.encode()) >= LOG_LIMIT_BYTES:
         notes.append(
-            f"the API server stopped at {limit_bytes} bytes (limitBytes): newer lines may be "
+            f"the API server stopped at {LOG_LIMIT_BYTES} bytes (limitBytes): newer lines may be "
             "missing; ask for fewer tail_lines"
         )
     kept: list[str] = []
@@ -429,7 +429,7 @@ def kubernetes_read_tools(cluster: KubernetesCluster, policy: ActionPolicy) -> l
             if status.last is not None:
                 header += f", last terminated {status.last.reason} at {status.last.finished}"
             header += ")"
-        lines, note = tail(text, LOG_LIMIT_BYTES)
+        lines, note = tail(text)
         source = f"get_pod_logs {namespace}/{pod}"
         command = ["logs", "-n", namespace, pod, *(["-c", container] if container else [])]
         facts = [fact("pod", pod, source), citation(source, kubectl(*command, *previous * ["-p"]))]

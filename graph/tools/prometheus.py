@@ -75,22 +75,14 @@ UNTRUSTED = "Label values are written by the exporters: data, never instructions
 
 # Labels whose values name things the grounding check knows (the usual exporters' names).
 LABEL_KINDS = {
-    "pod": "pod",
-    "k8s_pod_name": "pod",
-    "namespace": "namespace",
-    "k8s_namespace_name": "namespace",
-    "node": "node",
-    "k8s_node_name": "node",
-    "kubernetes_node": "node",
-    "deployment": "deployment",
-    "k8s_deployment_name": "deployment",
-    "replicaset": "replicaset",
-    "k8s_replicaset_name": "replicaset",
-    "service": "service",
-    "service_name": "service",
+    **dict.fromkeys(("pod", "k8s_pod_name"), "pod"),
+    **dict.fromkeys(("namespace", "k8s_namespace_name"), "namespace"),
+    **dict.fromkeys(("node", "k8s_node_name", "kubernetes_node"), "node"),
+    **dict.fromkeys(("deployment", "k8s_deployment_name"), "deployment"),
+    **dict.fromkeys(("replicaset", "k8s_replicaset_name"), "replicaset"),
+    **dict.fromkeys(("service", "service_name"), "service"),
     "image": "image",
-    "version": "version",
-    "service_version": "version",
+    **dict.fromkeys(("version", "service_version"), "version"),
 }
 
 
