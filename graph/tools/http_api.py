@@ -67,7 +67,6 @@ class HttpSource(Generic[Spec]):
 
     def __init__(self, spec: Spec, connections: int = 16, idle: int = 4) -> None:
         self.spec = spec
-        self.timeout_s = spec.timeout_s
         headers = {"X-Scope-OrgID": spec.tenant} if spec.tenant else {}
         self._http = httpx.AsyncClient(
             base_url=spec.url.rstrip("/"),
@@ -89,12 +88,12 @@ class HttpSource(Generic[Spec]):
         """The answer, whatever its status; `unavailable` when none came in time."""
         try:
             # httpx's timeout bounds each read; this bounds the whole exchange.
-            async with asyncio.timeout(self.timeout_s):
+            async with asyncio.timeout(self.spec.timeout_s):
                 if method == "POST":
                     return await self._http.post(path, data=params)
                 return await self._http.get(path, params=params)
         except TimeoutError as exc:
-            raise self.unavailable(f"no answer within {self.timeout_s:g}s") from exc
+            raise self.unavailable(f"no answer within {self.spec.timeout_s:g}s") from exc
         except httpx.HTTPError as exc:
             raise self.unavailable(f"{type(exc).__name__}: {exc}") from exc
 

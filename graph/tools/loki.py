@@ -21,12 +21,13 @@ from pydantic import Field
 from gates.config import NOT_A_SETTING, SettingsGroup
 from graph.charts import Findings, metric_data
 from graph.config import HttpUrl
-from graph.grounding.evidence import CITE, Fact, citation, fact, text_facts, times_from
+from graph.grounding.evidence import CITE, Fact, citation, text_facts, times_from
 from graph.tools import Shown, ToolSet, declared
 from graph.tools.http_api import HttpSource, SourceUnavailable, opener
 from graph.tools.prometheus import (
     LABEL_KINDS,
     chart_series,
+    label_facts,
     parse_result,
     series_facts,
     summarise_series,
@@ -170,9 +171,7 @@ def summarise_logs(logql: str, lines: list[LogLine], span: str, limit: int) -> s
 def log_facts(lines: list[LogLine], source: str) -> list[Fact]:
     facts: list[Fact] = []
     for labels in {tuple(sorted(line.labels.items())) for line in lines}:
-        for key, value in labels:
-            if (kind := LABEL_KINDS.get(key)) and value:
-                facts.append(fact(kind, value, f"{source}: label {key}"))
+        facts += label_facts(labels, source)
     for line in lines[:MAX_NEWEST]:
         facts += text_facts(line.line, f"{source}: log line")
     times = [line.at_ns for line in lines[:MAX_NEWEST]]

@@ -13,6 +13,7 @@ import itertools
 import math
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,11 +98,7 @@ class Series:
         shown = ", ".join(
             f"{clip(k, 60)}={quoted(v, MAX_VALUE)}" for k, v in rest[:MAX_LABELS_SHOWN]
         )
-        more = (
-            f", … {len(rest) - MAX_LABELS_SHOWN} more labels"
-            if len(rest) > MAX_LABELS_SHOWN
-            else ""
-        )
+        more = f", … {len(rest) - MAX_LABELS_SHOWN} more labels" * (len(rest) > MAX_LABELS_SHOWN)
         return f"{clip(name, 100)}{{{shown}{more}}}"
 
     @property
@@ -214,11 +211,18 @@ def series_facts(
     facts: list[Fact] = []
     times: list[float] = []
     for s in series[: MAX_SERIES_LISTED * 5]:
-        for key, value in s.labels.items():
-            if (kind := LABEL_KINDS.get(key)) and value:
-                facts.append(fact(kind, value, f"{source}: label {key}"))
+        facts += label_facts(s.labels.items(), source)
         times += event_times(s, start, end, edge)
     return facts + times_from(times, f"{source}: times the values changed")
+
+
+def label_facts(labels: Iterable[tuple[str, str]], source: str) -> list[Fact]:
+    """What the labels of a series or a log stream name (LABEL_KINDS)."""
+    return [
+        fact(kind, value, f"{source}: label {key}")
+        for key, value in labels
+        if (kind := LABEL_KINDS.get(key)) and value
+    ]
 
 
 def chart_series(series: list[Series]) -> list[tuple[dict[str, str], list[tuple[float, float]]]]:
@@ -339,11 +343,7 @@ def prometheus_tools(client: PrometheusClient) -> list[BaseTool]:
         if not values:
             return f"No {what}{where} in the last {since_minutes_ago} minutes."
         shown = ", ".join(quoted(v, MAX_VALUE) for v in values[:MAX_LABEL_VALUES])
-        more = (
-            f", … and {len(values) - MAX_LABEL_VALUES} more"
-            if len(values) > MAX_LABEL_VALUES
-            else ""
-        )
+        more = f", … and {len(values) - MAX_LABEL_VALUES} more" * (len(values) > MAX_LABEL_VALUES)
         return f"{len(values)} {what}{where}: {shown}{more}\n{UNTRUSTED}"
 
     return declared(SHOWN, [query_prometheus, query_prometheus_range, list_prometheus_label_values])
