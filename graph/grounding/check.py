@@ -499,17 +499,9 @@ def check_of(claim: Claim, judgement: Judgement, evidence: Evidence | None = Non
     elif judgement.why and status == "unchecked":
         detail = judgement.why
     else:
-        held = ", ".join(judgement.held[:MAX_HELD]) + (
-            " …" if len(judgement.held) > MAX_HELD else ""
-        )
-        detail = (
-            "; ".join(
-                part
-                for part in (judgement.why, f"the evidence holds {held}" if held else "")
-                if part
-            )
-            or f"no {claim.kind} in the evidence"
-        )
+        held = ", ".join(judgement.held[:MAX_HELD]) + " …" * (len(judgement.held) > MAX_HELD)
+        parts = (judgement.why, f"the evidence holds {held}" if held else "")
+        detail = "; ".join(part for part in parts if part) or f"no {claim.kind} in the evidence"
     return {
         "kind": claim.kind,
         "text": claim.text,

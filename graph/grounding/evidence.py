@@ -108,16 +108,12 @@ def parse_iso(text: str) -> float | None:
     return at.timestamp() if at.tzinfo else at.replace(tzinfo=UTC).timestamp()
 
 
-def image_tag(image: str) -> str | None:
-    """The tag of `registry/app:1.42.0` (not the port of `host:5000/app`), or None."""
-    return image_parts(image)[1] or None
-
-
 def image_facts(
     image: str, source: str, subject: str, role: str = "", revision: str = ""
 ) -> list[Fact]:
+    """The image, and its tag (not the port of `host:5000/app`) as a version."""
     made = [fact("image", image, source, subject=subject, role=role, revision=revision)]
-    if tag := image_tag(image):
+    if tag := image_parts(image)[1]:
         made.append(fact("version", tag, source, subject=subject, role=role, revision=revision))
     return made
 
