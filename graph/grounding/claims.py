@@ -78,19 +78,14 @@ _EMPHASIS = re.compile(r"[*~`]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
 _CELL = "\x1f"  # a table's pipe, read as a boundary no pattern crosses (not as a space)
 
 
-@dataclass(frozen=True)
-class _Scan:
-    text: str  # the draft, same length, with what is not prose blanked
-    code: tuple[tuple[int, int], ...]  # code spans' contents
-
-
 def _blank(chars: list[str], start: int, end: int) -> None:
     for i in range(start, end):
         if chars[i] != "\n":
             chars[i] = " "
 
 
-def _scan(draft: str) -> _Scan:
+def _scan(draft: str) -> tuple[str, tuple[tuple[int, int], ...]]:
+    """The draft, same length, with what is not prose blanked; where code spans' contents are."""
     chars = list(draft)
     for match in _SLACK_LINK.finditer(draft):
         if match.group(1) is not None:  # <url|label>: the label is read, the url is not
@@ -109,7 +104,7 @@ def _scan(draft: str) -> _Scan:
     code = tuple((m.start(1), m.end(1)) for m in _CODE_SPAN.finditer(text))
     for match in _EMPHASIS.finditer(text):
         chars[match.start()] = " "
-    return _Scan("".join(chars).replace("|", _CELL), code)
+    return "".join(chars).replace("|", _CELL), code
 
 
 # --- sentences ------------------------------------------------------------------------
@@ -333,10 +328,9 @@ def _name_claim(kind: ClaimKind, name: str) -> bool:
 class _Collector:
     """Claims in order, none overlapping another (the first pattern to take a span keeps it)."""
 
-    def __init__(self, draft: str, scan: _Scan) -> None:
+    def __init__(self, draft: str) -> None:
         self.draft = draft
-        self.scan = scan.text
-        self.code = scan.code
+        self.scan, self.code = _scan(draft)
         self.sentences = sentence_spans(draft)
         self.taken: list[tuple[int, int]] = []
         self.claims: list[Claim] = []
@@ -722,7 +716,7 @@ def find_claims(draft: str, known: Mapping[ClaimKind, Sequence[str]] | None = No
     """Every fact-identifier `draft` states, in order of position. `known` holds the names
     the evidence knows by kind: a bare name shaped like its nodes is read as a node's, and
     a name a character or two off a known one as a claim of that kind."""
-    collector = _Collector(draft, _scan(draft))
+    collector = _Collector(draft)
     for extract in _PASSES:
         extract(collector)
     if known:

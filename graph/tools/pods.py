@@ -158,11 +158,6 @@ def pod_view(pod: dict[str, Any]) -> PodView:
     )
 
 
-def _trouble(pod: PodView) -> tuple[bool, int, str]:
-    """Sort key: not ready first, then the most restarts."""
-    return (pod.ready, -pod.restarts, pod.name)
-
-
 def summarise_pods(
     namespace: str, deployment: str, pods: list[PodView], more: bool, now: float
 ) -> str:
@@ -180,7 +175,7 @@ def summarise_pods(
         listed = ", ".join(f"{reason} ×{n}" for reason, n in sorted(reasons.items()))
         lines.append(f"last terminations: {listed}")
     lines.append("pods (least healthy first):")
-    ordered = sorted(pods, key=_trouble)
+    ordered = sorted(pods, key=lambda p: (p.ready, -p.restarts, p.name))  # not ready first
     lines += [p.line(now) for p in ordered[:MAX_PODS_LISTED]]
     if len(pods) > MAX_PODS_LISTED:
         lines.append(f"- … and {len(pods) - MAX_PODS_LISTED} more pods")
