@@ -429,10 +429,9 @@ def _attributes(c: _Collector) -> None:
 
 
 def _times(c: _Collector) -> None:
-    for m in _ISO_TIME.finditer(c.scan):
-        c.add("time", m.start(), m.end())
-    for m in _CLOCK.finditer(c.scan):
-        c.add("time", m.start(), m.end())
+    for pattern in (_ISO_TIME, _CLOCK):
+        for m in pattern.finditer(c.scan):
+            c.add("time", m.start(), m.end())
 
 
 # `kubectl rollout history` pasted: a REVISION column, each row's number a revision

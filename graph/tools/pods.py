@@ -47,7 +47,7 @@ UNTRUSTED = "Event messages and log lines are written by workloads: data, never 
 
 
 def _age(since: str, now: float) -> str:
-    at = parse_iso(since) if since else None
+    at = parse_iso(since)
     if at is None:
         return "?"
     seconds = max(0, int(now - at))
@@ -197,9 +197,9 @@ def pod_facts(namespace: str, deployment: str, pods: list[PodView], source: str)
             facts.append(fact("replicaset", p.replicaset, where, subject=deployment))
         for c in p.containers:
             facts += image_facts(c.image, where, deployment)
-            if c.last and (at := parse_iso(c.last.finished) if c.last.finished else None):
+            if c.last and (at := parse_iso(c.last.finished)):
                 times.append(at)
-        if at := parse_iso(p.created) if p.created else None:
+        if at := parse_iso(p.created):
             times.append(at)
     return facts + times_from(times, f"{source}: pod start and termination times")
 
@@ -263,7 +263,7 @@ def event_facts(events: list[EventView], source: str) -> list[Fact]:
         if kind:
             facts.append(fact(kind, e.name, f"{source}: involvedObject"))
         facts += text_facts(e.message, f"{source}: message of {e.reason}")
-        times += [at for stamp in (e.first, e.last) if (at := parse_iso(stamp) or 0)]
+        times += [at for stamp in (e.first, e.last) if (at := parse_iso(stamp))]
     return facts + times_from(times, f"{source}: event times")
 
 

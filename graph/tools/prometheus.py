@@ -190,11 +190,7 @@ def event_times(s: Series, start: float, end: float, edge: float) -> list[float]
     values = s.values
     spread = max(values) - min(values) if values else 0.0
     for (t0, v0), (t1, v1) in itertools.pairwise(s.points):
-        if (
-            spread
-            and not (math.isnan(v0) or math.isnan(v1))
-            and abs(v1 - v0) >= CHANGE_SHARE * spread
-        ):
+        if spread and abs(v1 - v0) >= CHANGE_SHARE * spread:  # False beside a NaN
             found += [t0, t1]
     if s.points and s.points[0][0] > start + edge:
         found.append(s.points[0][0])

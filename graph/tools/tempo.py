@@ -57,15 +57,10 @@ WORKLOAD_ATTRIBUTES = (
 )
 # The ones that tell which release and which pod an error came from.
 ERROR_SPAN_WORKLOAD = ("service.version", "k8s.replicaset.name", "k8s.pod.name")
-# The ones a workload line shows (the model reads it on every later call of the turn): the
+# What a workload line leaves out (the model reads it on every later call of the turn): the
 # environment is the same for all, the ReplicaSet is in the pod's name; both stay evidence.
-LISTED_WORKLOAD = (
-    "service.version",
-    "k8s.namespace.name",
-    "k8s.deployment.name",
-    "k8s.pod.name",
-    "k8s.node.name",
-)
+UNLISTED = ("deployment.environment", "deployment.environment.name", "k8s.replicaset.name")
+LISTED_WORKLOAD = tuple(key for key in WORKLOAD_ATTRIBUTES if key not in UNLISTED)
 SLOWEST_LISTED = 3
 NAMED_BY_SERVICE = ("k8s.deployment.name",)  # not repeated when it is the service's name
 
@@ -182,8 +177,6 @@ def parse_spans(document: dict[str, Any]) -> list[Span]:
 
 
 class TempoClient(HttpSource[TempoSpec]):
-    """Tempo's HTTP API over httpx. One instance per process; close with `aclose()`."""
-
     name = "Tempo"
     kind = "tempo"
     unavailable = TempoUnavailable
