@@ -288,10 +288,7 @@ def _role(scan: str, start: int, end: int) -> Role | None:
     if _IS_ON.search(before):
         return "current"
     words = re.findall(r"[a-z-]+", before.lower())[-3:]
-    for word in reversed(words):
-        if word in _ROLE_WORDS:
-            return _ROLE_WORDS[word]
-    return None
+    return next((_ROLE_WORDS[word] for word in reversed(words) if word in _ROLE_WORDS), None)
 
 
 def _plain_word(name: str) -> bool:
@@ -320,9 +317,7 @@ def _plain_name(kind: ClaimKind, name: str, cue: str) -> bool:
 
 def _name_claim(kind: ClaimKind, name: str) -> bool:
     name = name.lower()
-    if name in _NOT_NAMES or name in _CUES or len(name) < 2:
-        return False
-    return not name.isdigit()
+    return not (name in _NOT_NAMES or name in _CUES or len(name) < 2 or name.isdigit())
 
 
 class _Collector:

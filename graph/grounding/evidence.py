@@ -175,11 +175,16 @@ class Evidence:
         cited = self._by_kind.get(CITE, {}).get(source_call(source).lower())
         return cited[0].get("where", "") if cited else ""
 
-    def values(self, kind: str, subject: str | None = None) -> list[str]:
+    def values(self, kind: str, subject: str | None = None, role: str | None = None) -> list[str]:
+        """The values of `kind`; given a `subject`, those of it (in `role`, if given)."""
         found = self._by_kind.get(kind, {})
         if subject is None:
             return list(found)
-        return [v for v, items in found.items() if any(i.get("subject") == subject for i in items)]
+        return [
+            v
+            for v, items in found.items()
+            if any(i.get("subject") == subject and role in (None, i.get("role")) for i in items)
+        ]
 
     def facts_of(self, kind: str, subject: str | None) -> list[Fact]:
         """Every fact of `kind` (of `subject`, if given)."""
@@ -199,13 +204,6 @@ class Evidence:
                     named.update(i["subject"] for i in items if i.get("subject"))
             self._subjects = frozenset(named)
         return self._subjects
-
-    def current(self, kind: str, subject: str) -> list[str]:
-        return [
-            v
-            for v, items in self._by_kind.get(kind, {}).items()
-            if any(i.get("subject") == subject and i.get("role") == "current" for i in items)
-        ]
 
     def times(
         self, pool: str | None = None, subject: str | None = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager, contextmanager
 from typing import Any, Generic, Protocol, TypeVar
 
 import httpx
@@ -151,10 +151,7 @@ def opener(
 
     @asynccontextmanager
     async def opened(bound: Bound) -> AsyncIterator[Sequence[BaseTool]]:
-        opened_client = client(bound.settings)
-        try:
+        async with aclosing(client(bound.settings)) as opened_client:
             yield tools(opened_client)
-        finally:
-            await opened_client.aclose()
 
     return opened
