@@ -39,11 +39,8 @@ def lookups_for(
 ) -> list[str]:
     """The look-ups that could settle a claim the evidence does not hold: in the claim's
     own namespace, else those the evidence names, else `namespaces` (the configured ones)."""
-    if claim.namespace:
-        namespaces = [claim.namespace]
-    else:
-        namespaces = list(dict.fromkeys([*evidence.values("namespace"), *namespaces]))
-    namespaces = namespaces[:MAX_NAMESPACES]
+    where = [claim.namespace] if claim.namespace else [*evidence.values("namespace"), *namespaces]
+    namespaces = list(dict.fromkeys(where))[:MAX_NAMESPACES]
     names: list[str] = []
     keys: list[str] = []
     if claim.kind in ("deployment", "workload", "service"):
