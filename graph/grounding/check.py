@@ -491,7 +491,7 @@ def order_of(claim: Claim, subject: str, evidence: Evidence) -> int | None:
     return max(ran) if ran else None
 
 
-def check_of(claim: Claim, judgement: Judgement, evidence: Evidence | None = None) -> ClaimCheck:
+def check_of(claim: Claim, judgement: Judgement, evidence: Evidence) -> ClaimCheck:
     """A claim's judgement as the state keeps it, with the citation of its source."""
     status: ClaimStatus = judgement.status or "ungrounded"
     if status == "grounded":
@@ -509,7 +509,7 @@ def check_of(claim: Claim, judgement: Judgement, evidence: Evidence | None = Non
         "source": judgement.source,
         "detail": detail,
         "basis": judgement.basis if status == "grounded" else "",
-        "where": evidence.where(judgement.source) if evidence and status == "grounded" else "",
+        "where": evidence.where(judgement.source) if status == "grounded" else "",
     }
 
 

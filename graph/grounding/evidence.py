@@ -133,13 +133,13 @@ def text_facts(text: str, source: str) -> list[Fact]:
     return facts + [fact("name", token, source, basis=TEXT) for token in tokens]
 
 
-def times_from(values: Iterable[float], source: str, pool: str = "") -> list[Fact]:
+def times_from(values: Iterable[float], source: str) -> list[Fact]:
     """Timestamps as facts, at most MAX_TIMES_PER_SOURCE, spread over the range."""
     ordered = sorted(set(int(v / 1e9) if v > 1e12 else int(v) for v in values))
     if len(ordered) > MAX_TIMES_PER_SOURCE:
         step = len(ordered) / MAX_TIMES_PER_SOURCE
         ordered = [ordered[int(i * step)] for i in range(MAX_TIMES_PER_SOURCE)] + [ordered[-1]]
-    return [fact("time", iso(t), source, pool=pool) for t in ordered]
+    return [fact("time", iso(t), source) for t in ordered]
 
 
 @dataclass

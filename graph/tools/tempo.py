@@ -80,7 +80,7 @@ class Workload:
     service: str
     identity: tuple[tuple[str, str], ...]  # the WORKLOAD_ATTRIBUTES it has, in that order
 
-    def described(self, keys: tuple[str, ...] = WORKLOAD_ATTRIBUTES) -> str:
+    def described(self, keys: tuple[str, ...]) -> str:
         return " ".join(
             f"{key}={quoted(value, MAX_VALUE)}"
             for key, value in self.identity
@@ -433,7 +433,7 @@ def trace_data(trace_id: str, spans: list[Span]) -> TraceData:
     }
 
 
-def trace_facts(trace_id: str, spans: list[Span], link: str | None = None) -> list[Fact]:
+def trace_facts(trace_id: str, spans: list[Span], link: str | None) -> list[Fact]:
     """Every workload attribute of the trace's resources, the times its spans started and
     ended, and what its error messages name: the evidence a summary is drawn from."""
     source = f"get_trace {trace_id}"
