@@ -15,6 +15,7 @@ import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from langchain_core.tools import BaseTool, tool
@@ -255,19 +256,10 @@ class PrometheusClient(HttpSource[PrometheusSpec]):
 
 
 SERIES_FACTS = (*sorted(set(LABEL_KINDS.values())), "time", CITE)  # what labels name
+QUERY = partial(Shown, budget=4_000, facts=SERIES_FACTS, cited_as="Prometheus query")
 SHOWN = {
-    "query_prometheus": Shown(
-        "Querying Prometheus: {promql}",
-        budget=4_000,
-        facts=SERIES_FACTS,
-        cited_as="Prometheus query",
-    ),
-    "query_prometheus_range": Shown(
-        "Querying Prometheus over time: {promql}",
-        budget=4_000,
-        facts=SERIES_FACTS,
-        cited_as="Prometheus query",
-    ),
+    "query_prometheus": QUERY("Querying Prometheus: {promql}"),
+    "query_prometheus_range": QUERY("Querying Prometheus over time: {promql}"),
     "list_prometheus_label_values": Shown("Listing Prometheus values of {label}", budget=3_000),
 }
 
