@@ -20,7 +20,7 @@ from graph.config import GraphLimits, ModelSpec, TempoSpec
 from graph.grounding.evidence import Fact, fact
 from graph.runner import open_investigator
 from graph.tools import Bound, Shown, ToolSet, declared
-from graph.tools.registry import PAGE, TOOLSETS, render
+from graph.tools.registry import TOOLSETS, render
 from sandbox import GeminiSimulator, Reply
 from tests.shared_redis import PREFIX
 
@@ -125,7 +125,7 @@ async def test_a_tool_set_whose_settings_are_not_configured_is_not_offered(
 
 
 def test_the_tools_page_is_what_the_registry_generates() -> None:
-    assert (ROOT / PAGE).read_text() == render() + "\n", "stale: run make docs"
+    assert (ROOT / "docs/tools.md").read_text() == render() + "\n", "stale: run make docs"
 
 
 def test_a_tool_added_through_the_registry_is_on_the_tools_page() -> None:

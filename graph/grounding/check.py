@@ -242,7 +242,7 @@ def _has_history(subject: str, evidence: Evidence) -> bool:
 
 def _version(claim: Claim, subject: str | None, evidence: Evidence) -> Judgement:
     own = evidence.values("version", subject) if subject else []
-    current = evidence.current("version", subject) if subject else []
+    current = evidence.values("version", subject, "current") if subject else []
     if claim.role == "current" and current and claim.value not in current:
         why = f"{subject}'s current version is {', '.join(current)}"
         return Judgement("ungrounded", held=tuple(current), why=why)
@@ -271,7 +271,7 @@ def _revision(claim: Claim, subject: str | None, evidence: Evidence) -> Judgemen
         subject = next(iter(with_history)) if len(with_history) == 1 else None
     if subject is None:  # any Deployment's, in the role the sentence gives it
         for other in with_history:
-            current = evidence.current("revision", other)
+            current = evidence.values("revision", other, "current")
             newest = max(map(int, current)) if current else None
             if claim.value not in evidence.values("revision", other):
                 continue
@@ -289,7 +289,7 @@ def _revision(claim: Claim, subject: str | None, evidence: Evidence) -> Judgemen
             return Judgement("ungrounded", held=tuple(h for h in held if h != claim.value), why=why)
         return Judgement(None, held=held)
     known = evidence.values("revision", subject)
-    current = evidence.current("revision", subject)
+    current = evidence.values("revision", subject, "current")
     held = tuple(sorted(known, key=int))
     if claim.value not in known:
         return Judgement(None, why=f"{subject}'s revisions are {', '.join(held)}")
@@ -424,10 +424,10 @@ def _time(claim: Claim, draft: str, evidence: Evidence, tolerance_s: float) -> J
         pool = [(at, f) for at, f in seen if f["source"] != QUESTION_TIME]
     else:  # a time of both or neither: "errors began (13:10 vs 14:01)"
         pool = seen
-    for at, item in sorted(pool, key=lambda pair: pair[0]):
+    near = sorted(pool, key=lambda pair: pair[0])
+    for at, item in near:
         if written.near(at, tolerance_s) or (undated and written.clock_near(at, tolerance_s)):
             return Judgement("grounded", item["source"], basis=item.get("basis", ""))
-    near = sorted(pool, key=lambda pair: pair[0])
     held = tuple(iso(at) for at, _ in (near[:2] + near[-2:] if len(near) > 4 else near))
     if about is None:  # a time not tied to an event: no proof it is wrong
         return Judgement("unchecked", held=held, why="no event in the evidence at that time")
@@ -491,7 +491,7 @@ def order_of(claim: Claim, subject: str, evidence: Evidence) -> int | None:
     return max(ran) if ran else None
 
 
-def check_of(claim: Claim, judgement: Judgement, evidence: Evidence | None = None) -> ClaimCheck:
+def check_of(claim: Claim, judgement: Judgement, evidence: Evidence) -> ClaimCheck:
     """A claim's judgement as the state keeps it, with the citation of its source."""
     status: ClaimStatus = judgement.status or "ungrounded"
     if status == "grounded":
@@ -499,17 +499,9 @@ def check_of(claim: Claim, judgement: Judgement, evidence: Evidence | None = Non
     elif judgement.why and status == "unchecked":
         detail = judgement.why
     else:
-        held = ", ".join(judgement.held[:MAX_HELD]) + (
-            " …" if len(judgement.held) > MAX_HELD else ""
-        )
-        detail = (
-            "; ".join(
-                part
-                for part in (judgement.why, f"the evidence holds {held}" if held else "")
-                if part
-            )
-            or f"no {claim.kind} in the evidence"
-        )
+        held = ", ".join(judgement.held[:MAX_HELD]) + " …" * (len(judgement.held) > MAX_HELD)
+        parts = (judgement.why, f"the evidence holds {held}" if held else "")
+        detail = "; ".join(part for part in parts if part) or f"no {claim.kind} in the evidence"
     return {
         "kind": claim.kind,
         "text": claim.text,
@@ -517,7 +509,7 @@ def check_of(claim: Claim, judgement: Judgement, evidence: Evidence | None = Non
         "source": judgement.source,
         "detail": detail,
         "basis": judgement.basis if status == "grounded" else "",
-        "where": evidence.where(judgement.source) if evidence and status == "grounded" else "",
+        "where": evidence.where(judgement.source) if status == "grounded" else "",
     }
 
 

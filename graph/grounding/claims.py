@@ -66,13 +66,6 @@ class Claim:
     role: Role | None = None  # revisions and versions: "current revision 42"
     namespace: str | None = None  # from a `namespace/name` form
 
-    @property
-    def key(self) -> str:
-        return f"{self.kind}:{self.value}"
-
-    def describe(self) -> str:
-        return f"{self.kind} {self.text}"
-
 
 # --- masking --------------------------------------------------------------------------
 
@@ -85,19 +78,14 @@ _EMPHASIS = re.compile(r"[*~`]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
 _CELL = "\x1f"  # a table's pipe, read as a boundary no pattern crosses (not as a space)
 
 
-@dataclass(frozen=True)
-class _Scan:
-    text: str  # the draft, same length, with what is not prose blanked
-    code: tuple[tuple[int, int], ...]  # code spans' contents
-
-
 def _blank(chars: list[str], start: int, end: int) -> None:
     for i in range(start, end):
         if chars[i] != "\n":
             chars[i] = " "
 
 
-def _scan(draft: str) -> _Scan:
+def _scan(draft: str) -> tuple[str, tuple[tuple[int, int], ...]]:
+    """The draft, same length, with what is not prose blanked; where code spans' contents are."""
     chars = list(draft)
     for match in _SLACK_LINK.finditer(draft):
         if match.group(1) is not None:  # <url|label>: the label is read, the url is not
@@ -116,7 +104,7 @@ def _scan(draft: str) -> _Scan:
     code = tuple((m.start(1), m.end(1)) for m in _CODE_SPAN.finditer(text))
     for match in _EMPHASIS.finditer(text):
         chars[match.start()] = " "
-    return _Scan("".join(chars).replace("|", _CELL), code)
+    return "".join(chars).replace("|", _CELL), code
 
 
 # --- sentences ------------------------------------------------------------------------
@@ -191,24 +179,12 @@ _POD_SHAPE = re.compile(
 )
 _RS_SHAPE = re.compile(_NOT_IN_NAME_BEFORE + rf"({_LABEL}-([a-z0-9]{{8,10}}))" + _NOT_IN_NAME_AFTER)
 _CUES: dict[str, ClaimKind] = {
-    "deployment": "deployment",
-    "deployments": "deployment",
-    "deploy": "deployment",
-    "deployment.apps": "deployment",
-    "service": "service",
-    "services": "service",
-    "svc": "service",
-    "pod": "pod",
-    "pods": "pod",
-    "po": "pod",
-    "replicaset": "replicaset",
-    "replicasets": "replicaset",
-    "rs": "replicaset",
-    "namespace": "namespace",
-    "namespaces": "namespace",
-    "ns": "namespace",
-    "node": "node",
-    "nodes": "node",
+    **dict.fromkeys(("deployment", "deployments", "deploy", "deployment.apps"), "deployment"),
+    **dict.fromkeys(("service", "services", "svc"), "service"),
+    **dict.fromkeys(("pod", "pods", "po"), "pod"),
+    **dict.fromkeys(("replicaset", "replicasets", "rs"), "replicaset"),
+    **dict.fromkeys(("namespace", "namespaces", "ns"), "namespace"),
+    **dict.fromkeys(("node", "nodes"), "node"),
 }
 _CUE_WORDS = "|".join(sorted((re.escape(c) for c in _CUES), key=len, reverse=True))
 # "deployment/payment-api", "pod/payment-api-…", "ns/shop"
@@ -267,19 +243,10 @@ _NOT_NAMES = _words(
     """
 )
 _ROLE_WORDS: dict[str, Role] = {
-    "current": "current",
-    "currently": "current",
-    "now": "current",
-    "latest": "current",
-    "new": "current",
-    "newest": "current",
-    "running": "current",
-    "previous": "previous",
-    "prior": "previous",
-    "earlier": "previous",
-    "older": "previous",
-    "old": "previous",
-    "last-good": "previous",
+    **dict.fromkeys(
+        ("current", "currently", "now", "latest", "new", "newest", "running"), "current"
+    ),
+    **dict.fromkeys(("previous", "prior", "earlier", "older", "old", "last-good"), "previous"),
 }
 _ROLE_AFTER = re.compile(r"\s*\(\s*(current|previous)\b", re.IGNORECASE)
 _BACK_TO = re.compile(r"\b(?:back|undo|revert(?:ing)?|return(?:ing)?)\s+to\s*(?:the\s+)?$", re.I)
@@ -321,10 +288,7 @@ def _role(scan: str, start: int, end: int) -> Role | None:
     if _IS_ON.search(before):
         return "current"
     words = re.findall(r"[a-z-]+", before.lower())[-3:]
-    for word in reversed(words):
-        if word in _ROLE_WORDS:
-            return _ROLE_WORDS[word]
-    return None
+    return next((_ROLE_WORDS[word] for word in reversed(words) if word in _ROLE_WORDS), None)
 
 
 def _plain_word(name: str) -> bool:
@@ -353,18 +317,15 @@ def _plain_name(kind: ClaimKind, name: str, cue: str) -> bool:
 
 def _name_claim(kind: ClaimKind, name: str) -> bool:
     name = name.lower()
-    if name in _NOT_NAMES or name in _CUES or len(name) < 2:
-        return False
-    return not name.isdigit()
+    return not (name in _NOT_NAMES or name in _CUES or len(name) < 2 or name.isdigit())
 
 
 class _Collector:
     """Claims in order, none overlapping another (the first pattern to take a span keeps it)."""
 
-    def __init__(self, draft: str, scan: _Scan) -> None:
+    def __init__(self, draft: str) -> None:
         self.draft = draft
-        self.scan = scan.text
-        self.code = scan.code
+        self.scan, self.code = _scan(draft)
         self.sentences = sentence_spans(draft)
         self.taken: list[tuple[int, int]] = []
         self.claims: list[Claim] = []
@@ -463,10 +424,9 @@ def _attributes(c: _Collector) -> None:
 
 
 def _times(c: _Collector) -> None:
-    for m in _ISO_TIME.finditer(c.scan):
-        c.add("time", m.start(), m.end())
-    for m in _CLOCK.finditer(c.scan):
-        c.add("time", m.start(), m.end())
+    for pattern in (_ISO_TIME, _CLOCK):
+        for m in pattern.finditer(c.scan):
+            c.add("time", m.start(), m.end())
 
 
 # `kubectl rollout history` pasted: a REVISION column, each row's number a revision
@@ -750,7 +710,7 @@ def find_claims(draft: str, known: Mapping[ClaimKind, Sequence[str]] | None = No
     """Every fact-identifier `draft` states, in order of position. `known` holds the names
     the evidence knows by kind: a bare name shaped like its nodes is read as a node's, and
     a name a character or two off a known one as a claim of that kind."""
-    collector = _Collector(draft, _scan(draft))
+    collector = _Collector(draft)
     for extract in _PASSES:
         extract(collector)
     if known:

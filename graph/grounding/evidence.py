@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import NotRequired, TypedDict
+from typing import NotRequired, TypedDict, cast
 
 from graph.grounding.claims import find_claims, image_parts, normalise
 
@@ -55,18 +55,11 @@ class Fact(TypedDict):
 
 
 def fact(kind: str, value: str, source: str, **extra: str) -> Fact:
-    made: Fact = {"kind": kind, "value": normalise(kind, value), "source": source}
+    made = {"kind": kind, "value": normalise(kind, value), "source": source}
     if extra.get("subject"):
         made["subject"] = extra["subject"].lower()
-    if extra.get("role"):
-        made["role"] = extra["role"]
-    if extra.get("pool"):
-        made["pool"] = extra["pool"]
-    if extra.get("revision"):
-        made["revision"] = extra["revision"]
-    if extra.get("basis"):
-        made["basis"] = extra["basis"]
-    return made
+    made |= {key: extra[key] for key in ("role", "pool", "revision", "basis") if extra.get(key)}
+    return cast(Fact, made)
 
 
 def citation(source: str, where: str) -> Fact:
@@ -115,16 +108,12 @@ def parse_iso(text: str) -> float | None:
     return at.timestamp() if at.tzinfo else at.replace(tzinfo=UTC).timestamp()
 
 
-def image_tag(image: str) -> str | None:
-    """The tag of `registry/app:1.42.0` (not the port of `host:5000/app`), or None."""
-    return image_parts(image)[1] or None
-
-
 def image_facts(
     image: str, source: str, subject: str, role: str = "", revision: str = ""
 ) -> list[Fact]:
+    """The image, and its tag (not the port of `host:5000/app`) as a version."""
     made = [fact("image", image, source, subject=subject, role=role, revision=revision)]
-    if tag := image_tag(image):
+    if tag := image_parts(image)[1]:
         made.append(fact("version", tag, source, subject=subject, role=role, revision=revision))
     return made
 
@@ -144,13 +133,13 @@ def text_facts(text: str, source: str) -> list[Fact]:
     return facts + [fact("name", token, source, basis=TEXT) for token in tokens]
 
 
-def times_from(values: Iterable[float], source: str, pool: str = "") -> list[Fact]:
+def times_from(values: Iterable[float], source: str) -> list[Fact]:
     """Timestamps as facts, at most MAX_TIMES_PER_SOURCE, spread over the range."""
     ordered = sorted(set(int(v / 1e9) if v > 1e12 else int(v) for v in values))
     if len(ordered) > MAX_TIMES_PER_SOURCE:
         step = len(ordered) / MAX_TIMES_PER_SOURCE
         ordered = [ordered[int(i * step)] for i in range(MAX_TIMES_PER_SOURCE)] + [ordered[-1]]
-    return [fact("time", iso(t), source, pool=pool) for t in ordered]
+    return [fact("time", iso(t), source) for t in ordered]
 
 
 @dataclass
@@ -162,8 +151,7 @@ class Evidence:
     _subjects: frozenset[str] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
-        for item in self.facts:
-            self._by_kind.setdefault(item["kind"], {}).setdefault(item["value"], []).append(item)
+        self.add(self.facts)
 
     def add(self, more: Iterable[Fact]) -> None:
         self._subjects = None
@@ -187,11 +175,16 @@ class Evidence:
         cited = self._by_kind.get(CITE, {}).get(source_call(source).lower())
         return cited[0].get("where", "") if cited else ""
 
-    def values(self, kind: str, subject: str | None = None) -> list[str]:
+    def values(self, kind: str, subject: str | None = None, role: str | None = None) -> list[str]:
+        """The values of `kind`; given a `subject`, those of it (in `role`, if given)."""
         found = self._by_kind.get(kind, {})
         if subject is None:
             return list(found)
-        return [v for v, items in found.items() if any(i.get("subject") == subject for i in items)]
+        return [
+            v
+            for v, items in found.items()
+            if any(i.get("subject") == subject and role in (None, i.get("role")) for i in items)
+        ]
 
     def facts_of(self, kind: str, subject: str | None) -> list[Fact]:
         """Every fact of `kind` (of `subject`, if given)."""
@@ -211,13 +204,6 @@ class Evidence:
                     named.update(i["subject"] for i in items if i.get("subject"))
             self._subjects = frozenset(named)
         return self._subjects
-
-    def current(self, kind: str, subject: str) -> list[str]:
-        return [
-            v
-            for v, items in self._by_kind.get(kind, {}).items()
-            if any(i.get("subject") == subject and i.get("role") == "current" for i in items)
-        ]
 
     def times(
         self, pool: str | None = None, subject: str | None = None

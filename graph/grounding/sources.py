@@ -34,24 +34,13 @@ class LookupResult:
     failed: dict[str, str] = field(default_factory=dict)
 
 
-def deployment_key(namespace: str, name: str) -> str:
-    return f"deployment {namespace}/{name}"
-
-
-def pod_key(namespace: str, name: str) -> str:
-    return f"pod {namespace}/{name}"
-
-
 def lookups_for(
     claim: Claim, subject: str | None, evidence: Evidence, namespaces: Sequence[str] = ()
 ) -> list[str]:
     """The look-ups that could settle a claim the evidence does not hold: in the claim's
     own namespace, else those the evidence names, else `namespaces` (the configured ones)."""
-    if claim.namespace:
-        namespaces = [claim.namespace]
-    else:
-        namespaces = list(dict.fromkeys([*evidence.values("namespace"), *namespaces]))
-    namespaces = namespaces[:MAX_NAMESPACES]
+    where = [claim.namespace] if claim.namespace else [*evidence.values("namespace"), *namespaces]
+    namespaces = list(dict.fromkeys(where))[:MAX_NAMESPACES]
     names: list[str] = []
     keys: list[str] = []
     if claim.kind in ("deployment", "workload", "service"):
@@ -66,8 +55,8 @@ def lookups_for(
         repository = claim.value.rsplit("/", 1)[-1].split("@", 1)[0].split(":", 1)[0]
         names = [repository] if repository else []
     elif claim.kind == "pod" and "-" in claim.value:
-        return [pod_key(ns, claim.value) for ns in namespaces]
-    keys += [deployment_key(ns, name) for ns in namespaces for name in names]
+        return [f"pod {ns}/{claim.value}" for ns in namespaces]
+    keys += [f"deployment {ns}/{name}" for ns in namespaces for name in names]
     return keys
 
 

@@ -120,7 +120,6 @@ class WrittenTime:
     precision: int  # 1 (seconds written) or 60
     day: date | None
     tz: tzinfo
-    zoned: bool  # the zone was written (or carried), not assumed
 
     def on(self, day: date) -> datetime:
         """This clock on `day`, as a wall-clock time of its zone (DST-correct for the date)."""
@@ -135,9 +134,7 @@ class WrittenTime:
         day = newest.date()
         if self.on(day) > newest.replace(tzinfo=None):
             day -= timedelta(days=1)
-        return WrittenTime(
-            self.second, self.precision, day - timedelta(days=days_back), self.tz, self.zoned
-        )
+        return WrittenTime(self.second, self.precision, day - timedelta(days=days_back), self.tz)
 
     def clock_near(self, instant: float, tolerance_s: float) -> bool:
         """Whether `instant`'s wall clock in this time's zone is this clock, on whatever day:
@@ -190,7 +187,7 @@ def read(text: str, day: date | None = None, carried: tzinfo | None = None) -> W
         except ValueError:  # "2026-11-31"
             return None
     second = hour * 3600 + int(minutes) * 60 + int(seconds or 0)
-    return WrittenTime(second, 1 if seconds else 60, day, tz, bool(name or shift or carried))
+    return WrittenTime(second, 1 if seconds else 60, day, tz)
 
 
 # --- what a heading, a list's introduction or a table's header states for its items -------

@@ -64,6 +64,11 @@ class Bound:
     tempo: TempoClient  # the trace guard's client: Tempo's tools share it
     actions: ActionPipeline | None  # the cluster and the gates, when configured
 
+    @property
+    def pipeline(self) -> ActionPipeline:
+        assert self.actions is not None  # a cluster tool set is opened only with the cluster
+        return self.actions
+
 
 @dataclass(frozen=True)
 class ToolSet:
@@ -75,15 +80,13 @@ class ToolSet:
     open: Callable[[Bound], AbstractAsyncContextManager[Sequence[BaseTool]]]
     shown: Mapping[str, Shown]  # each tool's name -> how it is shown
     # Its own settings (`settings`, the variables an operator sets, under `env_prefix`, in
-    # the configuration page's `section`); the set is offered only when `configured_by`
-    # (its URL) is set, bound to `spec` (the same fields and `grafana_url` for links; the
-    # settings themselves when it has no spec).
+    # the configuration page's `section`); the set is offered only when its `url` is set,
+    # bound to `spec` (the same fields and `grafana_url` for links; else the settings).
     settings: type[BaseModel] | None = None
     spec: type[BaseModel] | None = None
     env_prefix: str = ""  # PROMETHEUS_: PROMETHEUS_URL, PROMETHEUS_TENANT
     section: str = ""  # "Metrics and logs" (else its label); consecutive sets share one
     intro: str = ""  # under the section's title (its first set's)
-    configured_by: str = "url"
     cluster: bool = False  # needs the Kubernetes API (and the action gates)
     grader: bool = False  # read-only evidence the grader may look up too
     needs: str = ""  # what to set, in words, for the docs
@@ -91,7 +94,7 @@ class ToolSet:
     def bound_settings(self, settings: BaseModel, grafana_url: str | None) -> BaseModel | None:
         """What the set's tools are bound to, from its settings; None: not configured."""
         spec = self.spec or self.settings
-        if spec is None or not getattr(settings, self.configured_by, None):
+        if spec is None or not getattr(settings, "url", None):
             return None
         links = {"grafana_url": grafana_url} if "grafana_url" in spec.model_fields else {}
         return spec(**settings.model_dump(), **links)

@@ -9,8 +9,8 @@ Tempo answers in a shape of its own (graph/tools/tempo.py) over the same client.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager, contextmanager
 from typing import Any, Generic, Protocol, TypeVar
 
 import httpx
@@ -59,13 +59,14 @@ Params = Mapping[str, str | int | float | list[str]]
 class HttpSource(Generic[Spec]):
     """One HTTP API over httpx. One instance per process; close with `aclose()`."""
 
-    name = "the source"
-    kind = ""  # its Grafana data source type, for links
+    name: str  # "Prometheus"
+    kind: str  # its Grafana data source type, for links
     unavailable: type[SourceUnavailable] = SourceUnavailable  # raised when no answer came
+    language: str  # what its queries are written in ("PromQL")
+    instead: str  # what the model must not do when it is down ("do not guess values")
 
     def __init__(self, spec: Spec, connections: int = 16, idle: int = 4) -> None:
         self.spec = spec
-        self.timeout_s = spec.timeout_s
         headers = {"X-Scope-OrgID": spec.tenant} if spec.tenant else {}
         self._http = httpx.AsyncClient(
             base_url=spec.url.rstrip("/"),
@@ -87,12 +88,12 @@ class HttpSource(Generic[Spec]):
         """The answer, whatever its status; `unavailable` when none came in time."""
         try:
             # httpx's timeout bounds each read; this bounds the whole exchange.
-            async with asyncio.timeout(self.timeout_s):
+            async with asyncio.timeout(self.spec.timeout_s):
                 if method == "POST":
                     return await self._http.post(path, data=params)
                 return await self._http.get(path, params=params)
         except TimeoutError as exc:
-            raise self.unavailable(f"no answer within {self.timeout_s:g}s") from exc
+            raise self.unavailable(f"no answer within {self.spec.timeout_s:g}s") from exc
         except httpx.HTTPError as exc:
             raise self.unavailable(f"{type(exc).__name__}: {exc}") from exc
 
@@ -121,20 +122,22 @@ class HttpSource(Generic[Spec]):
         except ValueError:
             return None  # an error in plain text (Loki's), or a proxy's page
 
-    def failed(
-        self, exc: SourceRefused | SourceUnavailable, language: str, instead: str
-    ) -> ToolFailed:
-        """What the model is told of a failed query: the API's words and to fix the query
-        (`language`), or that the source is down and what not to do `instead` of asking."""
-        if isinstance(exc, SourceRefused):
-            return ToolFailed(
-                f"{self.name} rejected the query: {exc}. Fix the {language} and try again.",
+    @contextmanager
+    def failing(self) -> Iterator[None]:
+        """A failed query as the model is told of it: the API's words and to fix the query
+        (in `language`), or that the source is down and what not to do `instead` of asking."""
+        try:
+            yield
+        except SourceRefused as exc:
+            raise ToolFailed(
+                f"{self.name} rejected the query: {exc}. Fix the {self.language} and try again.",
                 retryable=False,
-            )
-        return ToolFailed(
-            f"{self.name} is unavailable ({exc}). Say so in the answer; {instead}.",
-            retryable=exc.retryable,
-        )
+            ) from exc
+        except SourceUnavailable as exc:
+            raise ToolFailed(
+                f"{self.name} is unavailable ({exc}). Say so in the answer; {self.instead}.",
+                retryable=exc.retryable,
+            ) from exc
 
 
 Client = TypeVar("Client", bound=HttpSource[Any])
@@ -148,10 +151,7 @@ def opener(
 
     @asynccontextmanager
     async def opened(bound: Bound) -> AsyncIterator[Sequence[BaseTool]]:
-        opened_client = client(bound.settings)
-        try:
+        async with aclosing(client(bound.settings)) as opened_client:
             yield tools(opened_client)
-        finally:
-            await opened_client.aclose()
 
     return opened

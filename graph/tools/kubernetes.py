@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from contextlib import nullcontext
-from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -20,7 +19,7 @@ from graph.grounding.evidence import CITE, ROLLOUT, Fact, citation, fact, image_
 from graph.links import kubectl
 from graph.progress import TurnContext, reporter
 from graph.state import InvestigationState
-from graph.tools import Bound, Shown, ToolSet, declared
+from graph.tools import Shown, ToolSet, declared
 from graph.tools.errors import ToolFailed
 from graph.trace_ids import find_trace_ids
 
@@ -32,29 +31,22 @@ Run = ToolRuntime[TurnContext, dict[str, Any]]
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class Investigation:
-    """What a proposal records of the run that made it."""
-
-    thread_key: str  # proposals are filed under the LangGraph thread id
-    requester: str
-    evidence: list[str]  # trace IDs that came out of tool results, oldest first
-    context: str  # the question and the latest tool results, as plain text
-
-
-def investigation(runtime: Run) -> Investigation:
+def investigation(runtime: Run) -> dict[str, Any]:
+    """What a proposal records of the run that made it: the LangGraph thread id it is filed
+    under, the requester, the trace IDs that came out of tool results (oldest first), and
+    the question and the latest tool results as plain text."""
     state = cast(InvestigationState, runtime.state)
     messages = state["messages"]
     tool_texts = [m.text for m in messages if isinstance(m, ToolMessage)]
     evidence = list(dict.fromkeys(t for text in tool_texts for t in find_trace_ids(text)))
     question = next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), "")
     context = f"Question: {question}\n\nLatest tool results:\n" + "\n---\n".join(tool_texts[-3:])
-    return Investigation(
-        thread_key=str((runtime.config.get("configurable") or {}).get("thread_id", "unknown")),
-        requester=str((runtime.config.get("metadata") or {}).get("user", "unknown")),
-        evidence=evidence[:MAX_EVIDENCE],
-        context=context[:MAX_CONTEXT_CHARS],
-    )
+    return {
+        "thread_key": str((runtime.config.get("configurable") or {}).get("thread_id", "unknown")),
+        "requester": str((runtime.config.get("metadata") or {}).get("user", "unknown")),
+        "evidence": evidence[:MAX_EVIDENCE],
+        "context": context[:MAX_CONTEXT_CHARS],
+    }
 
 
 def retryable(exc: ClusterError) -> bool:
@@ -198,17 +190,13 @@ def kubernetes_tools(pipeline: ActionPipeline) -> list[BaseTool]:
         """Propose `rollout_undo` (previous revision) or `scale` (to `replicas`) for an
         engineer to approve, when the evidence supports it; `reason` cites it.
         """
-        facts = investigation(runtime)
         request = await pipeline.propose(
             action=action,
             namespace=namespace,
             deployment=deployment,
             replicas=replicas,
             reason=reason,
-            thread_key=facts.thread_key,
-            requester=facts.requester,
-            evidence=facts.evidence,
-            context=facts.context,
+            **investigation(runtime),
         )
         reporter(runtime.context)(
             {"type": "action_proposed", "request_id": request.id, "status": request.status}
@@ -225,15 +213,10 @@ def kubernetes_tools(pipeline: ActionPipeline) -> list[BaseTool]:
     return declared(SHOWN, [get_rollout_history, propose_action])
 
 
-def _opened(bound: Bound) -> nullcontext[list[BaseTool]]:
-    assert bound.actions is not None  # a cluster tool set is opened only with the cluster
-    return nullcontext(kubernetes_tools(bound.actions))
-
-
 TOOLSET = ToolSet(
     name="kubernetes",
     label="Kubernetes (rollouts, actions)",
-    open=_opened,
+    open=lambda bound: nullcontext(kubernetes_tools(bound.pipeline)),
     shown=SHOWN,
     cluster=True,
     needs="a Kubernetes API (`KUBECONFIG`, or in the cluster)",

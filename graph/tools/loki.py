@@ -21,12 +21,13 @@ from pydantic import Field
 from gates.config import NOT_A_SETTING, SettingsGroup
 from graph.charts import Findings, metric_data
 from graph.config import HttpUrl
-from graph.grounding.evidence import CITE, Fact, citation, fact, text_facts, times_from
+from graph.grounding.evidence import CITE, Fact, citation, text_facts, times_from
 from graph.tools import Shown, ToolSet, declared
-from graph.tools.http_api import HttpSource, SourceRefused, SourceUnavailable, opener
+from graph.tools.http_api import HttpSource, SourceUnavailable, opener
 from graph.tools.prometheus import (
     LABEL_KINDS,
     chart_series,
+    label_facts,
     parse_result,
     series_facts,
     summarise_series,
@@ -82,19 +83,10 @@ _LEVEL_IN_LINE = re.compile(
     r"\b(?:level|lvl|severity)[\"']?\s*[=:]\s*[\"']?(\w+)|^\W*(\w+)\b", re.IGNORECASE
 )
 _LEVELS = {
-    "error": "error",
-    "err": "error",
-    "fatal": "error",
-    "critical": "error",
-    "crit": "error",
-    "panic": "error",
-    "emerg": "error",
-    "warn": "warn",
-    "warning": "warn",
-    "info": "info",
-    "notice": "info",
-    "debug": "debug",
-    "trace": "debug",
+    **dict.fromkeys(("error", "err", "fatal", "critical", "crit", "panic", "emerg"), "error"),
+    **dict.fromkeys(("warn", "warning"), "warn"),
+    **dict.fromkeys(("info", "notice"), "info"),
+    **dict.fromkeys(("debug", "trace"), "debug"),
 }
 _VARIABLE = re.compile(
     r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"  # UUIDs
@@ -179,9 +171,7 @@ def summarise_logs(logql: str, lines: list[LogLine], span: str, limit: int) -> s
 def log_facts(lines: list[LogLine], source: str) -> list[Fact]:
     facts: list[Fact] = []
     for labels in {tuple(sorted(line.labels.items())) for line in lines}:
-        for key, value in labels:
-            if (kind := LABEL_KINDS.get(key)) and value:
-                facts.append(fact(kind, value, f"{source}: label {key}"))
+        facts += label_facts(labels, source)
     for line in lines[:MAX_NEWEST]:
         facts += text_facts(line.line, f"{source}: log line")
     times = [line.at_ns for line in lines[:MAX_NEWEST]]
@@ -193,6 +183,8 @@ def log_facts(lines: list[LogLine], source: str) -> list[Fact]:
 class LokiClient(HttpSource[LokiSpec]):
     name = "Loki"
     kind = "loki"
+    language = "LogQL"
+    instead = "do not guess log lines"
 
     async def query_range(self, logql: str, start: float, end: float, limit: int) -> Any:
         params: dict[str, str | int | float | list[str]] = {
@@ -237,13 +229,11 @@ def loki_tools(client: LokiClient) -> list[BaseTool]:
             return span, []
         start, end = span
         limit = max(1, min(limit, MAX_LINES))
-        try:
+        with client.failing():
             data = await client.query_range(logql, start, end, limit)
             metric = data.get("resultType") in ("matrix", "vector")
             kind, series = parse_result(data) if metric else ("streams", [])
             lines = [] if metric else parse_streams(data)
-        except (SourceRefused, SourceUnavailable) as exc:
-            raise client.failed(exc, "LogQL", "do not guess log lines") from exc
         where = f"from {utc(start)} to {utc(end)}"
         link = client.link(logql, start, end)
         explore = f"\nGrafana Explore: {link}" if link else ""

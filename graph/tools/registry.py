@@ -34,9 +34,6 @@ def shown_by_name(toolsets: Sequence[ToolSet] = TOOLSETS) -> dict[str, Shown]:
     return {name: each for toolset in toolsets for name, each in toolset.shown.items()}
 
 
-PAGE = "docs/tools.md"
-
-
 def render(toolsets: Sequence[ToolSet] = TOOLSETS) -> str:
     """docs/tools.md: each tool set, what it needs, and how each of its tools is shown."""
     lines = [

@@ -21,20 +21,17 @@ Since = int | None
 IncidentStart = Annotated[float | None, InjectedState("incident_start")]
 
 
-def default_window_minutes(start: float | None, now: float) -> int:
-    """From 15 minutes before the thread's alert started, else the last hour."""
-    if not isinstance(start, int | float) or start > now:
-        return DEFAULT_MINUTES
-    return math.ceil((now - start) / 60) + ALERT_LEAD_MINUTES
-
-
 def window(
     since_minutes_ago: Since, until_minutes_ago: int, incident_start: float | None
 ) -> tuple[int, int] | str:
     """(start, end) in whole unix seconds, or why the window makes no sense."""
     now = int(time.time())
-    if since_minutes_ago is None:
-        since_minutes_ago = default_window_minutes(incident_start, now)
+    if since_minutes_ago is None:  # from 15 minutes before the thread's alert, else an hour
+        since_minutes_ago = (
+            DEFAULT_MINUTES
+            if not isinstance(incident_start, int | float) or incident_start > now
+            else math.ceil((now - incident_start) / 60) + ALERT_LEAD_MINUTES
+        )
     if since_minutes_ago <= until_minutes_ago or until_minutes_ago < 0:
         return "since_minutes_ago must be larger than until_minutes_ago (e.g. 60 and 0)."
     return now - since_minutes_ago * 60, now - until_minutes_ago * 60
