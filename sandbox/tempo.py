@@ -54,6 +54,8 @@ class TempoFaults:
     html_page: bool = False
     status: int | None = None  # answer every request with this HTTP status (e.g. 503)
     hang: bool = False  # never answer (until the simulator stops)
+    # answer every request 200 with this JSON, as a gateway or a Tempo of another shape might
+    document: dict[str, Any] | None = None
 
 
 @dataclass
@@ -116,6 +118,8 @@ class TempoSimulator(SimulatorServer):
             await asyncio.sleep(self.faults.latency_s)
         if self.faults.status is not None:
             return web.Response(status=self.faults.status, text="injected failure")
+        if self.faults.document is not None:
+            return web.json_response(self.faults.document)
         if self.faults.html_page:
             page = "<!DOCTYPE html><html><body><form>Sign in</form></body></html>"
             return web.Response(text=page, content_type="text/html")

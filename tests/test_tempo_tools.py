@@ -162,6 +162,21 @@ async def test_tempo_down_fails_the_tool_with_words_for_the_model(
     await client.aclose()
 
 
+@pytest.mark.parametrize(
+    "hit",
+    [{"startTimeUnixNano": "soon"}, {"durationMs": "1.5s"}, {"spanSets": [{"matched": "x"}]}],
+    ids=["start", "duration", "matched"],
+)
+async def test_a_search_answer_of_another_shape_fails_the_tool_as_tempo_unavailable(
+    tempo: TempoSimulator, tempo_spec: TempoSpec, hit: dict[str, object]
+) -> None:
+    tempo.faults.document = {"traces": [{"traceID": "ab" * 16, **hit}]}
+    client, tools = _tools(tempo_spec)
+    with pytest.raises(ToolFailed, match=r"^Tempo is unavailable \(a search answer"):
+        await tools["query_tempo_traces"].ainvoke({"traceql": PAYMENT_ERRORS})
+    await client.aclose()
+
+
 async def test_the_tenant_is_sent_as_x_scope_orgid(scenario: Scenario) -> None:
     async with TempoSimulator(traces=scenario.traces, tenant="acme") as tempo:
         client, tools = _tools(TempoSpec(url=tempo.url, tenant="acme"))

@@ -244,17 +244,22 @@ class TempoClient(HttpSource[TempoSpec]):
         traces = _document(response).get("traces")
         if not isinstance(traces, list) or not all(isinstance(t, dict) for t in traces):
             raise TempoUnavailable("a search answer without a list of traces")
-        return [
-            TraceHit(
-                trace_id=t.get("traceID", ""),
-                root_service=t.get("rootServiceName", "?"),
-                root_name=t.get("rootTraceName", ""),  # absent while the root is missing
-                start_ns=int(t.get("startTimeUnixNano", 0)),
-                duration_ms=int(t.get("durationMs", 0)),
-                matched_spans=sum(s.get("matched", 0) for s in t.get("spanSets", [])),
-            )
-            for t in traces
-        ]
+        try:
+            return [
+                TraceHit(
+                    trace_id=t.get("traceID", ""),
+                    root_service=t.get("rootServiceName", "?"),
+                    root_name=t.get("rootTraceName", ""),  # absent while the root is missing
+                    start_ns=int(t.get("startTimeUnixNano", 0)),
+                    duration_ms=int(t.get("durationMs", 0)),
+                    matched_spans=sum(s.get("matched", 0) for s in t.get("spanSets", [])),
+                )
+                for t in traces
+            ]
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise TempoUnavailable(
+                f"a search answer Tempo's shape does not fit ({exc!r:.80})"
+            ) from exc
 
 
 def _document(response: httpx.Response) -> dict[str, Any]:
