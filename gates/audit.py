@@ -269,9 +269,6 @@ class Problem:
     kind: Kind
     detail: str
 
-    def line(self) -> str:
-        return f"{self.kind}: entry {self.entry_id}: {self.detail}"
-
 
 @dataclass
 class AuditReport:
@@ -286,7 +283,7 @@ class AuditReport:
         return not self.problems
 
     def lines(self) -> list[str]:
-        found = [problem.line() for problem in self.problems]
+        found = [f"{p.kind}: entry {p.entry_id}: {p.detail}" for p in self.problems]
         since = (
             f"; starts after trimmed entry {self.checkpoint.id} (seq {self.checkpoint.seq})"
             if self.checkpoint and self.checkpoint.seq
@@ -315,11 +312,6 @@ def _link(raw: Mapping[Any, Any]) -> Link | None:
     if not found.get("id"):
         return None
     return Link(found["id"], int(found.get("seq") or 0), found.get("hash", ""))
-
-
-def _seq(entry: Entry) -> int | None:
-    raw = entry.get("seq") or ""
-    return int(raw) if raw.isdigit() else None
 
 
 def verify_chain(
@@ -355,7 +347,7 @@ def verify_chain(
             continue
         started = True
         report.chained += 1
-        number = _seq(entry)
+        number = int(seq_text) if (seq_text := entry.get("seq") or "").isdigit() else None
         if number is None:
             problem(entry.id, "changed", "its seq is not a number")
             continue

@@ -113,7 +113,11 @@ class ActionPipeline:
         self.follow_lease_s = follow_lease_s
         self.switch = ActionsSwitch(store.redis, store.prefix)
 
-    async def _run_rule_gates(self, ctx: GateContext) -> list[GateDecision]:
+    async def _run_rule_gates(
+        self, request: ActionRequest, *, recheck: bool = False
+    ) -> tuple[GateContext, list[GateDecision]]:
+        """The rule gates in order, up to the first refusal (then the last decision)."""
+        ctx = GateContext(request, self.policy, self.cluster, self.store, self.breaker, recheck)
         decisions = []
         for gate in RULE_GATES:
             decision = await gate.check(ctx)
@@ -121,7 +125,7 @@ class ActionPipeline:
             decisions.append(decision)
             if not decision.allowed:
                 break
-        return decisions
+        return ctx, decisions
 
     async def propose(
         self,
@@ -152,8 +156,7 @@ class ActionPipeline:
             requester=requester,
         )
         await self.store.create(request)
-        ctx = GateContext(request, self.policy, self.cluster, self.store, self.breaker)
-        decisions = await self._run_rule_gates(ctx)
+        ctx, decisions = await self._run_rule_gates(request)
         snapshot = ctx.fetched_snapshot
         fp = fingerprint(request, snapshot)
 
@@ -162,8 +165,7 @@ class ActionPipeline:
                 request.id, "refused", note, snapshot=snapshot, fingerprint=fp, **changes
             )
 
-        gate = next((d for d in decisions if not d.allowed), None)
-        if gate is not None:
+        if not (gate := decisions[-1]).allowed:
             return await refused(f"{gate.gate}: {gate.reason}", gate_decisions=decisions)
         verdict = await self.judge.assess(request, snapshot)
         GATE_DECISIONS.labels("judge", "allowed" if verdict.safe_to_proceed else "refused").inc()
@@ -313,7 +315,7 @@ class ActionPipeline:
             error = str(exc) if isinstance(exc, ClusterError) else f"{type(exc).__name__}: {exc}"
         if dry_run:  # nothing is stored either way: the API's answer is the outcome
             detail = planned.would if error is None else f"dry run refused: {error}"
-            return _result(await self._conclude(request, error is None, detail, dry_run=True))
+            return _result(await self._conclude(executing, error is None, detail))
         settled = await self.settle(
             executing,
             done=planned.done if error is None else f"{planned.done} (the API answered: {error})",
@@ -323,12 +325,8 @@ class ActionPipeline:
 
     async def _plan(self, request: ActionRequest) -> PlannedWrite | str:
         """Re-run the rule gates on fresh state and compute the write; a string says why not."""
-        ctx = GateContext(
-            request, self.policy, self.cluster, self.store, self.breaker, recheck=True
-        )
-        decisions = await self._run_rule_gates(ctx)
-        refused = next((d for d in decisions if not d.allowed), None)
-        if refused is not None:
+        ctx, decisions = await self._run_rule_gates(request, recheck=True)
+        if not (refused := decisions[-1]).allowed:
             return f"{refused.gate}: {refused.reason}"
         fresh = ctx.fetched_snapshot
         if fresh is None:
@@ -362,9 +360,7 @@ class ActionPipeline:
             return None
         applied = request.is_applied(now)
         # Raises TransitionConflict when someone else settled it first (and counted it).
-        settled = await self._conclude(
-            request, applied, done if applied else failed, dry_run=False, actor=actor
-        )
+        settled = await self._conclude(request, applied, done if applied else failed, actor)
         await self.count(settled)
         return settled
 
@@ -376,22 +372,17 @@ class ActionPipeline:
         )
 
     async def _conclude(
-        self,
-        request: ActionRequest,
-        succeeded: bool,
-        detail: str,
-        *,
-        dry_run: bool,
-        actor: str = SYSTEM,
+        self, request: ActionRequest, succeeded: bool, detail: str, actor: str = SYSTEM
     ) -> ActionRequest:
-        """executing → succeeded | failed, with `detail` as the outcome."""
+        """executing → succeeded | failed, with `detail` as the outcome (a dry run's, if
+        `request` is executing one)."""
         return await self.store.transition(
             request.id,
             "succeeded" if succeeded else "failed",
             actor,
             detail,
             expect="executing",
-            outcome=Outcome(dry_run=dry_run, detail=detail),
+            outcome=Outcome(dry_run=request.dry_run, detail=detail),
         )
 
     async def _read_back(self, request: ActionRequest) -> ClusterSnapshot | None:
@@ -423,7 +414,7 @@ class ActionPipeline:
         try:
             current = await self.store.get(request.id)
             if current.rollout is not None:  # recorded by a follower before this one
-                await self.store.unfollow(request.id)
+                await self.store.forget(self.store.unfollowed_index, request.id)
                 return None
             health = await self._watch(current, renewing)
             if health is None:
@@ -440,7 +431,11 @@ class ActionPipeline:
         """Poll the rollout until healthy, past its progress deadline, or ROLLOUT_WATCH_TIMEOUT
         after the success (a resumed follow keeps the first one's deadline); None when the
         lease was lost (another process follows now)."""
-        deadline = _succeeded_at(request) + self.policy.rollout_watch_s
+        succeeded_at = next(
+            (step.at for step in reversed(request.history) if step.to_status == "succeeded"),
+            time.time(),
+        )
+        deadline = succeeded_at + self.policy.rollout_watch_s
         status: RolloutStatus | None = None  # the last status read
         fresh = False  # read by the latest attempt
         late_failures = 0  # reads that failed past the deadline
@@ -588,14 +583,6 @@ def _result(request: ActionRequest) -> ApprovalResult:
     ended = request.status in ("succeeded", "failed", "aborted")
     verdict = cast(ApprovalVerdict, request.status) if ended else "executing"
     return ApprovalResult(verdict, detail, request)
-
-
-def _succeeded_at(request: ActionRequest) -> float:
-    """When the request moved to `succeeded` (its rollout's deadline counts from there)."""
-    return next(
-        (step.at for step in reversed(request.history) if step.to_status == "succeeded"),
-        time.time(),
-    )
 
 
 def _lost(renewing: asyncio.Task[None]) -> None:

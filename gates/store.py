@@ -251,7 +251,7 @@ class ActionStore:
         while True:
             current = await self.get(request_id)
             if current.rollout is not None:
-                await self.unfollow(request_id)
+                await self.forget(self.unfollowed_index, request_id)
                 return None
             updated = current.model_copy(update={"rollout": health})
             if stored := await self._compare_and_set(
@@ -328,26 +328,20 @@ class ActionStore:
         found = await self.redis.zrangebyscore(self.open_index, 0, now)
         return [as_text(raw) for raw in found]
 
-    async def forget_open(self, request_id: str) -> None:
-        """Drop an index entry whose request is gone (retention) or already terminal."""
-        await self.redis.zrem(self.open_index, request_id)
-
     async def uncounted(self) -> list[tuple[str, float]]:
         """Executions not counted by the breaker yet, with when each ended, oldest first."""
         found = await self.redis.zrange(self.uncounted_index, 0, -1, withscores=True)
         return [(as_text(entry[0]), float(entry[1])) for entry in found]
 
-    async def forget_uncounted(self, request_id: str) -> None:
-        """Drop a mark whose request is gone (retention): there is nothing left to count."""
-        await self.redis.zrem(self.uncounted_index, request_id)
-
     async def unfollowed(self) -> list[str]:
         """Succeeded executions whose rollout nobody has recorded yet, oldest first."""
         return [as_text(raw) for raw in await self.redis.zrange(self.unfollowed_index, 0, -1)]
 
-    async def unfollow(self, request_id: str) -> None:
-        """Drop a mark whose request is gone or whose rollout is recorded."""
-        await self.redis.zrem(self.unfollowed_index, request_id)
+    async def forget(self, index: str, request_id: str) -> None:
+        """Drop the request from an index: the open one (the request is gone, by retention,
+        or already terminal), to count (gone: nothing left to count) or to follow (gone, or
+        its rollout is recorded)."""
+        await self.redis.zrem(index, request_id)
 
     async def audit(self, request: ActionRequest, event: str, actor: str, note: str) -> None:
         """An audit entry that is not a transition (e.g. a refused approval)."""
