@@ -95,23 +95,19 @@ class ApprovalResult:
     request: ActionRequest | None
 
 
+@dataclass(eq=False)
 class ActionPipeline:
-    def __init__(
-        self,
-        store: ActionStore,
-        cluster: KubernetesCluster,
-        breaker: CircuitBreaker,
-        judge: ActionJudge,
-        policy: ActionPolicy,
-        follow_lease_s: float = FOLLOW_LEASE_S,
-    ) -> None:
-        self.store = store
-        self.cluster = cluster
-        self.breaker = breaker
-        self.judge = judge
-        self.policy = policy
-        self.follow_lease_s = follow_lease_s
-        self.switch = ActionsSwitch(store.redis, store.prefix)
+    store: ActionStore
+    cluster: KubernetesCluster
+    breaker: CircuitBreaker
+    judge: ActionJudge
+    policy: ActionPolicy
+    follow_lease_s: float = FOLLOW_LEASE_S
+
+    @property
+    def switch(self) -> ActionsSwitch:
+        """The runtime stop of all actions, in the store's Redis."""
+        return ActionsSwitch(self.store.redis, self.store.prefix)
 
     async def _run_rule_gates(
         self, request: ActionRequest, *, recheck: bool = False
@@ -567,10 +563,11 @@ def build_pipeline(
     executing requests leased for `lease_s` (ACTION_LEASE), the judge failing as
     JUDGE_FAIL_MODE says. A rollout's follower holds its lease for FOLLOW_LEASE_S, or
     `lease_s` when shorter: a dead process's work is never left longer than ACTION_LEASE."""
+    store = ActionStore(redis, prefix, lease_s)
     return ActionPipeline(
-        ActionStore(redis, prefix, lease_s),
+        store,
         cluster,
-        CircuitBreaker(redis, policy, prefix),
+        CircuitBreaker(store, policy),
         ActionJudge(judge_model, policy.judge_fail_mode),
         policy,
         follow_lease_s=max(min(FOLLOW_LEASE_S, lease_s), 0.1),  # a test's zero lease too

@@ -113,15 +113,6 @@ class TransitionConflict(Exception):
         self.current = current
 
 
-def request_key(prefix: str, request_id: str) -> str:
-    return f"{prefix}:action:{request_id}"
-
-
-def uncounted_key(prefix: str) -> str:
-    """The index of executions the circuit breaker has not counted yet."""
-    return f"{prefix}:actions:uncounted"
-
-
 class ActionStore:
     def __init__(
         self,
@@ -136,13 +127,13 @@ class ActionStore:
         self.chain = AuditChain(redis, prefix, audit_maxlen)
         self.audit_stream = self.chain.keys.stream
         self.open_index = f"{prefix}:actions:open"
-        self.uncounted_index = uncounted_key(prefix)
+        self.uncounted_index = f"{prefix}:actions:uncounted"
         self.unfollowed_index = f"{prefix}:actions:unfollowed"
         self._write = redis.register_script(_WRITE)
         self._claim = redis.register_script(_CLAIM)
 
     def key(self, request_id: str) -> str:
-        return request_key(self.prefix, request_id)
+        return f"{self.prefix}:action:{request_id}"
 
     def follow_lease_key(self, request_id: str) -> str:
         """Held by the one process following the request's rollout."""
