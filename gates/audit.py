@@ -334,8 +334,9 @@ def verify_chain(
         at = by_hash[at].get("prev")
     links_on_path = {by_hash[h].get("prev") for h in on_path}
 
-    started = bool(checkpoint and checkpoint.seq)
-    prev, seq = (checkpoint.hash, checkpoint.seq + 1) if checkpoint and started else (GENESIS, 1)
+    trimmed = checkpoint if checkpoint and checkpoint.seq else None  # the old end is gone
+    started = trimmed is not None
+    prev, seq = (trimmed.hash, trimmed.seq + 1) if trimmed else (GENESIS, 1)
     last: Entry | None = None
     for entry in entries:
         stored = entry.get("hash")
@@ -395,11 +396,7 @@ def verify_chain(
                     "rewritten (its hash recomputed)",
                 )
             else:
-                where = (
-                    f"trimmed entry {checkpoint.id}"
-                    if checkpoint and checkpoint.seq
-                    else "the chain's start"
-                )
+                where = f"trimmed entry {trimmed.id}" if trimmed else "the chain's start"
                 problem(entry.id, "changed", f"it is not chained to {where}")
         prev, seq, last = stored, number + 1, entry
 

@@ -156,18 +156,24 @@ class ActionPipeline:
         snapshot = ctx.fetched_snapshot
         fp = fingerprint(request, snapshot)
 
-        async def refused(note: str, **changes: object) -> ActionRequest:
-            return await self._decide(
-                request.id, "refused", note, snapshot=snapshot, fingerprint=fp, **changes
-            )
+        async def decide(to: RequestStatus, note: str, **changes: object) -> ActionRequest:
+            """proposed → `to`; if the request was moved meanwhile (refused by a reconciler
+            that took this run for a dead one), what it became is the answer."""
+            changes |= {"snapshot": snapshot, "fingerprint": fp}
+            try:
+                return await self.store.transition(
+                    request.id, to, SYSTEM, note, expect="proposed", **changes
+                )
+            except TransitionConflict as conflict:
+                return conflict.current
 
         if not (gate := decisions[-1]).allowed:
-            return await refused(f"{gate.gate}: {gate.reason}", gate_decisions=decisions)
+            return await decide("refused", f"{gate.gate}: {gate.reason}", gate_decisions=decisions)
         verdict = await self.judge.assess(request, snapshot)
         GATE_DECISIONS.labels("judge", "allowed" if verdict.safe_to_proceed else "refused").inc()
         if not verdict.safe_to_proceed:
             note = f"judge: {verdict.reason}"
-            return await refused(note, gate_decisions=decisions, judge=verdict)
+            return await decide("refused", note, gate_decisions=decisions, judge=verdict)
         # The duplicate gate's read, confirmed in one step: of two identical proposals
         # decided at once (one response calling propose_action twice), one is shown.
         seen = ctx.fingerprint_seen
@@ -177,32 +183,18 @@ class ActionPipeline:
         if holder:
             late = refuse(DuplicateGate.name, f"the same action was proposed meanwhile as {holder}")
             shown = [late if d.gate == late.gate else d for d in decisions]
-            return await refused(f"{late.gate}: {late.reason}", gate_decisions=shown, judge=verdict)
-        return await self._decide(
-            request.id,
+            note = f"{late.gate}: {late.reason}"
+            return await decide("refused", note, gate_decisions=shown, judge=verdict)
+        return await decide(
             "pending_approval",
             "rule gates and judge allowed",
             gate_decisions=decisions,
             judge=verdict,
-            snapshot=snapshot,
             target_revision=rollback_target(snapshot.revisions, to_revision)
             if snapshot is not None and action == "rollout_undo"
             else None,
-            fingerprint=fp,
             expires_at=time.time() + self.policy.approval_ttl_s,
         )
-
-    async def _decide(
-        self, request_id: str, to: RequestStatus, note: str, **changes: object
-    ) -> ActionRequest:
-        """proposed → `to`; if the request was moved meanwhile (refused by a reconciler that
-        took this run for a dead one), what it became is the answer."""
-        try:
-            return await self.store.transition(
-                request_id, to, SYSTEM, note, expect="proposed", **changes
-            )
-        except TransitionConflict as conflict:
-            return conflict.current
 
     # --- the human's side -------------------------------------------------------------
     def is_approver(self, user: str, in_approver_group: bool) -> bool:
@@ -286,13 +278,9 @@ class ActionPipeline:
             log.exception("could not prepare %s", request.id)
             planned = f"{type(exc).__name__}: {exc}"
         if isinstance(planned, str):
+            outcome = Outcome(dry_run=dry_run, detail=f"not executed — {planned}")
             aborted = await self.store.transition(
-                request.id,
-                "aborted",
-                SYSTEM,
-                planned,
-                expect="approved",
-                outcome=Outcome(dry_run=dry_run, detail=f"not executed — {planned}"),
+                request.id, "aborted", SYSTEM, planned, expect="approved", outcome=outcome
             )
             return _result(aborted)
         executing = await self.store.transition(
@@ -372,13 +360,10 @@ class ActionPipeline:
     ) -> ActionRequest:
         """executing → succeeded | failed, with `detail` as the outcome (a dry run's, if
         `request` is executing one)."""
+        to: RequestStatus = "succeeded" if succeeded else "failed"
+        outcome = Outcome(dry_run=request.dry_run, detail=detail)
         return await self.store.transition(
-            request.id,
-            "succeeded" if succeeded else "failed",
-            actor,
-            detail,
-            expect="executing",
-            outcome=Outcome(dry_run=request.dry_run, detail=detail),
+            request.id, to, actor, detail, expect="executing", outcome=outcome
         )
 
     async def _read_back(self, request: ActionRequest) -> ClusterSnapshot | None:

@@ -44,5 +44,5 @@ def allow(gate: str, reason: str) -> GateDecision:
     return GateDecision(gate=gate, allowed=True, reason=reason)
 
 
-def refuse(gate: str, reason: str) -> GateDecision:
-    return GateDecision(gate=gate, allowed=False, reason=reason)
+def refuse(gate: str, reason: str, open_breaker: str | None = None) -> GateDecision:
+    return GateDecision(gate=gate, allowed=False, reason=reason, open_breaker=open_breaker)
