@@ -228,25 +228,10 @@ def log_entry(entry_id: str, fields: Mapping[str, str], chained: Sequence[Any]) 
     )
 
 
-class AuditChain:
-    """Appends to the chain outside a transition (refused clicks, resets, rubric changes)."""
-
-    def __init__(self, redis: aioredis.Redis, prefix: str, maxlen: int = AUDIT_MAXLEN) -> None:
-        self.keys = AuditKeys.of(prefix)
-        self.maxlen = maxlen
-        self._append = redis.register_script(APPEND_LUA + _APPEND_ONE)
-
-    async def append(self, fields: dict[str, str]) -> None:
-        keys = self.keys
-        chained = await self._append(
-            keys=[keys.stream, keys.head, keys.checkpoint], args=[self.maxlen, flat_fields(fields)]
-        )
-        log_entry(as_text(chained[0]), fields, chained)
-
-
-_APPEND_ONE = """
-return audit_append(KEYS[1], KEYS[2], KEYS[3], ARGV[1], cjson.decode(ARGV[2]))
-"""
+# One entry alone: KEYS stream, head, checkpoint; ARGV maxlen, fields.
+APPEND_ONE_LUA = (
+    APPEND_LUA + "return audit_append(KEYS[1], KEYS[2], KEYS[3], ARGV[1], cjson.decode(ARGV[2]))"
+)
 
 
 # --- verification ------------------------------------------------------------------------

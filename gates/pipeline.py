@@ -176,9 +176,7 @@ class ActionPipeline:
             return await decide("refused", note, gate_decisions=decisions, judge=verdict)
         # The duplicate gate's read, confirmed in one step: of two identical proposals
         # decided at once (one response calling propose_action twice), one is shown.
-        seen = ctx.fingerprint_seen
-        if seen is None:  # the gate had no cluster state to compare
-            seen = await self.store.fingerprint_holder(request.thread_key, fp)
+        seen = ctx.fingerprint_seen  # read: every gate allowed, the duplicate gate among them
         holder = await self.store.claim_fingerprint(request.thread_key, fp, request.id, seen)
         if holder:
             late = refuse(DuplicateGate.name, f"the same action was proposed meanwhile as {holder}")
@@ -313,8 +311,7 @@ class ActionPipeline:
         if not (refused := decisions[-1]).allowed:
             return f"{refused.gate}: {refused.reason}"
         fresh = ctx.fetched_snapshot
-        if fresh is None:
-            return "no cluster state"
+        assert fresh is not None  # read by the blast radius gate, which refuses without it
         if (
             request.snapshot is not None
             and fresh.resource_version != request.snapshot.resource_version

@@ -29,7 +29,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from gates.audit import APPEND_LUA, AUDIT_MAXLEN, AuditChain, flat_fields, log_entry
+from gates.audit import APPEND_LUA, APPEND_ONE_LUA, AUDIT_MAXLEN, AuditKeys, flat_fields, log_entry
 from gates.audit import as_text as as_text  # re-exported: the floors above read replies with it
 from gates.metrics import ACTION_REQUESTS
 from gates.model import (
@@ -124,12 +124,14 @@ class ActionStore:
         self.redis = redis
         self.prefix = prefix
         self.lease_s = lease_s  # ACTION_LEASE: how long proposed/approved/executing may last
-        self.chain = AuditChain(redis, prefix, audit_maxlen)
-        self.audit_stream = self.chain.keys.stream
+        self.audit_keys = AuditKeys.of(prefix)
+        self.audit_stream = self.audit_keys.stream
+        self.audit_maxlen = audit_maxlen
         self.open_index = f"{prefix}:actions:open"
         self.uncounted_index = f"{prefix}:actions:uncounted"
         self.unfollowed_index = f"{prefix}:actions:unfollowed"
         self._write = redis.register_script(_WRITE)
+        self._append = redis.register_script(APPEND_ONE_LUA)
         self._claim = redis.register_script(_CLAIM)
 
     def key(self, request_id: str) -> str:
@@ -282,8 +284,8 @@ class ActionStore:
                 self.open_index,
                 self.uncounted_index,
                 self.unfollowed_index,
-                self.chain.keys.head,
-                self.chain.keys.checkpoint,
+                self.audit_keys.head,
+                self.audit_keys.checkpoint,
                 self.thread_index(stored.thread_key),
             ],
             args=[
@@ -292,7 +294,7 @@ class ActionStore:
                 stored.status,
                 stored.version,
                 RETENTION_S,
-                self.chain.maxlen,
+                self.audit_maxlen,
                 flat_fields(fields),
                 self._due(stored),
                 stored.id,
@@ -336,11 +338,20 @@ class ActionStore:
 
     async def audit(self, request: ActionRequest, event: str, actor: str, note: str) -> None:
         """An audit entry that is not a transition (e.g. a refused approval)."""
-        await self.chain.append(self._entry(event, actor, note, request, request.status))
+        await self._append_entry(self._entry(event, actor, note, request, request.status))
 
     async def audit_event(self, event: str, actor: str, note: str, target: str) -> None:
         """An audit entry about no request (e.g. a circuit breaker reset)."""
-        await self.chain.append({**self._entry(event, actor, note, None), "target": target})
+        await self._append_entry({**self._entry(event, actor, note, None), "target": target})
+
+    async def _append_entry(self, fields: dict[str, str]) -> None:
+        """Chain an entry outside a transition (refused clicks, resets, rubric changes)."""
+        keys = self.audit_keys
+        chained = await self._append(
+            keys=[keys.stream, keys.head, keys.checkpoint],
+            args=[self.audit_maxlen, flat_fields(fields)],
+        )
+        log_entry(as_text(chained[0]), fields, chained)
 
     async def recent_audit(self, count: int) -> list[dict[str, str]]:
         """The newest `count` audit entries, newest first, in text."""

@@ -20,8 +20,8 @@ class GateContext:
     store: ActionStore
     breaker: CircuitBreaker
     recheck: bool = False  # True when re-run at approval time, before execution
-    # The duplicate gate's read of the fingerprint's holder ('' for none); None: not read.
-    fingerprint_seen: str | None = None
+    # The duplicate gate's read of the fingerprint's holder ('' for none, or not read).
+    fingerprint_seen: str = ""
     # The Deployment as `snapshot()` fetched it; None: not fetched (or it could not be).
     fetched_snapshot: ClusterSnapshot | None = field(default=None, repr=False)
 
