@@ -240,10 +240,9 @@ class ActionPipeline:
                 request_id, "approved", user, "approved", expect="pending_approval"
             )
         except TransitionConflict as exc:
-            await self.store.audit(
-                exc.current, "approval_denied", user, f"already {exc.current.status}"
-            )
-            return ApprovalResult("already_handled", f"already {exc.current.status}", exc.current)
+            already = f"already {exc.current.status}"
+            await self.store.audit(exc.current, "approval_denied", user, already)
+            return ApprovalResult("already_handled", already, exc.current)
         return ApprovalResult("approved", f"approved by {user}", request)
 
     async def execute(self, request_id: str, user: str) -> ApprovalResult:
