@@ -228,25 +228,10 @@ def log_entry(entry_id: str, fields: Mapping[str, str], chained: Sequence[Any]) 
     )
 
 
-class AuditChain:
-    """Appends to the chain outside a transition (refused clicks, resets, rubric changes)."""
-
-    def __init__(self, redis: aioredis.Redis, prefix: str, maxlen: int = AUDIT_MAXLEN) -> None:
-        self.keys = AuditKeys.of(prefix)
-        self.maxlen = maxlen
-        self._append = redis.register_script(APPEND_LUA + _APPEND_ONE)
-
-    async def append(self, fields: dict[str, str]) -> None:
-        keys = self.keys
-        chained = await self._append(
-            keys=[keys.stream, keys.head, keys.checkpoint], args=[self.maxlen, flat_fields(fields)]
-        )
-        log_entry(as_text(chained[0]), fields, chained)
-
-
-_APPEND_ONE = """
-return audit_append(KEYS[1], KEYS[2], KEYS[3], ARGV[1], cjson.decode(ARGV[2]))
-"""
+# One entry alone: KEYS stream, head, checkpoint; ARGV maxlen, fields.
+APPEND_ONE_LUA = (
+    APPEND_LUA + "return audit_append(KEYS[1], KEYS[2], KEYS[3], ARGV[1], cjson.decode(ARGV[2]))"
+)
 
 
 # --- verification ------------------------------------------------------------------------
@@ -269,9 +254,6 @@ class Problem:
     kind: Kind
     detail: str
 
-    def line(self) -> str:
-        return f"{self.kind}: entry {self.entry_id}: {self.detail}"
-
 
 @dataclass
 class AuditReport:
@@ -286,7 +268,7 @@ class AuditReport:
         return not self.problems
 
     def lines(self) -> list[str]:
-        found = [problem.line() for problem in self.problems]
+        found = [f"{p.kind}: entry {p.entry_id}: {p.detail}" for p in self.problems]
         since = (
             f"; starts after trimmed entry {self.checkpoint.id} (seq {self.checkpoint.seq})"
             if self.checkpoint and self.checkpoint.seq
@@ -317,11 +299,6 @@ def _link(raw: Mapping[Any, Any]) -> Link | None:
     return Link(found["id"], int(found.get("seq") or 0), found.get("hash", ""))
 
 
-def _seq(entry: Entry) -> int | None:
-    raw = entry.get("seq") or ""
-    return int(raw) if raw.isdigit() else None
-
-
 def verify_chain(
     entries: Sequence[Entry], head: Link | None, checkpoint: Link | None
 ) -> AuditReport:
@@ -342,8 +319,9 @@ def verify_chain(
         at = by_hash[at].get("prev")
     links_on_path = {by_hash[h].get("prev") for h in on_path}
 
-    started = bool(checkpoint and checkpoint.seq)
-    prev, seq = (checkpoint.hash, checkpoint.seq + 1) if checkpoint and started else (GENESIS, 1)
+    trimmed = checkpoint if checkpoint and checkpoint.seq else None  # the old end is gone
+    started = trimmed is not None
+    prev, seq = (trimmed.hash, trimmed.seq + 1) if trimmed else (GENESIS, 1)
     last: Entry | None = None
     for entry in entries:
         stored = entry.get("hash")
@@ -355,7 +333,7 @@ def verify_chain(
             continue
         started = True
         report.chained += 1
-        number = _seq(entry)
+        number = int(seq_text) if (seq_text := entry.get("seq") or "").isdigit() else None
         if number is None:
             problem(entry.id, "changed", "its seq is not a number")
             continue
@@ -403,11 +381,7 @@ def verify_chain(
                     "rewritten (its hash recomputed)",
                 )
             else:
-                where = (
-                    f"trimmed entry {checkpoint.id}"
-                    if checkpoint and checkpoint.seq
-                    else "the chain's start"
-                )
+                where = f"trimmed entry {trimmed.id}" if trimmed else "the chain's start"
                 problem(entry.id, "changed", f"it is not chained to {where}")
         prev, seq, last = stored, number + 1, entry
 

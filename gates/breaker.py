@@ -25,11 +25,10 @@ a reset, and the trimming of the rate window. Hosts' clocks drift; Redis has one
 
 from __future__ import annotations
 
-import redis.asyncio as aioredis
 from pydantic import BaseModel
 
 from gates.config import ActionPolicy
-from gates.store import as_text, request_key, uncounted_key
+from gates.store import ActionStore, as_text
 
 GLOBAL = "*"
 # A closed breaker's failure count is forgotten after a month without actions on its
@@ -117,16 +116,14 @@ class BreakerState(BaseModel):
 
 
 class CircuitBreaker:
-    def __init__(
-        self, redis: aioredis.Redis, policy: ActionPolicy, prefix: str = "tracegate"
-    ) -> None:
-        self.redis = redis
+    def __init__(self, store: ActionStore, policy: ActionPolicy) -> None:
+        """Counting the store's executions, under its prefix."""
+        self.store = store
         self.policy = policy
-        self.store_prefix = prefix
-        self.prefix = f"{prefix}:breaker"
-        self._record = redis.register_script(_RECORD)
-        self._reset = redis.register_script(_RESET)
-        self._state = redis.register_script(_STATE)
+        self.prefix = f"{store.prefix}:breaker"
+        self._record = store.redis.register_script(_RECORD)
+        self._reset = store.redis.register_script(_RESET)
+        self._state = store.redis.register_script(_STATE)
 
     async def state(self, scope: str) -> BreakerState:
         recent, flat = await self._state(
@@ -148,7 +145,7 @@ class CircuitBreaker:
         """Count one real execution on `target` and in the global scope, once per request:
         False when it was counted before. `at`: when it ended, used only when the request
         carries no end mark (default: now on Redis's clock, the clock of the marks)."""
-        keys = [request_key(self.store_prefix, request_id), uncounted_key(self.store_prefix)]
+        keys = [self.store.key(request_id), self.store.uncounted_index]
         keys += [
             f"{self.prefix}:{kind}:{scope}"
             for scope in (target, GLOBAL)

@@ -18,6 +18,7 @@ import json
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import aiohttp
@@ -288,25 +289,15 @@ class KubernetesCluster:
     ) -> PlannedWrite:
         body = {"metadata": {"resourceVersion": resource_version}, "spec": {"replicas": replicas}}
         what = f"{namespace}/{name} to {replicas} replicas"
-        done, would = f"scaled {what}", f"would scale {what}"
-        scale = self._apps.patch_namespaced_deployment_scale
-        return self._planned(scale, (name, namespace, body), resource_version, done, would)
+        scale = partial(self._apps.patch_namespaced_deployment_scale, name, namespace, body)
+        return PlannedWrite(
+            f"scaled {what}", f"would scale {what}", partial(self._send, scale), resource_version
+        )
 
-    def _planned(
-        self,
-        patch: Callable[..., Awaitable[Any]],
-        args: tuple[str, str, Any],
-        resource_version: str,
-        done: str,
-        would: str,
-    ) -> PlannedWrite:
-        """`patch(*args)` (name, namespace, body), planned and not sent yet."""
-
-        async def send(dry_run: bool) -> None:
-            # dryRun=All: the API server validates and admits the change, and stores nothing.
-            await self._call(patch(*args, dry_run="All") if dry_run else patch(*args))
-
-        return PlannedWrite(done=done, would=would, send=send, resource_version=resource_version)
+    async def _send(self, patch: Callable[..., Awaitable[Any]], dry_run: bool) -> None:
+        """A planned write's `send`: `patch()`, all but dry_run given."""
+        # dryRun=All: the API server validates and admits the change, and stores nothing.
+        await self._call(patch(dry_run="All") if dry_run else patch())
 
     async def fence(self, namespace: str, name: str, resource_version: str, marker: str) -> None:
         """Make a write conditional on `resource_version` impossible from now on: a no-op
@@ -368,9 +359,13 @@ class KubernetesCluster:
             },
         ]
         what = f"{namespace}/{name} to revision {target.revision} ({', '.join(target.images)})"
-        done, would = f"rolled back {what}", f"would roll back {what}"
-        apply = self._apps.patch_namespaced_deployment
-        return self._planned(apply, (name, namespace, patch), resource_version, done, would)
+        apply = partial(self._apps.patch_namespaced_deployment, name, namespace, patch)
+        return PlannedWrite(
+            f"rolled back {what}",
+            f"would roll back {what}",
+            partial(self._send, apply),
+            resource_version,
+        )
 
 
 @dataclass(frozen=True)

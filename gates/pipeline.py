@@ -95,25 +95,25 @@ class ApprovalResult:
     request: ActionRequest | None
 
 
+@dataclass(eq=False)
 class ActionPipeline:
-    def __init__(
-        self,
-        store: ActionStore,
-        cluster: KubernetesCluster,
-        breaker: CircuitBreaker,
-        judge: ActionJudge,
-        policy: ActionPolicy,
-        follow_lease_s: float = FOLLOW_LEASE_S,
-    ) -> None:
-        self.store = store
-        self.cluster = cluster
-        self.breaker = breaker
-        self.judge = judge
-        self.policy = policy
-        self.follow_lease_s = follow_lease_s
-        self.switch = ActionsSwitch(store.redis, store.prefix)
+    store: ActionStore
+    cluster: KubernetesCluster
+    breaker: CircuitBreaker
+    judge: ActionJudge
+    policy: ActionPolicy
+    follow_lease_s: float = FOLLOW_LEASE_S
 
-    async def _run_rule_gates(self, ctx: GateContext) -> list[GateDecision]:
+    @property
+    def switch(self) -> ActionsSwitch:
+        """The runtime stop of all actions, in the store's Redis."""
+        return ActionsSwitch(self.store.redis, self.store.prefix)
+
+    async def _run_rule_gates(
+        self, request: ActionRequest, *, recheck: bool = False
+    ) -> tuple[GateContext, list[GateDecision]]:
+        """The rule gates in order, up to the first refusal (then the last decision)."""
+        ctx = GateContext(request, self.policy, self.cluster, self.store, self.breaker, recheck)
         decisions = []
         for gate in RULE_GATES:
             decision = await gate.check(ctx)
@@ -121,7 +121,7 @@ class ActionPipeline:
             decisions.append(decision)
             if not decision.allowed:
                 break
-        return decisions
+        return ctx, decisions
 
     async def propose(
         self,
@@ -152,59 +152,47 @@ class ActionPipeline:
             requester=requester,
         )
         await self.store.create(request)
-        ctx = GateContext(request, self.policy, self.cluster, self.store, self.breaker)
-        decisions = await self._run_rule_gates(ctx)
+        ctx, decisions = await self._run_rule_gates(request)
         snapshot = ctx.fetched_snapshot
         fp = fingerprint(request, snapshot)
 
-        async def refused(note: str, **changes: object) -> ActionRequest:
-            return await self._decide(
-                request.id, "refused", note, snapshot=snapshot, fingerprint=fp, **changes
-            )
+        async def decide(to: RequestStatus, note: str, **changes: object) -> ActionRequest:
+            """proposed → `to`; if the request was moved meanwhile (refused by a reconciler
+            that took this run for a dead one), what it became is the answer."""
+            changes |= {"snapshot": snapshot, "fingerprint": fp}
+            try:
+                return await self.store.transition(
+                    request.id, to, SYSTEM, note, expect="proposed", **changes
+                )
+            except TransitionConflict as conflict:
+                return conflict.current
 
-        gate = next((d for d in decisions if not d.allowed), None)
-        if gate is not None:
-            return await refused(f"{gate.gate}: {gate.reason}", gate_decisions=decisions)
+        if not (gate := decisions[-1]).allowed:
+            return await decide("refused", f"{gate.gate}: {gate.reason}", gate_decisions=decisions)
         verdict = await self.judge.assess(request, snapshot)
         GATE_DECISIONS.labels("judge", "allowed" if verdict.safe_to_proceed else "refused").inc()
         if not verdict.safe_to_proceed:
             note = f"judge: {verdict.reason}"
-            return await refused(note, gate_decisions=decisions, judge=verdict)
+            return await decide("refused", note, gate_decisions=decisions, judge=verdict)
         # The duplicate gate's read, confirmed in one step: of two identical proposals
         # decided at once (one response calling propose_action twice), one is shown.
-        seen = ctx.fingerprint_seen
-        if seen is None:  # the gate had no cluster state to compare
-            seen = await self.store.fingerprint_holder(request.thread_key, fp)
+        seen = ctx.fingerprint_seen  # read: every gate allowed, the duplicate gate among them
         holder = await self.store.claim_fingerprint(request.thread_key, fp, request.id, seen)
         if holder:
             late = refuse(DuplicateGate.name, f"the same action was proposed meanwhile as {holder}")
             shown = [late if d.gate == late.gate else d for d in decisions]
-            return await refused(f"{late.gate}: {late.reason}", gate_decisions=shown, judge=verdict)
-        return await self._decide(
-            request.id,
+            note = f"{late.gate}: {late.reason}"
+            return await decide("refused", note, gate_decisions=shown, judge=verdict)
+        return await decide(
             "pending_approval",
             "rule gates and judge allowed",
             gate_decisions=decisions,
             judge=verdict,
-            snapshot=snapshot,
             target_revision=rollback_target(snapshot.revisions, to_revision)
             if snapshot is not None and action == "rollout_undo"
             else None,
-            fingerprint=fp,
             expires_at=time.time() + self.policy.approval_ttl_s,
         )
-
-    async def _decide(
-        self, request_id: str, to: RequestStatus, note: str, **changes: object
-    ) -> ActionRequest:
-        """proposed → `to`; if the request was moved meanwhile (refused by a reconciler that
-        took this run for a dead one), what it became is the answer."""
-        try:
-            return await self.store.transition(
-                request_id, to, SYSTEM, note, expect="proposed", **changes
-            )
-        except TransitionConflict as conflict:
-            return conflict.current
 
     # --- the human's side -------------------------------------------------------------
     def is_approver(self, user: str, in_approver_group: bool) -> bool:
@@ -252,10 +240,9 @@ class ActionPipeline:
                 request_id, "approved", user, "approved", expect="pending_approval"
             )
         except TransitionConflict as exc:
-            await self.store.audit(
-                exc.current, "approval_denied", user, f"already {exc.current.status}"
-            )
-            return ApprovalResult("already_handled", f"already {exc.current.status}", exc.current)
+            already = f"already {exc.current.status}"
+            await self.store.audit(exc.current, "approval_denied", user, already)
+            return ApprovalResult("already_handled", already, exc.current)
         return ApprovalResult("approved", f"approved by {user}", request)
 
     async def execute(self, request_id: str, user: str) -> ApprovalResult:
@@ -288,13 +275,9 @@ class ActionPipeline:
             log.exception("could not prepare %s", request.id)
             planned = f"{type(exc).__name__}: {exc}"
         if isinstance(planned, str):
+            outcome = Outcome(dry_run=dry_run, detail=f"not executed — {planned}")
             aborted = await self.store.transition(
-                request.id,
-                "aborted",
-                SYSTEM,
-                planned,
-                expect="approved",
-                outcome=Outcome(dry_run=dry_run, detail=f"not executed — {planned}"),
+                request.id, "aborted", SYSTEM, planned, expect="approved", outcome=outcome
             )
             return _result(aborted)
         executing = await self.store.transition(
@@ -313,7 +296,7 @@ class ActionPipeline:
             error = str(exc) if isinstance(exc, ClusterError) else f"{type(exc).__name__}: {exc}"
         if dry_run:  # nothing is stored either way: the API's answer is the outcome
             detail = planned.would if error is None else f"dry run refused: {error}"
-            return _result(await self._conclude(request, error is None, detail, dry_run=True))
+            return _result(await self._conclude(executing, error is None, detail))
         settled = await self.settle(
             executing,
             done=planned.done if error is None else f"{planned.done} (the API answered: {error})",
@@ -323,16 +306,11 @@ class ActionPipeline:
 
     async def _plan(self, request: ActionRequest) -> PlannedWrite | str:
         """Re-run the rule gates on fresh state and compute the write; a string says why not."""
-        ctx = GateContext(
-            request, self.policy, self.cluster, self.store, self.breaker, recheck=True
-        )
-        decisions = await self._run_rule_gates(ctx)
-        refused = next((d for d in decisions if not d.allowed), None)
-        if refused is not None:
+        ctx, decisions = await self._run_rule_gates(request, recheck=True)
+        if not (refused := decisions[-1]).allowed:
             return f"{refused.gate}: {refused.reason}"
         fresh = ctx.fetched_snapshot
-        if fresh is None:
-            return "no cluster state"
+        assert fresh is not None  # read by the blast radius gate, which refuses without it
         if (
             request.snapshot is not None
             and fresh.resource_version != request.snapshot.resource_version
@@ -362,9 +340,7 @@ class ActionPipeline:
             return None
         applied = request.is_applied(now)
         # Raises TransitionConflict when someone else settled it first (and counted it).
-        settled = await self._conclude(
-            request, applied, done if applied else failed, dry_run=False, actor=actor
-        )
+        settled = await self._conclude(request, applied, done if applied else failed, actor)
         await self.count(settled)
         return settled
 
@@ -376,22 +352,14 @@ class ActionPipeline:
         )
 
     async def _conclude(
-        self,
-        request: ActionRequest,
-        succeeded: bool,
-        detail: str,
-        *,
-        dry_run: bool,
-        actor: str = SYSTEM,
+        self, request: ActionRequest, succeeded: bool, detail: str, actor: str = SYSTEM
     ) -> ActionRequest:
-        """executing → succeeded | failed, with `detail` as the outcome."""
+        """executing → succeeded | failed, with `detail` as the outcome (a dry run's, if
+        `request` is executing one)."""
+        to: RequestStatus = "succeeded" if succeeded else "failed"
+        outcome = Outcome(dry_run=request.dry_run, detail=detail)
         return await self.store.transition(
-            request.id,
-            "succeeded" if succeeded else "failed",
-            actor,
-            detail,
-            expect="executing",
-            outcome=Outcome(dry_run=dry_run, detail=detail),
+            request.id, to, actor, detail, expect="executing", outcome=outcome
         )
 
     async def _read_back(self, request: ActionRequest) -> ClusterSnapshot | None:
@@ -423,7 +391,7 @@ class ActionPipeline:
         try:
             current = await self.store.get(request.id)
             if current.rollout is not None:  # recorded by a follower before this one
-                await self.store.unfollow(request.id)
+                await self.store.forget(self.store.unfollowed_index, request.id)
                 return None
             health = await self._watch(current, renewing)
             if health is None:
@@ -440,7 +408,11 @@ class ActionPipeline:
         """Poll the rollout until healthy, past its progress deadline, or ROLLOUT_WATCH_TIMEOUT
         after the success (a resumed follow keeps the first one's deadline); None when the
         lease was lost (another process follows now)."""
-        deadline = _succeeded_at(request) + self.policy.rollout_watch_s
+        succeeded_at = next(
+            (step.at for step in reversed(request.history) if step.to_status == "succeeded"),
+            time.time(),
+        )
+        deadline = succeeded_at + self.policy.rollout_watch_s
         status: RolloutStatus | None = None  # the last status read
         fresh = False  # read by the latest attempt
         late_failures = 0  # reads that failed past the deadline
@@ -572,10 +544,11 @@ def build_pipeline(
     executing requests leased for `lease_s` (ACTION_LEASE), the judge failing as
     JUDGE_FAIL_MODE says. A rollout's follower holds its lease for FOLLOW_LEASE_S, or
     `lease_s` when shorter: a dead process's work is never left longer than ACTION_LEASE."""
+    store = ActionStore(redis, prefix, lease_s)
     return ActionPipeline(
-        ActionStore(redis, prefix, lease_s),
+        store,
         cluster,
-        CircuitBreaker(redis, policy, prefix),
+        CircuitBreaker(store, policy),
         ActionJudge(judge_model, policy.judge_fail_mode),
         policy,
         follow_lease_s=max(min(FOLLOW_LEASE_S, lease_s), 0.1),  # a test's zero lease too
@@ -588,14 +561,6 @@ def _result(request: ActionRequest) -> ApprovalResult:
     ended = request.status in ("succeeded", "failed", "aborted")
     verdict = cast(ApprovalVerdict, request.status) if ended else "executing"
     return ApprovalResult(verdict, detail, request)
-
-
-def _succeeded_at(request: ActionRequest) -> float:
-    """When the request moved to `succeeded` (its rollout's deadline counts from there)."""
-    return next(
-        (step.at for step in reversed(request.history) if step.to_status == "succeeded"),
-        time.time(),
-    )
 
 
 def _lost(renewing: asyncio.Task[None]) -> None:

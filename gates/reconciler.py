@@ -57,7 +57,7 @@ class Reconciler:
         moved = []
         for request_id in await self.store.due(time.time()):
             if (request := await self.store.find(request_id)) is None:  # past retention
-                await self.store.forget_open(request_id)
+                await self.store.forget(self.store.open_index, request_id)
                 continue
             try:
                 settled = await self._settle(request)
@@ -71,22 +71,19 @@ class Reconciler:
         await self.count_uncounted()
         return moved
 
-    async def count_uncounted(self) -> int:
-        """Count in the breaker the ended executions nobody counted; returns how many this
-        call counted (one counted meanwhile by its executor is not counted again)."""
-        counted = 0
+    async def count_uncounted(self) -> None:
+        """Count in the breaker the ended executions nobody counted (one counted meanwhile by
+        its executor is not counted again)."""
         for request_id, ended in await self.store.uncounted():
             if (request := await self.store.find(request_id)) is None:
                 # past retention: nothing left to count
-                await self.store.forget_uncounted(request_id)
+                await self.store.forget(self.store.uncounted_index, request_id)
                 continue
             try:
                 if await self.pipeline.count(request, ended):
-                    counted += 1
                     log.info("counted %s (%s) in the circuit breaker", request_id, request.status)
             except Exception:  # one request must not stop the others being counted
                 log.exception("counting %s failed; retrying next period", request_id)
-        return counted
 
     async def to_follow(self) -> list[ActionRequest]:
         """Succeeded executions whose rollout is not recorded yet: each is followed by
@@ -96,7 +93,7 @@ class Reconciler:
             request = await self.store.find(request_id)
             # Past retention, or recorded (the mark was left by a race): nothing to follow.
             if request is None or request.rollout is not None:
-                await self.store.unfollow(request_id)
+                await self.store.forget(self.store.unfollowed_index, request_id)
                 continue
             found.append(request)
         return found
@@ -134,7 +131,7 @@ class Reconciler:
                 failed=f"not applied: the cluster does not show the change ({INTERRUPTED})",
                 actor=RECONCILER,
             )
-        await self.store.forget_open(request.id)  # closed meanwhile
+        await self.store.forget(self.store.open_index, request.id)  # closed meanwhile
         return None
 
     async def _abort(self, request: ActionRequest, note: str, detail: str) -> ActionRequest:

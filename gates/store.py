@@ -29,7 +29,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from gates.audit import APPEND_LUA, AUDIT_MAXLEN, AuditChain, flat_fields, log_entry
+from gates.audit import APPEND_LUA, APPEND_ONE_LUA, AUDIT_MAXLEN, AuditKeys, flat_fields, log_entry
 from gates.audit import as_text as as_text  # re-exported: the floors above read replies with it
 from gates.metrics import ACTION_REQUESTS
 from gates.model import (
@@ -43,36 +43,23 @@ from gates.model import (
 RETENTION_S = 30 * 24 * 3600  # requests are kept 30 days; the audit stream keeps the rest
 DEFAULT_LEASE_S = 120.0
 
-# A new request is open at once: if the process deciding it dies, the reconciler refuses it.
-# It joins its thread's index (KEYS[4], scored by ARGV[9], when it was created) in the same
-# step: no request is ever stored that the thread's cards and claim guard cannot find.
-# The audit entry is chained onto the head (KEYS[5]), trimming keeps the checkpoint
-# (KEYS[6]); the script returns the entry's {id, seq, prev, hash}.
-_CREATE = (
-    APPEND_LUA
-    + """
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'doc', ARGV[1], 'status', ARGV[2], 'version', ARGV[3])
-redis.call('EXPIRE', KEYS[1], ARGV[4])
-local chained = audit_append(KEYS[2], KEYS[5], KEYS[6], ARGV[5], cjson.decode(ARGV[6]))
-redis.call('ZADD', KEYS[3], ARGV[7], ARGV[8])
-redis.call('EXPIRE', KEYS[3], ARGV[4])
-redis.call('ZADD', KEYS[4], ARGV[9], ARGV[8])
-redis.call('EXPIRE', KEYS[4], ARGV[4])  -- kept as long as the thread's newest request
-return chained
-"""
-)
-
-# ARGV[8]: when a reconciler should look at the request; empty: it is closed (or not yet open).
+# One script writes a request: it stores the document only if the stored version is still
+# ARGV[1], the one read ('' for a new request: none may be stored yet), appends the audit
+# entry chained onto the head (KEYS[6]), trimming keeps the checkpoint (KEYS[7]), and moves
+# the indexes, in one atomic step; it returns the entry's {id, seq, prev, hash}, or 0.
+# ARGV[8]: when a reconciler should look at the request; empty: it is closed. A new request
+# is open at once: if the process deciding it dies, the reconciler refuses it.
 # ARGV[10]: 'now' to mark the execution, ended now, to count (KEYS[4]); empty: no mark.
 # ARGV[11]: 'now' to mark it to follow (KEYS[5]); '-': unmark it; empty: leave it.
 # "Now" is Redis's clock: the breaker orders executions by these marks and a reset by the
 # same clock, whichever host ended them (hosts' clocks drift apart).
-# KEYS[6], KEYS[7]: the audit chain's head and checkpoint, as in _CREATE.
-_TRANSITION = (
+# ARGV[12]: a new request joins its thread's index (KEYS[8]), scored by when it was created,
+# in the same step: no request is ever stored that the thread's cards and claim guard cannot
+# find; empty: it is there already.
+_WRITE = (
     APPEND_LUA
     + """
-if redis.call('HGET', KEYS[1], 'version') ~= ARGV[1] then return 0 end
+if (redis.call('HGET', KEYS[1], 'version') or '') ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'doc', ARGV[2], 'status', ARGV[3], 'version', ARGV[4])
 redis.call('EXPIRE', KEYS[1], ARGV[5])
 local chained = audit_append(KEYS[2], KEYS[6], KEYS[7], ARGV[6], cjson.decode(ARGV[7]))
@@ -81,6 +68,10 @@ if ARGV[8] == '' then
 else
   redis.call('ZADD', KEYS[3], ARGV[8], ARGV[9])
   redis.call('EXPIRE', KEYS[3], ARGV[5])
+end
+if ARGV[12] ~= '' then
+  redis.call('ZADD', KEYS[8], ARGV[12], ARGV[9])
+  redis.call('EXPIRE', KEYS[8], ARGV[5])  -- kept as long as the thread's newest request
 end
 local time = redis.call('TIME')
 local now = string.format('%d.%06d', time[1], time[2])
@@ -122,15 +113,6 @@ class TransitionConflict(Exception):
         self.current = current
 
 
-def request_key(prefix: str, request_id: str) -> str:
-    return f"{prefix}:action:{request_id}"
-
-
-def uncounted_key(prefix: str) -> str:
-    """The index of executions the circuit breaker has not counted yet."""
-    return f"{prefix}:actions:uncounted"
-
-
 class ActionStore:
     def __init__(
         self,
@@ -142,17 +124,18 @@ class ActionStore:
         self.redis = redis
         self.prefix = prefix
         self.lease_s = lease_s  # ACTION_LEASE: how long proposed/approved/executing may last
-        self.chain = AuditChain(redis, prefix, audit_maxlen)
-        self.audit_stream = self.chain.keys.stream
+        self.audit_keys = AuditKeys.of(prefix)
+        self.audit_stream = self.audit_keys.stream
+        self.audit_maxlen = audit_maxlen
         self.open_index = f"{prefix}:actions:open"
-        self.uncounted_index = uncounted_key(prefix)
+        self.uncounted_index = f"{prefix}:actions:uncounted"
         self.unfollowed_index = f"{prefix}:actions:unfollowed"
-        self._create = redis.register_script(_CREATE)
-        self._transition = redis.register_script(_TRANSITION)
+        self._write = redis.register_script(_WRITE)
+        self._append = redis.register_script(APPEND_ONE_LUA)
         self._claim = redis.register_script(_CLAIM)
 
     def key(self, request_id: str) -> str:
-        return request_key(self.prefix, request_id)
+        return f"{self.prefix}:action:{request_id}"
 
     def follow_lease_key(self, request_id: str) -> str:
         """Held by the one process following the request's rollout."""
@@ -177,31 +160,10 @@ class ActionStore:
         }
 
     async def create(self, request: ActionRequest) -> None:
-        fields = self._entry("created", request.requester, request.reason, request)
-        created = await self._create(
-            keys=[
-                self.key(request.id),
-                self.audit_stream,
-                self.open_index,
-                self.thread_index(request.thread_key),
-                self.chain.keys.head,
-                self.chain.keys.checkpoint,
-            ],
-            args=[
-                request.model_dump_json(),
-                request.status,
-                request.version,
-                RETENTION_S,
-                self.chain.maxlen,
-                flat_fields(fields),
-                self._due(request),
-                request.id,
-                repr(request.created_at),
-            ],
-        )
-        if not created:
+        if not await self._compare_and_set(
+            None, request, "created", request.requester, request.reason
+        ):
             raise ValueError(f"request {request.id} already exists")
-        log_entry(as_text(created[0]), fields, created)
         ACTION_REQUESTS.labels(request.status).inc()
 
     async def get(self, request_id: str) -> ActionRequest:
@@ -282,7 +244,7 @@ class ActionStore:
         while True:
             current = await self.get(request_id)
             if current.rollout is not None:
-                await self.unfollow(request_id)
+                await self.forget(self.unfollowed_index, request_id)
                 return None
             updated = current.model_copy(update={"rollout": health})
             if stored := await self._compare_and_set(
@@ -292,7 +254,7 @@ class ActionStore:
 
     async def _compare_and_set(
         self,
-        current: ActionRequest,
+        current: ActionRequest | None,
         updated: ActionRequest,
         event: str,
         actor: str,
@@ -300,38 +262,45 @@ class ActionStore:
         *,
         follow: str = "",
     ) -> ActionRequest | None:
-        """`updated`, stored one version on, audited; None when `current` was moved meanwhile."""
-        stored = updated.model_copy(update={"version": current.version + 1})
-        fields = self._entry(event, actor, note, stored, current.status)
+        """`updated`, stored one version on, audited; None when `current` was moved meanwhile.
+        Without `current`, `updated` is a new request, stored as it is; None when it exists."""
+        if current is None:
+            stored, expected, thread = updated, "", repr(updated.created_at)
+        else:
+            stored = updated.model_copy(update={"version": current.version + 1})
+            expected, thread = str(current.version), ""
+        fields = self._entry(event, actor, note, stored, current.status if current else "")
         count = ""
         # A real execution (one the breaker counts) is marked in the same step that ends it.
-        ended = current.status == "executing" and stored.status in ("succeeded", "failed")
-        if ended and not stored.dry_run:
+        ended = current is not None and current.status == "executing"
+        if ended and stored.status in ("succeeded", "failed") and not stored.dry_run:
             count = "now"
             if stored.status == "succeeded":
                 follow = "now"
-        chained = await self._transition(
+        chained = await self._write(
             keys=[
-                self.key(current.id),
+                self.key(stored.id),
                 self.audit_stream,
                 self.open_index,
                 self.uncounted_index,
                 self.unfollowed_index,
-                self.chain.keys.head,
-                self.chain.keys.checkpoint,
+                self.audit_keys.head,
+                self.audit_keys.checkpoint,
+                self.thread_index(stored.thread_key),
             ],
             args=[
-                current.version,
+                expected,
                 stored.model_dump_json(),
                 stored.status,
                 stored.version,
                 RETENTION_S,
-                self.chain.maxlen,
+                self.audit_maxlen,
                 flat_fields(fields),
                 self._due(stored),
                 stored.id,
                 count,
                 follow,
+                thread,
             ],
         )
         if not chained:
@@ -352,34 +321,37 @@ class ActionStore:
         found = await self.redis.zrangebyscore(self.open_index, 0, now)
         return [as_text(raw) for raw in found]
 
-    async def forget_open(self, request_id: str) -> None:
-        """Drop an index entry whose request is gone (retention) or already terminal."""
-        await self.redis.zrem(self.open_index, request_id)
-
     async def uncounted(self) -> list[tuple[str, float]]:
         """Executions not counted by the breaker yet, with when each ended, oldest first."""
         found = await self.redis.zrange(self.uncounted_index, 0, -1, withscores=True)
         return [(as_text(entry[0]), float(entry[1])) for entry in found]
 
-    async def forget_uncounted(self, request_id: str) -> None:
-        """Drop a mark whose request is gone (retention): there is nothing left to count."""
-        await self.redis.zrem(self.uncounted_index, request_id)
-
     async def unfollowed(self) -> list[str]:
         """Succeeded executions whose rollout nobody has recorded yet, oldest first."""
         return [as_text(raw) for raw in await self.redis.zrange(self.unfollowed_index, 0, -1)]
 
-    async def unfollow(self, request_id: str) -> None:
-        """Drop a mark whose request is gone or whose rollout is recorded."""
-        await self.redis.zrem(self.unfollowed_index, request_id)
+    async def forget(self, index: str, request_id: str) -> None:
+        """Drop the request from an index: the open one (the request is gone, by retention,
+        or already terminal), to count (gone: nothing left to count) or to follow (gone, or
+        its rollout is recorded)."""
+        await self.redis.zrem(index, request_id)
 
     async def audit(self, request: ActionRequest, event: str, actor: str, note: str) -> None:
         """An audit entry that is not a transition (e.g. a refused approval)."""
-        await self.chain.append(self._entry(event, actor, note, request, request.status))
+        await self._append_entry(self._entry(event, actor, note, request, request.status))
 
     async def audit_event(self, event: str, actor: str, note: str, target: str) -> None:
         """An audit entry about no request (e.g. a circuit breaker reset)."""
-        await self.chain.append({**self._entry(event, actor, note, None), "target": target})
+        await self._append_entry({**self._entry(event, actor, note, None), "target": target})
+
+    async def _append_entry(self, fields: dict[str, str]) -> None:
+        """Chain an entry outside a transition (refused clicks, resets, rubric changes)."""
+        keys = self.audit_keys
+        chained = await self._append(
+            keys=[keys.stream, keys.head, keys.checkpoint],
+            args=[self.audit_maxlen, flat_fields(fields)],
+        )
+        log_entry(as_text(chained[0]), fields, chained)
 
     async def recent_audit(self, count: int) -> list[dict[str, str]]:
         """The newest `count` audit entries, newest first, in text."""

@@ -20,21 +20,18 @@ class GateContext:
     store: ActionStore
     breaker: CircuitBreaker
     recheck: bool = False  # True when re-run at approval time, before execution
-    # The duplicate gate's read of the fingerprint's holder ('' for none); None: not read.
-    fingerprint_seen: str | None = None
-    _snapshot: ClusterSnapshot | None = field(default=None, repr=False)
+    # The duplicate gate's read of the fingerprint's holder ('' for none, or not read).
+    fingerprint_seen: str = ""
+    # The Deployment as `snapshot()` fetched it; None: not fetched (or it could not be).
+    fetched_snapshot: ClusterSnapshot | None = field(default=None, repr=False)
 
     async def snapshot(self) -> ClusterSnapshot:
         """The Deployment now (fetched once per gate run); raises ClusterError."""
-        if self._snapshot is None:
-            self._snapshot = await self.cluster.snapshot(
+        if self.fetched_snapshot is None:
+            self.fetched_snapshot = await self.cluster.snapshot(
                 self.request.namespace, self.request.deployment
             )
-        return self._snapshot
-
-    @property
-    def fetched_snapshot(self) -> ClusterSnapshot | None:
-        return self._snapshot
+        return self.fetched_snapshot
 
 
 class RuleGate(Protocol):
@@ -47,5 +44,5 @@ def allow(gate: str, reason: str) -> GateDecision:
     return GateDecision(gate=gate, allowed=True, reason=reason)
 
 
-def refuse(gate: str, reason: str) -> GateDecision:
-    return GateDecision(gate=gate, allowed=False, reason=reason)
+def refuse(gate: str, reason: str, open_breaker: str | None = None) -> GateDecision:
+    return GateDecision(gate=gate, allowed=False, reason=reason, open_breaker=open_breaker)

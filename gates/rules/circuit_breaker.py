@@ -19,10 +19,9 @@ class CircuitBreakerGate:
         ):
             state = await ctx.breaker.state(scope)
             if state.open:
-                return GateDecision(
-                    gate=self.name,
-                    allowed=False,
-                    reason=f"the breaker for {label} is open ({state.reason}); "
+                return refuse(
+                    self.name,
+                    f"the breaker for {label} is open ({state.reason}); "
                     "an approver may reset it from this card",
                     open_breaker=scope,
                 )

@@ -22,8 +22,7 @@ class DuplicateGate:
     async def check(self, ctx: GateContext) -> GateDecision:
         if ctx.recheck:
             return allow(self.name, "re-check of the request itself")
-        if ctx.fetched_snapshot is None:
-            return allow(self.name, "no cluster state to compare")
+        # After the blast radius gate: the Deployment is read (else that gate refused).
         fp = fingerprint(ctx.request, ctx.fetched_snapshot)
         holder = await ctx.store.fingerprint_holder(ctx.request.thread_key, fp)
         ctx.fingerprint_seen = holder  # the proposal claims the fingerprint against it
