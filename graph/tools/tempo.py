@@ -189,12 +189,6 @@ class TempoClient(HttpSource[TempoSpec]):
         super().__init__(spec, connections=64, idle=8)
         self._v2 = True  # until Tempo shows it predates the v2 API
 
-    async def _get(self, path: str, params: Params | None = None) -> httpx.Response:
-        response = await self.send("GET", path, params or {})
-        if response.status_code >= 500:
-            raise TempoUnavailable(f"HTTP {response.status_code}")
-        return response
-
     async def fetch(self, trace_id: str) -> list[Span] | None:
         """The trace's spans, or None when Tempo has no such trace.
 
@@ -205,20 +199,18 @@ class TempoClient(HttpSource[TempoSpec]):
         """
         trace = normalise(trace_id)
         if self._v2:
-            response = await self._get(f"/api/v2/traces/{trace}")
+            response = await self.send("GET", f"/api/v2/traces/{trace}", {})
             if response.status_code == 404:
                 log.warning(
                     "Tempo at %s has no /api/v2 (older than 2.5): using /api/traces", self.spec.url
                 )
                 self._v2 = False
         if not self._v2:
-            response = await self._get(f"/api/traces/{trace}")
+            response = await self.send("GET", f"/api/traces/{trace}", {})
             if response.status_code == 404:
                 return None
         if response.status_code == 400:
             return None  # Tempo says it is not a valid trace id
-        if response.status_code >= 400:
-            raise TempoQueryError(f"HTTP {response.status_code}: {clip(response.text, MAX_TEXT)}")
         document = _document(response)
         try:
             spans = parse_spans(document)
@@ -228,9 +220,7 @@ class TempoClient(HttpSource[TempoSpec]):
 
     async def tag_values(self, tag: str) -> list[str]:
         """The values Tempo holds for a scoped tag, e.g. `resource.service.name`."""
-        response = await self._get(f"/api/v2/search/tag/{tag}/values")
-        if response.status_code >= 400:
-            raise TempoQueryError(f"HTTP {response.status_code}: {clip(response.text, MAX_TEXT)}")
+        response = await self.send("GET", f"/api/v2/search/tag/{tag}/values", {})
         listed = _document(response).get("tagValues")
         if not isinstance(listed, list):
             raise TempoUnavailable("a tag-values answer without a list of values")
@@ -238,10 +228,8 @@ class TempoClient(HttpSource[TempoSpec]):
 
     async def search(self, traceql: str, start_s: int, end_s: int, limit: int) -> list[TraceHit]:
         params: Params = {"q": traceql, "start": start_s, "end": end_s, "limit": limit}
-        response = await self._get("/api/search", params)
-        if response.status_code >= 400:
-            raise TempoQueryError(clip(response.text, MAX_TEXT) or f"HTTP {response.status_code}")
-        traces = _document(response).get("traces")
+        response = await self.send("GET", "/api/search", params)
+        traces = _document(response, words_only=True).get("traces")
         if not isinstance(traces, list) or not all(isinstance(t, dict) for t in traces):
             raise TempoUnavailable("a search answer without a list of traces")
         try:
@@ -262,10 +250,19 @@ class TempoClient(HttpSource[TempoSpec]):
             ) from exc
 
 
-def _document(response: httpx.Response) -> dict[str, Any]:
+def _document(response: httpx.Response, words_only: bool = False) -> dict[str, Any]:
     """The JSON object Tempo answered. Anything else — a proxy's HTML sign-in page with a
     200, a truncated body — means Tempo was not really reached: TempoUnavailable, so the
-    trace guard marks IDs unverified and a tool call fails, never the turn."""
+    trace guard marks IDs unverified and a tool call fails, never the turn. A 5xx is
+    TempoUnavailable too; a 4xx TempoQueryError in Tempo's words (`words_only`: no status)."""
+    status = response.status_code
+    if status >= 500:
+        raise TempoUnavailable(f"HTTP {status}")
+    if status >= 400:
+        words = clip(response.text, MAX_TEXT)
+        raise TempoQueryError(
+            (words or f"HTTP {status}") if words_only else f"HTTP {status}: {words}"
+        )
     try:
         document = response.json()
     except ValueError as exc:
