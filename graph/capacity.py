@@ -418,61 +418,6 @@ return {0, 0}
 """
 
 
-class TokenBudgets:
-    """Tokens spent per thread (kept as long as the thread's checkpoint) and per channel per
-    UTC day (two days); a call that would go past a budget stops before it is made. A call
-    reserves its estimate first and is corrected to what it spent after (nothing, failed)."""
-
-    def __init__(
-        self, redis: aioredis.Redis, prefix: str, limits: CapacityLimits, thread_ttl_s: int
-    ) -> None:
-        self.redis, self.prefix, self.limits = redis, prefix, limits
-        self.thread_ttl_s = thread_ttl_s
-        self._reserve = redis.register_script(_RESERVE)
-
-    def _keys(self, scope: CallScope) -> list[tuple[Budget, str, int, int]]:
-        keys: list[tuple[Budget, str, int, int]] = []
-        day = datetime.now(UTC).strftime("%Y%m%d")
-        if self.limits.thread_token_budget and scope.thread:
-            key = f"{self.prefix}:tokens:thread:{scope.thread}"
-            keys.append(("thread", key, self.limits.thread_token_budget, self.thread_ttl_s))
-        if self.limits.channel_daily_token_budget and scope.channel:
-            key = f"{self.prefix}:tokens:channel:{scope.channel}:{day}"
-            keys.append(("channel", key, self.limits.channel_daily_token_budget, 2 * 86400))
-        if self.limits.automatic_daily_token_budget and scope.automatic:
-            key = f"{self.prefix}:tokens:automatic:{day}"
-            keys.append(("automatic", key, self.limits.automatic_daily_token_budget, 2 * 86400))
-        return keys
-
-    async def reserve(self, scope: CallScope, estimated: int) -> list[str]:
-        """Hold `estimated` tokens in every budget of the call, or raise `BudgetExceeded`
-        (holding nothing) when it would take one past its limit. Returns the budgets' keys
-        (those of the day the call was made)."""
-        keys = self._keys(scope)
-        if not keys:
-            return []
-        args: list[int] = [estimated]
-        for _, _, limit, ttl in keys:
-            args += [limit, ttl]
-        over, used = await self._reserve(keys=[key for _, key, _, _ in keys], args=args)
-        if int(over):
-            budget, _, limit, _ = keys[int(over) - 1]
-            BUDGET_STOPS.labels(budget).inc()
-            raise BudgetExceeded(budget, limit, int(used))
-        return [key for _, key, _, _ in keys]
-
-    async def settle(self, held: list[str], reserved: int, spent: int) -> None:
-        """Correct the `reserved` tokens `held` in those budgets to what the call spent
-        (0: it failed)."""
-        change = max(0, spent) - reserved
-        if not held or not change:
-            return
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for key in held:
-                pipe.incrby(key, change)
-            await pipe.execute()
-
-
 # --- the guard -----------------------------------------------------------------------------
 class ModelGuard:
     """The shared limit, the budgets and the quota handling around each model call."""
@@ -487,8 +432,54 @@ class ModelGuard:
     ) -> None:
         self.redis, self.prefix, self.limits = redis, prefix, limits
         self.limiter = SharedLimiter(redis, prefix, limits)
-        self.budgets = TokenBudgets(redis, prefix, limits, thread_ttl_s)
+        self.thread_ttl_s = thread_ttl_s
+        self._reserve = redis.register_script(_RESERVE)
         self.clock = clock
+
+    # Tokens spent per thread (kept as long as the thread's checkpoint) and per channel per
+    # UTC day (two days); a call that would go past a budget stops before it is made. A call
+    # reserves its estimate first and is corrected to what it spent after (nothing, failed).
+    def _budget_keys(self, scope: CallScope) -> list[tuple[Budget, str, int, int]]:
+        keys: list[tuple[Budget, str, int, int]] = []
+        day = datetime.now(UTC).strftime("%Y%m%d")
+        if self.limits.thread_token_budget and scope.thread:
+            key = f"{self.prefix}:tokens:thread:{scope.thread}"
+            keys.append(("thread", key, self.limits.thread_token_budget, self.thread_ttl_s))
+        if self.limits.channel_daily_token_budget and scope.channel:
+            key = f"{self.prefix}:tokens:channel:{scope.channel}:{day}"
+            keys.append(("channel", key, self.limits.channel_daily_token_budget, 2 * 86400))
+        if self.limits.automatic_daily_token_budget and scope.automatic:
+            key = f"{self.prefix}:tokens:automatic:{day}"
+            keys.append(("automatic", key, self.limits.automatic_daily_token_budget, 2 * 86400))
+        return keys
+
+    async def _reserve_budgets(self, scope: CallScope, estimated: int) -> list[str]:
+        """Hold `estimated` tokens in every budget of the call, or raise `BudgetExceeded`
+        (holding nothing) when it would take one past its limit. Returns the budgets' keys
+        (those of the day the call was made)."""
+        keys = self._budget_keys(scope)
+        if not keys:
+            return []
+        args: list[int] = [estimated]
+        for _, _, limit, ttl in keys:
+            args += [limit, ttl]
+        over, used = await self._reserve(keys=[key for _, key, _, _ in keys], args=args)
+        if int(over):
+            budget, _, limit, _ = keys[int(over) - 1]
+            BUDGET_STOPS.labels(budget).inc()
+            raise BudgetExceeded(budget, limit, int(used))
+        return [key for _, key, _, _ in keys]
+
+    async def _settle(self, held: list[str], reserved: int, spent: int) -> None:
+        """Correct the `reserved` tokens `held` in those budgets to what the call spent
+        (0: it failed)."""
+        change = max(0, spent) - reserved
+        if not held or not change:
+            return
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for key in held:
+                pipe.incrby(key, change)
+            await pipe.execute()
 
     def _exhausted_key(self, model: str) -> str:
         return f"{self.prefix}:model-exhausted:{model}"
@@ -522,14 +513,15 @@ class ModelGuard:
                 return
             # Inline (the judge) waits in place, but not past MODEL_WAIT_MAX: then its
             # caller decides (JUDGE_FAIL_MODE), instead of the window holding the turn.
+            retry_at = self.clock() + wait
             too_long = (
-                self.clock() + wait - started > self.limits.wait_max_s
+                retry_at - started > self.limits.wait_max_s
                 if inline
                 else waited + wait > self.limits.inline_wait_s
             )
             if too_long:
                 LIMITER_DELAY.labels(model, role).observe(waited + wait)
-                raise ModelBusy(model, self.clock() + wait, "limit")
+                raise ModelBusy(model, retry_at, "limit")
             await asyncio.sleep(wait)
             waited += wait
 
@@ -551,13 +543,13 @@ class ModelGuard:
         """
         scope = _SCOPE.get() or CallScope()
         estimated = estimate_tokens(messages, extra)
-        held = await self.budgets.reserve(scope, estimated)
+        held = await self._reserve_budgets(scope, estimated)
         try:
             result, current, call_id = await self._answered(
                 model, role, estimated, scope, generate, fallback, inline
             )
         except BaseException:  # a call that failed (or was cancelled) spent nothing
-            await self.budgets.settle(held, estimated, 0)
+            await self._settle(held, estimated, 0)
             raise
         scope.under_way = True
         scope.calls += 1
@@ -565,7 +557,7 @@ class ModelGuard:
         usage = _usage(result)
         if usage is not None:
             await self.limiter.correct(current, call_id, estimated, usage[0])
-            await self.budgets.settle(held, estimated, usage[0] + usage[1])
+            await self._settle(held, estimated, usage[0] + usage[1])
         return result
 
     async def _answered(
@@ -589,10 +581,7 @@ class ModelGuard:
                     current, role, call_id, estimated, scope, inline=inline, started=started
                 )
                 result = await generate(current)
-            except ModelBusy as busy:
-                if inline and busy.retry_at - started <= self.limits.wait_max_s:
-                    await asyncio.sleep(max(0.0, busy.retry_at - self.clock()))
-                    continue
+            except ModelBusy:  # the shared limit's: inline, it was waited for up to MODEL_WAIT_MAX
                 raise
             except Exception as exc:
                 reason = capacity_reason(exc)
