@@ -26,7 +26,6 @@ from graph.tools import Shown, ToolSet, declared
 from graph.tools.http_api import HttpSource, SourceUnavailable, opener
 from graph.tools.prometheus import (
     LABEL_KINDS,
-    chart_series,
     label_facts,
     parse_result,
     series_facts,
@@ -242,7 +241,7 @@ def loki_tools(client: LokiClient) -> list[BaseTool]:
         if metric:
             text = summarise_series(logql, kind, series, where)
             facts = series_facts(series, source, start, end) + cited
-            chart = metric_data("query_loki_logs", logql, start, end, chart_series(series))
+            chart = metric_data("query_loki_logs", logql, start, end, series)
             return text + explore, Findings(facts, chart if kind == "matrix" else None)
         if not lines:
             return f"No log lines match {logql} {where}.{explore}", []

@@ -14,9 +14,8 @@ import math
 import re
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from langchain_core.tools import BaseTool, tool
 from pydantic import Field
@@ -88,8 +87,7 @@ LABEL_KINDS = {
 }
 
 
-@dataclass(frozen=True)
-class Series:
+class Series(NamedTuple):  # a (labels, points) pair, as chart data takes it (graph/charts.py)
     labels: dict[str, str]
     points: list[tuple[float, float]]  # (unix seconds, value), oldest first
 
@@ -222,11 +220,6 @@ def label_facts(labels: Iterable[tuple[str, str]], source: str) -> list[Fact]:
     ]
 
 
-def chart_series(series: list[Series]) -> list[tuple[dict[str, str], list[tuple[float, float]]]]:
-    """Series as chart data takes them (graph/charts.py)."""
-    return [(s.labels, s.points) for s in series]
-
-
 class PrometheusClient(HttpSource[PrometheusSpec]):
     name = "Prometheus"
     kind = "prometheus"
@@ -307,7 +300,7 @@ def prometheus_tools(client: PrometheusClient) -> list[BaseTool]:
         facts = series_facts(series, source, start, end, edge=step)
         if link := client.link(promql, start, end):
             facts.append(citation(source, link))
-        chart = metric_data("query_prometheus_range", promql, start, end, chart_series(series))
+        chart = metric_data("query_prometheus_range", promql, start, end, series)
         return text, Findings(facts, chart if kind == "matrix" else None)
 
     @tool
