@@ -239,21 +239,6 @@ class Investigator:
         ):
             turn.final = dict(values)
 
-    async def _finish_interrupted_grading(
-        self, pending: tuple[str, ...], config: RunnableConfig, turn: _Turn
-    ) -> bool:
-        """A run interrupted while grading (e.g. a restart) finishes that pass first, so it
-        runs once and its record is not lost. Other interrupted steps are dropped: the new
-        question supersedes them. True when a pass ran (the state moved on)."""
-        if "grade" not in pending:
-            return False
-        turn.report({"type": "resumed", "pending": list(pending)})
-        try:
-            await self._stream(None, config, turn)
-        except GraphRecursionError:
-            log.warning("resumed grading hit the recursion limit [%s]", turn.correlation_id)
-        return True
-
     async def investigate(
         self,
         thread_id: str,
@@ -298,7 +283,8 @@ class Investigator:
             try:
                 snapshot = await self.graph.aget_state(config)
                 pending = _pending(snapshot)
-                if turn_id is not None and _holds_turn(snapshot.values, turn_id):
+                held = snapshot.values.get("messages") or []
+                if turn_id is not None and any(m.id == turn_id for m in held):
                     # Finished super-steps are not run again; an interrupted one is.
                     turn.calls.under_way = True
                     turn.report({"type": "resumed", "pending": list(pending)})
@@ -306,7 +292,17 @@ class Investigator:
                     if pending:
                         await self._stream(None, config, turn)
                 else:
-                    if await self._finish_interrupted_grading(pending, config, turn):
+                    # A run interrupted while grading (e.g. a restart) finishes that pass
+                    # first, so it runs once and its record is not lost. Other interrupted
+                    # steps are dropped: the new question supersedes them.
+                    if "grade" in pending:
+                        turn.report({"type": "resumed", "pending": list(pending)})
+                        try:
+                            await self._stream(None, config, turn)
+                        except GraphRecursionError:
+                            log.warning(
+                                "resumed grading hit the recursion limit [%s]", turn.correlation_id
+                            )
                         snapshot = await self.graph.aget_state(config)
                     active = (
                         rubric
@@ -401,10 +397,6 @@ def _pending(snapshot: StateSnapshot) -> tuple[str, ...]:
     return tuple(task.name for task in snapshot.tasks)
 
 
-def _holds_turn(values: dict[str, Any], turn_id: str) -> bool:
-    return any(m.id == turn_id for m in values.get("messages") or [])
-
-
 def _answer(state: dict[str, Any]) -> str | None:
     """The latest draft as both guards passed it (None: none passed)."""
     return (state.get("draft_check") or {}).get("answer")
@@ -417,13 +409,16 @@ def _turn_fields(state: dict[str, Any]) -> dict[str, Any]:
     claims = check.get("claims") or {}
     grounding = check.get("grounding") or {}
     facts = grounding.get("checks", [])
+    # The links and commands that show the posted answer's grounded facts, each once,
+    # labelled by the tool call that read them.
+    sources = {c["where"]: source_call(c["source"]) for c in facts if c.get("where")}
     return {
         "facts_checked": len(facts),
         "facts_grounded": sum(f["status"] == "grounded" and f.get("basis") != TEXT for f in facts),
         "facts_seen_in_text": sum(
             f["status"] == "grounded" and f.get("basis") == TEXT for f in facts
         ),
-        "sources": _sources(facts),
+        "sources": [{"where": w, "label": label} for w, label in sources.items()][:MAX_SOURCES],
         "facts_unchecked": sum(f["status"] == "unchecked" for f in facts),
         "facts_removed": grounding.get("removed", 0),
         "facts_marked": grounding.get("marked", 0),
@@ -440,13 +435,6 @@ def _turn_fields(state: dict[str, Any]) -> dict[str, Any]:
         "rubric_revisions": state.get("rubric_revision_count", 0),
         "charts": charts_for_answer(state, check.get("answer") or "", facts),
     }
-
-
-def _sources(checks: list[Any]) -> list[dict[str, str]]:
-    """The links and commands that show the posted answer's grounded facts, each once,
-    labelled by the tool call that read them."""
-    shown = {c["where"]: source_call(c["source"]) for c in checks if c.get("where")}
-    return [{"where": w, "label": label} for w, label in shown.items()][:MAX_SOURCES]
 
 
 def _busy_message(busy: ModelBusy, correlation_id: str) -> str:
@@ -534,7 +522,6 @@ async def open_investigator(
     client = TempoClient(tempo)
     try:
         verifier = TraceVerifier(client, limits.trace_verify_concurrency)
-        records = actions.store if actions else None
         sources = (
             LiveSources(actions.cluster, client, actions.policy.allowed_namespaces)
             if actions
@@ -561,7 +548,7 @@ async def open_investigator(
                 checkpointer,
                 limits,
                 on_evaluation,
-                records,
+                actions.store if actions else None,
                 sources,
             )
             yield Investigator(graph, limits, default_rubric)
