@@ -8,7 +8,7 @@ import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, aclosing, asynccontextmanager
 from typing import Any, cast
 
 import redis.asyncio as aioredis
@@ -519,38 +519,32 @@ async def open_investigator(
         grading_model = make_chat_model(grader_spec, "GRADER_MODEL", guard)
     else:
         grading_model = grader_spec if grader_spec is not None else chat_model
-    client = TempoClient(tempo)
-    try:
-        verifier = TraceVerifier(client, limits.trace_verify_concurrency)
+    async with AsyncExitStack() as opened:
+        client = await opened.enter_async_context(aclosing(TempoClient(tempo)))
         sources = (
             LiveSources(actions.cluster, client, actions.policy.allowed_namespaces)
             if actions
             else LiveSources(None, client)
         )
-
-        async with AsyncExitStack() as opened:
-            tools = await opened.enter_async_context(
-                open_tools(toolsets, configured or {}, client, actions)
+        agent_tools, grader_tools = await opened.enter_async_context(
+            open_tools(toolsets, configured or {}, client, actions)
+        )
+        checkpointer = saver
+        if checkpointer is None:
+            if redis is None:
+                raise ValueError("open_investigator needs a Redis client or a saver")
+            checkpointer = await opened.enter_async_context(
+                open_checkpointer(redis, checkpoint_ttl_minutes, prefix=prefix)
             )
-            grader = Grader(grading_model, tools.grader, limits.grader_max_steps)
-            checkpointer = saver
-            if checkpointer is None:
-                if redis is None:
-                    raise ValueError("open_investigator needs a Redis client or a saver")
-                checkpointer = await opened.enter_async_context(
-                    open_checkpointer(redis, checkpoint_ttl_minutes, prefix=prefix)
-                )
-            graph = build_graph(
-                chat_model,
-                tools.agent,
-                verifier,
-                grader,
-                checkpointer,
-                limits,
-                on_evaluation,
-                actions.store if actions else None,
-                sources,
-            )
-            yield Investigator(graph, limits, default_rubric)
-    finally:
-        await client.aclose()
+        graph = build_graph(
+            chat_model,
+            agent_tools,
+            TraceVerifier(client, limits.trace_verify_concurrency),
+            Grader(grading_model, grader_tools, limits.grader_max_steps),
+            checkpointer,
+            limits,
+            on_evaluation,
+            actions.store if actions else None,
+            sources,
+        )
+        yield Investigator(graph, limits, default_rubric)
