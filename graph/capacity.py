@@ -554,10 +554,14 @@ class ModelGuard:
         scope.under_way = True
         scope.calls += 1
         scope.answered_by[role] = current
-        usage = _usage(result)
-        if usage is not None:
-            await self.limiter.correct(current, call_id, estimated, usage[0])
-            await self._settle(held, estimated, usage[0] + usage[1])
+        for generation in result.generations:  # the tokens the response reported
+            usage = getattr(getattr(generation, "message", None), "usage_metadata", None)
+            if usage:
+                sent = int(usage.get("input_tokens", 0))
+                spent = sent + int(usage.get("output_tokens", 0))
+                await self.limiter.correct(current, call_id, estimated, sent)
+                await self._settle(held, estimated, spent)
+                break
         return result
 
     async def _answered(
@@ -624,15 +628,6 @@ class ModelGuard:
             pipe.get(key)
             *_, since = await pipe.execute()
         return now - float(since or now) >= self.limits.fallback_after_s
-
-
-def _usage(result: ChatResult) -> tuple[int, int] | None:
-    """(input, output) tokens the response reported."""
-    for generation in result.generations:
-        usage = getattr(getattr(generation, "message", None), "usage_metadata", None)
-        if usage:
-            return int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))
-    return None
 
 
 def wait_text(retry_at: float) -> str:

@@ -146,17 +146,14 @@ def _hex_id(raw: str) -> str:
     return hex_id if hex_id.strip("0") else ""
 
 
-def _workload(resource: dict[str, str]) -> Workload:
-    identity = tuple((key, resource[key]) for key in WORKLOAD_ATTRIBUTES if key in resource)
-    return Workload(resource.get("service.name", "?"), identity)
-
-
 def parse_spans(document: dict[str, Any]) -> list[Span]:
     """Spans of a trace in either of Tempo's shapes (`batches` or `trace.resourceSpans`)."""
     resource_spans = document.get("batches") or document.get("trace", {}).get("resourceSpans") or []
     spans = []
     for rs in resource_spans:
-        workload = _workload(_attributes(rs.get("resource", {}).get("attributes")))
+        resource = _attributes(rs.get("resource", {}).get("attributes"))
+        identity = tuple((key, resource[key]) for key in WORKLOAD_ATTRIBUTES if key in resource)
+        workload = Workload(resource.get("service.name", "?"), identity)
         for scope in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []:
             for s in scope.get("spans", []):
                 status = s.get("status", {})
