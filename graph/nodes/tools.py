@@ -27,8 +27,7 @@ from graph.metrics import TOOL_CALLS
 from graph.nodes.agent import ConfigNode
 from graph.progress import reporter
 from graph.state import InvestigationState
-from graph.tools import DEFAULT_RESULT_CHARS, Shown, result_budget, shown
-from graph.tools.errors import ToolFailed
+from graph.tools import DEFAULT_RESULT_CHARS, Shown, ToolFailed, result_budget, shown
 from graph.untrusted import truncate
 
 log = logging.getLogger(__name__)

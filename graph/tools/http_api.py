@@ -17,8 +17,7 @@ import httpx
 from langchain_core.tools import BaseTool
 
 from graph.links import query_link
-from graph.tools import Bound
-from graph.tools.errors import ToolFailed
+from graph.tools import Bound, ToolFailed
 from graph.untrusted import clip
 
 MAX_ERROR = 300  # characters of an API's error text (untrusted, unbounded)

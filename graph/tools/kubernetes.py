@@ -19,8 +19,7 @@ from graph.grounding.evidence import CITE, ROLLOUT, Fact, citation, fact, image_
 from graph.links import kubectl
 from graph.progress import TurnContext, reporter
 from graph.state import InvestigationState
-from graph.tools import Shown, ToolSet, declared
-from graph.tools.errors import ToolFailed
+from graph.tools import Shown, ToolFailed, ToolSet, declared
 from graph.trace_ids import find_trace_ids
 
 MAX_CONTEXT_CHARS = 6_000

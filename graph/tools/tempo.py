@@ -24,8 +24,7 @@ from graph.grounding.evidence import (
     text_facts,
     times_from,
 )
-from graph.tools import Shown, ToolSet, declared
-from graph.tools.errors import ToolFailed
+from graph.tools import Shown, ToolFailed, ToolSet, declared
 from graph.tools.http_api import HttpSource, Params, SourceRefused, SourceUnavailable
 from graph.tools.window import IncidentStart, Since, utc, window
 from graph.trace_ids import normalise
