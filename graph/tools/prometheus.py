@@ -226,27 +226,6 @@ class PrometheusClient(HttpSource[PrometheusSpec]):
     language = "PromQL"
     instead = "do not guess values"
 
-    async def instant(self, query: str, at: float) -> tuple[str, list[Series]]:
-        data = await self.request("POST", "/api/v1/query", {"query": query, "time": at})
-        return parse_result(data)
-
-    async def range(
-        self, query: str, start: float, end: float, step: float
-    ) -> tuple[str, list[Series]]:
-        params: Params = {"query": query, "start": start, "end": end, "step": step}
-        return parse_result(await self.request("POST", "/api/v1/query_range", params))
-
-    async def label_values(self, label: str, match: str, start: float, end: float) -> list[str]:
-        """Values of `label` (label names, when `label` is empty)."""
-        params: dict[str, str | int | float | list[str]] = {"start": start, "end": end}
-        if match:
-            params["match[]"] = [match]
-        path = f"/api/v1/label/{label}/values" if label else "/api/v1/labels"
-        data = await self.request("GET", path, params)
-        if not isinstance(data, list):
-            raise SourceUnavailable("a label answer without a list")
-        return [str(v) for v in data]
-
 
 SERIES_FACTS = (*sorted(set(LABEL_KINDS.values())), "time", CITE)  # what labels name
 QUERY = partial(Shown, budget=4_000, facts=SERIES_FACTS, cited_as="Prometheus query")
@@ -268,7 +247,8 @@ def prometheus_tools(client: PrometheusClient) -> list[BaseTool]:
         """
         at = time.time() - max(0, minutes_ago) * 60
         with client.failing():
-            kind, series = await client.instant(promql, at)
+            data = await client.request("POST", "/api/v1/query", {"query": promql, "time": at})
+            kind, series = parse_result(data)
         text = summarise_series(promql, kind, series, f"at {utc(at)}")
         source = f"query_prometheus {clip(promql, 120)}"
         facts = series_facts(series, source, at, at)
@@ -292,8 +272,10 @@ def prometheus_tools(client: PrometheusClient) -> list[BaseTool]:
             return span, []
         start, end = span
         step = max(MIN_STEP_S, math.ceil((end - start) / MAX_POINTS))
+        params: Params = {"query": promql, "start": start, "end": end, "step": step}
         with client.failing():
-            kind, series = await client.range(promql, start, end, step)
+            data = await client.request("POST", "/api/v1/query_range", params)
+            kind, series = parse_result(data)
         where = f"from {utc(start)} to {utc(end)} (step {step}s)"
         text = summarise_series(promql, kind, series, where)
         source = f"query_prometheus_range {clip(promql, 120)}"
@@ -317,8 +299,15 @@ def prometheus_tools(client: PrometheusClient) -> list[BaseTool]:
         span = window(since_minutes_ago, 0, None)
         if isinstance(span, str):
             return span
+        params: dict[str, str | int | float | list[str]] = {"start": span[0], "end": span[1]}
+        if match:
+            params["match[]"] = [match]
+        path = f"/api/v1/label/{label}/values" if label else "/api/v1/labels"
         with client.failing():
-            values = await client.label_values(label, match, *span)
+            data = await client.request("GET", path, params)
+            if not isinstance(data, list):
+                raise SourceUnavailable("a label answer without a list")
+        values = [str(v) for v in data]
         what = f"values of {label}" if label else "label names"
         where = f" of series matching {match}" if match else ""
         if not values:
