@@ -17,7 +17,6 @@ from langchain_core.messages import AnyMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import GraphRecursionError
-from langgraph.types import StateSnapshot
 from pydantic import BaseModel
 
 from gates.pipeline import ActionPipeline
@@ -282,7 +281,12 @@ class Investigator:
             config = self._config(thread_id, user, turn.correlation_id, fence)
             try:
                 snapshot = await self.graph.aget_state(config)
-                pending = _pending(snapshot)
+                # The steps a run of this thread has still to go through. `snapshot.next`
+                # leaves out a task whose result is saved (its writes) when the checkpoint
+                # after it is not: with checkpoints saved in the background, a process killed
+                # between the two leaves the run unfinished all the same — resuming applies
+                # that result and goes on from there.
+                pending = tuple(task.name for task in snapshot.tasks)
                 held = snapshot.values.get("messages") or []
                 if turn_id is not None and any(m.id == turn_id for m in held):
                     # Finished super-steps are not run again; an interrupted one is.
@@ -387,14 +391,6 @@ class Investigator:
             max_iterations=self.limits.rubric_max_iterations,
             evaluations=values.get("rubric_evaluations") or [],
         )
-
-
-def _pending(snapshot: StateSnapshot) -> tuple[str, ...]:
-    """The steps a run of this thread has still to go through. `snapshot.next` leaves out
-    a task whose result is saved (its writes) when the checkpoint after it is not: with
-    checkpoints saved in the background, a process killed between the two leaves the run
-    unfinished all the same — resuming applies that result and goes on from there."""
-    return tuple(task.name for task in snapshot.tasks)
 
 
 def _answer(state: dict[str, Any]) -> str | None:

@@ -42,7 +42,12 @@ Execute = Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
 def tool_error_text(exc: Exception) -> str:
     """The error result the model reads when a tool raised."""
     if isinstance(exc, ToolFailed):
-        return exc.for_model()
+        advice = (
+            "The same call may work if retried later."
+            if exc.retryable
+            else "Retrying the same call will not help."
+        )
+        return f"{exc} {advice}"
     if isinstance(exc, ToolInvocationError):  # the model's arguments did not fit the tool
         return exc.message
     log.error("tool raised %s", type(exc).__name__, exc_info=exc)

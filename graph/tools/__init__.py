@@ -59,14 +59,6 @@ class ToolFailed(Exception):
         super().__init__(message)
         self.retryable = retryable
 
-    def for_model(self) -> str:
-        advice = (
-            "The same call may work if retried later."
-            if self.retryable
-            else "Retrying the same call will not help."
-        )
-        return f"{self} {advice}"
-
 
 def shown(tool: BaseTool | None) -> Shown | None:
     found = (tool.metadata or {}).get(SHOWN) if tool is not None else None
