@@ -218,8 +218,8 @@ def retry_delay_s(exc: BaseException) -> float | None:
             if value is not None:
                 try:
                     delay = float(value)
-                except ValueError:
-                    delay = math.nan  # an HTTP date: rare from this API
+                except ValueError:  # an HTTP date: rare from this API
+                    continue
                 if not math.isnan(delay):  # else not seconds: the default delay applies
                     return min(max(0.0, delay), MAX_RETRY_DELAY_S)
     return None
@@ -361,10 +361,6 @@ class SharedLimiter:
         self._acquire = redis.register_script(_ACQUIRE)
         self._correct = redis.register_script(_CORRECT)
 
-    @property
-    def active(self) -> bool:
-        return bool(self.limits.rpm or self.limits.tpm)
-
     def key(self, model: str) -> str:
         # One key per model, the same in every process: that is what makes the limit shared.
         return f"{self.prefix}:model-rate:{model}"
@@ -497,7 +493,7 @@ class ModelGuard:
     ) -> None:
         """Wait for the shared limit: in place when short (or `inline`, up to MODEL_WAIT_MAX
         from the call's start), else `ModelBusy`."""
-        if not self.limiter.active:
+        if not (self.limits.rpm or self.limits.tpm):  # no shared limit
             return
         # One waiter per turn and call: a turn handed back keeps its place when it returns.
         waiter = f"{scope.thread}#{scope.calls}" if scope.thread else call_id

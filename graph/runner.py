@@ -68,18 +68,6 @@ INCOMPLETE = "the answer may be incomplete — narrow the question."
 ProgressCallback = Callable[[dict[str, Any]], Awaitable[None]]
 
 
-def clean_question(text: str, max_chars: int) -> tuple[str, list[str]]:
-    """Strip control characters and bound the length; say what was changed."""
-    cleaned = _CONTROL.sub("", text).strip()
-    notices = []
-    if len(cleaned) > max_chars:
-        notices.append(
-            f"Your message has {len(cleaned):,} characters; only the first {max_chars:,} were read."
-        )
-        cleaned = cleaned[:max_chars]
-    return cleaned, notices
-
-
 def _turn_input(
     question: str, rubric: str | None, turn_id: str | None, context: ThreadContext | None
 ) -> InvestigationState:
@@ -275,7 +263,16 @@ class Investigator:
         turn.calls.channel = channel
         turn.calls.automatic = automatic
         async with turn.delivering():
-            question, notices = clean_question(text, self.limits.question_max_chars)
+            # Control characters stripped and the length bounded; the answer says what was cut.
+            question = _CONTROL.sub("", text).strip()
+            notices: list[str] = []
+            limit = self.limits.question_max_chars
+            if len(question) > limit:
+                notices.append(
+                    f"Your message has {len(question):,} characters; "
+                    f"only the first {limit:,} were read."
+                )
+                question = question[:limit]
             if not question:
                 return turn.result("rejected", EMPTY_QUESTION)
             config = self._config(thread_id, user, turn.correlation_id, fence)
