@@ -119,10 +119,8 @@ class TraceHit:
 
 
 def _attr_value(value: dict[str, Any]) -> str:
-    for key in ("stringValue", "intValue", "doubleValue", "boolValue"):
-        if key in value:
-            return str(value[key])
-    return ""
+    keys = ("stringValue", "intValue", "doubleValue", "boolValue")
+    return next((str(value[key]) for key in keys if key in value), "")
 
 
 def _attributes(raw: list[dict[str, Any]] | None) -> dict[str, str]:
