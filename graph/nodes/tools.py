@@ -27,12 +27,11 @@ from graph.metrics import TOOL_CALLS
 from graph.nodes.agent import ConfigNode
 from graph.progress import reporter
 from graph.state import InvestigationState
-from graph.tools import DEFAULT_RESULT_CHARS, Shown, ToolFailed, result_budget, shown
+from graph.tools import Shown, ToolFailed, result_budget, shown
 from graph.untrusted import truncate
 
 log = logging.getLogger(__name__)
 
-MAX_TOOL_RESULT_CHARS = DEFAULT_RESULT_CHARS  # a tool without a budget of its own
 UNKNOWN_TOOL = "unknown"  # the metric label of a call to a tool that does not exist
 SUMMARY_CHARS = 200  # the first line of a result, in the tool_finished event
 

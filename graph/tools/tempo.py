@@ -205,9 +205,8 @@ class TempoClient(HttpSource[TempoSpec]):
                 return None
         if response.status_code == 400:
             return None  # Tempo says it is not a valid trace id
-        document = _document(response)
         try:
-            spans = parse_spans(document)
+            spans = parse_spans(_document(response))
         except (AttributeError, TypeError, ValueError, KeyError) as exc:
             raise TempoUnavailable(f"a trace Tempo's shape does not fit ({exc!r:.80})") from exc
         return spans or None
