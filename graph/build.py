@@ -27,16 +27,14 @@ from graph.config import GraphLimits
 from graph.edges import after_agent, after_check, after_grade
 from graph.grader import Grader
 from graph.grounding.sources import LiveSources
-from graph.nodes import (
-    make_agent,
-    make_check_draft,
-    make_claim_guard,
-    make_force_answer,
-    make_grounding_guard,
-    make_tools,
-    make_trace_guard,
-)
+from graph.nodes.agent import make_agent
+from graph.nodes.check_action_claims import make_claim_guard
+from graph.nodes.check_draft import make_check_draft
+from graph.nodes.check_grounding import make_grounding_guard
+from graph.nodes.force_answer import make_force_answer
 from graph.nodes.grade import OnEvaluation, make_grade
+from graph.nodes.tools import make_tools
+from graph.nodes.verify_traces import make_trace_guard
 from graph.progress import TurnContext
 from graph.state import InvestigationState
 from graph.steps import StepBudget

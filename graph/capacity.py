@@ -218,8 +218,8 @@ def retry_delay_s(exc: BaseException) -> float | None:
             if value is not None:
                 try:
                     delay = float(value)
-                except ValueError:
-                    delay = math.nan  # an HTTP date: rare from this API
+                except ValueError:  # an HTTP date: rare from this API
+                    continue
                 if not math.isnan(delay):  # else not seconds: the default delay applies
                     return min(max(0.0, delay), MAX_RETRY_DELAY_S)
     return None
@@ -361,10 +361,6 @@ class SharedLimiter:
         self._acquire = redis.register_script(_ACQUIRE)
         self._correct = redis.register_script(_CORRECT)
 
-    @property
-    def active(self) -> bool:
-        return bool(self.limits.rpm or self.limits.tpm)
-
     def key(self, model: str) -> str:
         # One key per model, the same in every process: that is what makes the limit shared.
         return f"{self.prefix}:model-rate:{model}"
@@ -418,61 +414,6 @@ return {0, 0}
 """
 
 
-class TokenBudgets:
-    """Tokens spent per thread (kept as long as the thread's checkpoint) and per channel per
-    UTC day (two days); a call that would go past a budget stops before it is made. A call
-    reserves its estimate first and is corrected to what it spent after (nothing, failed)."""
-
-    def __init__(
-        self, redis: aioredis.Redis, prefix: str, limits: CapacityLimits, thread_ttl_s: int
-    ) -> None:
-        self.redis, self.prefix, self.limits = redis, prefix, limits
-        self.thread_ttl_s = thread_ttl_s
-        self._reserve = redis.register_script(_RESERVE)
-
-    def _keys(self, scope: CallScope) -> list[tuple[Budget, str, int, int]]:
-        keys: list[tuple[Budget, str, int, int]] = []
-        day = datetime.now(UTC).strftime("%Y%m%d")
-        if self.limits.thread_token_budget and scope.thread:
-            key = f"{self.prefix}:tokens:thread:{scope.thread}"
-            keys.append(("thread", key, self.limits.thread_token_budget, self.thread_ttl_s))
-        if self.limits.channel_daily_token_budget and scope.channel:
-            key = f"{self.prefix}:tokens:channel:{scope.channel}:{day}"
-            keys.append(("channel", key, self.limits.channel_daily_token_budget, 2 * 86400))
-        if self.limits.automatic_daily_token_budget and scope.automatic:
-            key = f"{self.prefix}:tokens:automatic:{day}"
-            keys.append(("automatic", key, self.limits.automatic_daily_token_budget, 2 * 86400))
-        return keys
-
-    async def reserve(self, scope: CallScope, estimated: int) -> list[str]:
-        """Hold `estimated` tokens in every budget of the call, or raise `BudgetExceeded`
-        (holding nothing) when it would take one past its limit. Returns the budgets' keys
-        (those of the day the call was made)."""
-        keys = self._keys(scope)
-        if not keys:
-            return []
-        args: list[int] = [estimated]
-        for _, _, limit, ttl in keys:
-            args += [limit, ttl]
-        over, used = await self._reserve(keys=[key for _, key, _, _ in keys], args=args)
-        if int(over):
-            budget, _, limit, _ = keys[int(over) - 1]
-            BUDGET_STOPS.labels(budget).inc()
-            raise BudgetExceeded(budget, limit, int(used))
-        return [key for _, key, _, _ in keys]
-
-    async def settle(self, held: list[str], reserved: int, spent: int) -> None:
-        """Correct the `reserved` tokens `held` in those budgets to what the call spent
-        (0: it failed)."""
-        change = max(0, spent) - reserved
-        if not held or not change:
-            return
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for key in held:
-                pipe.incrby(key, change)
-            await pipe.execute()
-
-
 # --- the guard -----------------------------------------------------------------------------
 class ModelGuard:
     """The shared limit, the budgets and the quota handling around each model call."""
@@ -487,8 +428,54 @@ class ModelGuard:
     ) -> None:
         self.redis, self.prefix, self.limits = redis, prefix, limits
         self.limiter = SharedLimiter(redis, prefix, limits)
-        self.budgets = TokenBudgets(redis, prefix, limits, thread_ttl_s)
+        self.thread_ttl_s = thread_ttl_s
+        self._reserve = redis.register_script(_RESERVE)
         self.clock = clock
+
+    # Tokens spent per thread (kept as long as the thread's checkpoint) and per channel per
+    # UTC day (two days); a call that would go past a budget stops before it is made. A call
+    # reserves its estimate first and is corrected to what it spent after (nothing, failed).
+    def _budget_keys(self, scope: CallScope) -> list[tuple[Budget, str, int, int]]:
+        keys: list[tuple[Budget, str, int, int]] = []
+        day = datetime.now(UTC).strftime("%Y%m%d")
+        if self.limits.thread_token_budget and scope.thread:
+            key = f"{self.prefix}:tokens:thread:{scope.thread}"
+            keys.append(("thread", key, self.limits.thread_token_budget, self.thread_ttl_s))
+        if self.limits.channel_daily_token_budget and scope.channel:
+            key = f"{self.prefix}:tokens:channel:{scope.channel}:{day}"
+            keys.append(("channel", key, self.limits.channel_daily_token_budget, 2 * 86400))
+        if self.limits.automatic_daily_token_budget and scope.automatic:
+            key = f"{self.prefix}:tokens:automatic:{day}"
+            keys.append(("automatic", key, self.limits.automatic_daily_token_budget, 2 * 86400))
+        return keys
+
+    async def _reserve_budgets(self, scope: CallScope, estimated: int) -> list[str]:
+        """Hold `estimated` tokens in every budget of the call, or raise `BudgetExceeded`
+        (holding nothing) when it would take one past its limit. Returns the budgets' keys
+        (those of the day the call was made)."""
+        keys = self._budget_keys(scope)
+        if not keys:
+            return []
+        args: list[int] = [estimated]
+        for _, _, limit, ttl in keys:
+            args += [limit, ttl]
+        over, used = await self._reserve(keys=[key for _, key, _, _ in keys], args=args)
+        if int(over):
+            budget, _, limit, _ = keys[int(over) - 1]
+            BUDGET_STOPS.labels(budget).inc()
+            raise BudgetExceeded(budget, limit, int(used))
+        return [key for _, key, _, _ in keys]
+
+    async def _settle(self, held: list[str], reserved: int, spent: int) -> None:
+        """Correct the `reserved` tokens `held` in those budgets to what the call spent
+        (0: it failed)."""
+        change = max(0, spent) - reserved
+        if not held or not change:
+            return
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for key in held:
+                pipe.incrby(key, change)
+            await pipe.execute()
 
     def _exhausted_key(self, model: str) -> str:
         return f"{self.prefix}:model-exhausted:{model}"
@@ -506,7 +493,7 @@ class ModelGuard:
     ) -> None:
         """Wait for the shared limit: in place when short (or `inline`, up to MODEL_WAIT_MAX
         from the call's start), else `ModelBusy`."""
-        if not self.limiter.active:
+        if not (self.limits.rpm or self.limits.tpm):  # no shared limit
             return
         # One waiter per turn and call: a turn handed back keeps its place when it returns.
         waiter = f"{scope.thread}#{scope.calls}" if scope.thread else call_id
@@ -522,14 +509,15 @@ class ModelGuard:
                 return
             # Inline (the judge) waits in place, but not past MODEL_WAIT_MAX: then its
             # caller decides (JUDGE_FAIL_MODE), instead of the window holding the turn.
+            retry_at = self.clock() + wait
             too_long = (
-                self.clock() + wait - started > self.limits.wait_max_s
+                retry_at - started > self.limits.wait_max_s
                 if inline
                 else waited + wait > self.limits.inline_wait_s
             )
             if too_long:
                 LIMITER_DELAY.labels(model, role).observe(waited + wait)
-                raise ModelBusy(model, self.clock() + wait, "limit")
+                raise ModelBusy(model, retry_at, "limit")
             await asyncio.sleep(wait)
             waited += wait
 
@@ -551,21 +539,25 @@ class ModelGuard:
         """
         scope = _SCOPE.get() or CallScope()
         estimated = estimate_tokens(messages, extra)
-        held = await self.budgets.reserve(scope, estimated)
+        held = await self._reserve_budgets(scope, estimated)
         try:
             result, current, call_id = await self._answered(
                 model, role, estimated, scope, generate, fallback, inline
             )
         except BaseException:  # a call that failed (or was cancelled) spent nothing
-            await self.budgets.settle(held, estimated, 0)
+            await self._settle(held, estimated, 0)
             raise
         scope.under_way = True
         scope.calls += 1
         scope.answered_by[role] = current
-        usage = _usage(result)
-        if usage is not None:
-            await self.limiter.correct(current, call_id, estimated, usage[0])
-            await self.budgets.settle(held, estimated, usage[0] + usage[1])
+        for generation in result.generations:  # the tokens the response reported
+            usage = getattr(getattr(generation, "message", None), "usage_metadata", None)
+            if usage:
+                sent = int(usage.get("input_tokens", 0))
+                spent = sent + int(usage.get("output_tokens", 0))
+                await self.limiter.correct(current, call_id, estimated, sent)
+                await self._settle(held, estimated, spent)
+                break
         return result
 
     async def _answered(
@@ -589,10 +581,7 @@ class ModelGuard:
                     current, role, call_id, estimated, scope, inline=inline, started=started
                 )
                 result = await generate(current)
-            except ModelBusy as busy:
-                if inline and busy.retry_at - started <= self.limits.wait_max_s:
-                    await asyncio.sleep(max(0.0, busy.retry_at - self.clock()))
-                    continue
+            except ModelBusy:  # the shared limit's: inline, it was waited for up to MODEL_WAIT_MAX
                 raise
             except Exception as exc:
                 reason = capacity_reason(exc)
@@ -635,15 +624,6 @@ class ModelGuard:
             pipe.get(key)
             *_, since = await pipe.execute()
         return now - float(since or now) >= self.limits.fallback_after_s
-
-
-def _usage(result: ChatResult) -> tuple[int, int] | None:
-    """(input, output) tokens the response reported."""
-    for generation in result.generations:
-        usage = getattr(getattr(generation, "message", None), "usage_metadata", None)
-        if usage:
-            return int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))
-    return None
 
 
 def wait_text(retry_at: float) -> str:

@@ -168,22 +168,21 @@ def _rollout_marker(evidence: Sequence[Fact], answer: str) -> Marker | None:
     return {"at": at, "label": label, "kind": "rollout"}
 
 
-def _alert_marker(incident_start: float | None, alert_name: str | None) -> Marker | None:
+def _alert_marker(evidence: Sequence[Fact], incident_start: float | None) -> Marker | None:
+    """When the thread's alert started, named as the thread's context recorded its start
+    (runner: "alert X started")."""
     if not isinstance(incident_start, int | float):
         return None
-    label = f"alert {alert_name} started" if alert_name else "alert started"
-    return {"at": float(incident_start), "label": label, "kind": "alert"}
-
-
-def _alert_name(evidence: Sequence[Fact], incident_start: float | None) -> str | None:
-    """The alert whose start the thread's context recorded (runner: "alert X started")."""
+    name = None
     for f in evidence:
         source = f.get("source", "")
         if f["kind"] == "time" and source.startswith("alert ") and source.endswith(" started"):
             at = parse_iso(f["value"])
-            if incident_start is None or (at is not None and abs(at - incident_start) < 1):
-                return source.removeprefix("alert ").removesuffix(" started")
-    return None
+            if at is not None and abs(at - incident_start) < 1:
+                name = source.removeprefix("alert ").removesuffix(" started")
+                break
+    label = f"alert {name} started" if name else "alert started"
+    return {"at": float(incident_start), "label": label, "kind": "alert"}
 
 
 def _rested_on(charts: Sequence[ChartData], checks: Sequence[dict[str, Any]]) -> MetricData | None:
@@ -233,7 +232,7 @@ def charts_for_answer(
     markers = [
         m
         for m in (
-            _alert_marker(start, _alert_name(evidence, start)),
+            _alert_marker(evidence, start),
             _rollout_marker(evidence, answer),
         )
         if m is not None

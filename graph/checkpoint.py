@@ -61,18 +61,10 @@ class CheckpointNames:
     prefix: str
 
     @property
-    def checkpoints(self) -> str:
-        """Prefix of the checkpoint keys, and the name of their search index."""
-        return f"{self.prefix}:{CHECKPOINT_PREFIX}"
-
-    @property
-    def writes(self) -> str:
-        """Prefix of the pending-write keys, and the name of their search index."""
-        return f"{self.prefix}:{CHECKPOINT_WRITE_PREFIX}"
-
-    @property
     def indexes(self) -> tuple[str, str]:
-        return self.checkpoints, self.writes
+        """The prefixes of the checkpoint keys and of the pending-write keys, which are the
+        names of their search indexes too."""
+        return f"{self.prefix}:{CHECKPOINT_PREFIX}", f"{self.prefix}:{CHECKPOINT_WRITE_PREFIX}"
 
     def registry(self, thread_id: str, checkpoint_ns: str) -> str:
         """The sorted set where a thread's write keys are registered."""
@@ -97,10 +89,9 @@ class LatestCheckpointSaver(AsyncShallowRedisSaver):
         # Every key and both index names under the bot's prefix: two bots sharing a Redis
         # (and a Slack thread) keep checkpoints of their own.
         names = CheckpointNames(prefix)
+        checkpoints, writes = names.indexes
         super().__init__(
-            redis_client=redis,
-            checkpoint_prefix=names.checkpoints,
-            checkpoint_write_prefix=names.writes,
+            redis_client=redis, checkpoint_prefix=checkpoints, checkpoint_write_prefix=writes
         )  # no library TTL: expiry is set here
         self._names = names
         self._ttl_s = int(ttl_minutes * 60) if ttl_minutes else None

@@ -78,53 +78,39 @@ async def _migrate_one(
         else:
             report.newer += 1
     else:
-        await _copy(redis, names, old_key, new_key, old, old_registry, report)
-    if not keep:
-        write_keys = cast(list[bytes], await redis.zrange(old_registry, 0, -1))
-        report.removed += await redis.delete(old_key, old_registry, *write_keys)
-
-
-async def _copy(
-    redis: aioredis.Redis,
-    names: CheckpointNames,
-    old_key: str,
-    new_key: str,
-    checkpoint: dict[str, Any],
-    old_registry: str,
-    report: MigrationReport,
-) -> None:
-    registered = cast(
-        list[tuple[bytes, float]], await redis.zrange(old_registry, 0, -1, withscores=True)
-    )
-    scores = {as_text(key): score for key, score in registered}
-    write_keys = list(scores)
-    pipeline = redis.pipeline(transaction=False)
-    for key in write_keys:
-        pipeline.json().get(key)
-        pipeline.pttl(key)
-    pipeline.pttl(old_key)
-    *found, checkpoint_ttl = await pipeline.execute()
-    thread_id = str(checkpoint.get("thread_id", ""))
-    namespace = str(checkpoint.get("checkpoint_ns", ""))
-    new_registry = names.registry(thread_id, namespace)
-    pipeline = redis.pipeline(transaction=True)  # the checkpoint and its writes, together
-    pipeline.delete(new_registry)  # the older prefixed checkpoint's writes go with it
-    copied = {}
-    for key, record, ttl in zip(write_keys, found[::2], found[1::2], strict=True):
-        if not isinstance(record, dict):
-            continue  # expired in between
-        new_write = f"{names.prefix}:{key}"
-        pipeline.json().set(new_write, "$", record)
-        if ttl > 0:
-            pipeline.pexpire(new_write, ttl)
-        copied[new_write] = scores[key]
-    if copied:
-        pipeline.zadd(new_registry, copied)
+        registered = cast(
+            list[tuple[bytes, float]], await redis.zrange(old_registry, 0, -1, withscores=True)
+        )
+        scores = {as_text(key): score for key, score in registered}
+        write_keys = list(scores)
+        pipeline = redis.pipeline(transaction=False)
+        for key in write_keys:
+            pipeline.json().get(key)
+            pipeline.pttl(key)
+        pipeline.pttl(old_key)
+        *found, checkpoint_ttl = await pipeline.execute()
+        new_registry = names.registry(thread_id, namespace)
+        pipeline = redis.pipeline(transaction=True)  # the checkpoint and its writes, together
+        pipeline.delete(new_registry)  # the older prefixed checkpoint's writes go with it
+        copied = {}
+        for key, record, ttl in zip(write_keys, found[::2], found[1::2], strict=True):
+            if not isinstance(record, dict):
+                continue  # expired in between
+            new_write = f"{names.prefix}:{key}"
+            pipeline.json().set(new_write, "$", record)
+            if ttl > 0:
+                pipeline.pexpire(new_write, ttl)
+            copied[new_write] = scores[key]
+        if copied:
+            pipeline.zadd(new_registry, copied)
+            if checkpoint_ttl > 0:
+                pipeline.pexpire(new_registry, checkpoint_ttl)
+        pipeline.json().set(new_key, "$", old)
         if checkpoint_ttl > 0:
-            pipeline.pexpire(new_registry, checkpoint_ttl)
-    pipeline.json().set(new_key, "$", checkpoint)
-    if checkpoint_ttl > 0:
-        pipeline.pexpire(new_key, checkpoint_ttl)
-    await pipeline.execute()
-    report.copied += 1
-    report.writes += len(copied)
+            pipeline.pexpire(new_key, checkpoint_ttl)
+        await pipeline.execute()
+        report.copied += 1
+        report.writes += len(copied)
+    if not keep:
+        old_writes = cast(list[bytes], await redis.zrange(old_registry, 0, -1))
+        report.removed += await redis.delete(old_key, old_registry, *old_writes)

@@ -199,19 +199,18 @@ def bound_history(state: InvestigationState, budget_tokens: int, full_results: i
     ]
     lines = list(state.get("history_summary") or [])
     summarised = state.get("summarised_turns", 0)
-    folded = False
     sizes = [count_tokens_approximately(turn) for turn in compacted]
     while compacted and sum(sizes) + _summary_tokens(lines) > budget_tokens:
         oldest = compacted.pop(0)
         sizes.pop(0)
         lines = _bounded_summary([*lines, summary_line(oldest)], budget_tokens)
         summarised += 1
-        folded = True
         gone = {m.id for m in oldest}
         updates = [u for u in updates if u.id not in gone]
         updates += [RemoveMessage(id=m.id) for m in oldest if m.id]
     kept = [m for turn in compacted for m in turn] + current
     view = ([summary_message(lines, summarised)] if lines else []) + kept
+    folded = len(compacted) < len(earlier)  # the oldest turns went into the summary
     return History(view, updates, lines if folded else None, summarised)
 
 

@@ -33,12 +33,6 @@ def explore(
     )
 
 
-def _window(start: float | None, end: float | None) -> dict[str, str]:
-    if start is None or end is None:
-        return DEFAULT_RANGE
-    return {"from": str(int(start * 1000)), "to": str(int(end * 1000))}
-
-
 # What a query of each data source type is in an Explore pane.
 QUERIES: dict[str, Callable[[str], dict[str, Any]]] = {
     "tempo": lambda traceql: {"queryType": "traceql", "query": traceql},
@@ -57,7 +51,12 @@ def query_link(
 ) -> str:
     """`query` (a trace ID or TraceQL, LogQL, PromQL) on the `kind` data source `uid`, over
     the window (else the last 6 hours), in Explore."""
-    return explore(grafana_url, kind, uid, QUERIES[kind](query), _window(start, end))
+    window = (
+        DEFAULT_RANGE
+        if start is None or end is None
+        else {"from": str(int(start * 1000)), "to": str(int(end * 1000))}
+    )
+    return explore(grafana_url, kind, uid, QUERIES[kind](query), window)
 
 
 def kubectl(*args: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import ssl
-from typing import Any
+from typing import Any, cast
 
 import google.auth
 import google.auth.exceptions
@@ -145,8 +145,7 @@ def _vertex_credentials(path: str | None) -> Credentials | None:
             found, _ = general(path, scopes=VERTEX_SCOPES)  # type: ignore[no-untyped-call]
     except (OSError, ValueError, AttributeError, google.auth.exceptions.GoogleAuthError) as exc:
         raise ConfigError(f"GOOGLE_APPLICATION_CREDENTIALS: {path}: {exc}") from None
-    credentials: Credentials = found
-    return credentials
+    return cast(Credentials, found)
 
 
 def make_chat_model(

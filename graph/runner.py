@@ -8,7 +8,7 @@ import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, aclosing, asynccontextmanager
 from typing import Any, cast
 
 import redis.asyncio as aioredis
@@ -17,7 +17,6 @@ from langchain_core.messages import AnyMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import GraphRecursionError
-from langgraph.types import StateSnapshot
 from pydantic import BaseModel
 
 from gates.pipeline import ActionPipeline
@@ -67,18 +66,6 @@ MAX_SOURCES = 10  # links under one answer
 INCOMPLETE = "the answer may be incomplete — narrow the question."
 
 ProgressCallback = Callable[[dict[str, Any]], Awaitable[None]]
-
-
-def clean_question(text: str, max_chars: int) -> tuple[str, list[str]]:
-    """Strip control characters and bound the length; say what was changed."""
-    cleaned = _CONTROL.sub("", text).strip()
-    notices = []
-    if len(cleaned) > max_chars:
-        notices.append(
-            f"Your message has {len(cleaned):,} characters; only the first {max_chars:,} were read."
-        )
-        cleaned = cleaned[:max_chars]
-    return cleaned, notices
 
 
 def _turn_input(
@@ -239,21 +226,6 @@ class Investigator:
         ):
             turn.final = dict(values)
 
-    async def _finish_interrupted_grading(
-        self, pending: tuple[str, ...], config: RunnableConfig, turn: _Turn
-    ) -> bool:
-        """A run interrupted while grading (e.g. a restart) finishes that pass first, so it
-        runs once and its record is not lost. Other interrupted steps are dropped: the new
-        question supersedes them. True when a pass ran (the state moved on)."""
-        if "grade" not in pending:
-            return False
-        turn.report({"type": "resumed", "pending": list(pending)})
-        try:
-            await self._stream(None, config, turn)
-        except GraphRecursionError:
-            log.warning("resumed grading hit the recursion limit [%s]", turn.correlation_id)
-        return True
-
     async def investigate(
         self,
         thread_id: str,
@@ -291,14 +263,29 @@ class Investigator:
         turn.calls.channel = channel
         turn.calls.automatic = automatic
         async with turn.delivering():
-            question, notices = clean_question(text, self.limits.question_max_chars)
+            # Control characters stripped and the length bounded; the answer says what was cut.
+            question = _CONTROL.sub("", text).strip()
+            notices: list[str] = []
+            limit = self.limits.question_max_chars
+            if len(question) > limit:
+                notices.append(
+                    f"Your message has {len(question):,} characters; "
+                    f"only the first {limit:,} were read."
+                )
+                question = question[:limit]
             if not question:
                 return turn.result("rejected", EMPTY_QUESTION)
             config = self._config(thread_id, user, turn.correlation_id, fence)
             try:
                 snapshot = await self.graph.aget_state(config)
-                pending = _pending(snapshot)
-                if turn_id is not None and _holds_turn(snapshot.values, turn_id):
+                # The steps a run of this thread has still to go through. `snapshot.next`
+                # leaves out a task whose result is saved (its writes) when the checkpoint
+                # after it is not: with checkpoints saved in the background, a process killed
+                # between the two leaves the run unfinished all the same — resuming applies
+                # that result and goes on from there.
+                pending = tuple(task.name for task in snapshot.tasks)
+                held = snapshot.values.get("messages") or []
+                if turn_id is not None and any(m.id == turn_id for m in held):
                     # Finished super-steps are not run again; an interrupted one is.
                     turn.calls.under_way = True
                     turn.report({"type": "resumed", "pending": list(pending)})
@@ -306,7 +293,17 @@ class Investigator:
                     if pending:
                         await self._stream(None, config, turn)
                 else:
-                    if await self._finish_interrupted_grading(pending, config, turn):
+                    # A run interrupted while grading (e.g. a restart) finishes that pass
+                    # first, so it runs once and its record is not lost. Other interrupted
+                    # steps are dropped: the new question supersedes them.
+                    if "grade" in pending:
+                        turn.report({"type": "resumed", "pending": list(pending)})
+                        try:
+                            await self._stream(None, config, turn)
+                        except GraphRecursionError:
+                            log.warning(
+                                "resumed grading hit the recursion limit [%s]", turn.correlation_id
+                            )
                         snapshot = await self.graph.aget_state(config)
                     active = (
                         rubric
@@ -393,18 +390,6 @@ class Investigator:
         )
 
 
-def _pending(snapshot: StateSnapshot) -> tuple[str, ...]:
-    """The steps a run of this thread has still to go through. `snapshot.next` leaves out
-    a task whose result is saved (its writes) when the checkpoint after it is not: with
-    checkpoints saved in the background, a process killed between the two leaves the run
-    unfinished all the same — resuming applies that result and goes on from there."""
-    return tuple(task.name for task in snapshot.tasks)
-
-
-def _holds_turn(values: dict[str, Any], turn_id: str) -> bool:
-    return any(m.id == turn_id for m in values.get("messages") or [])
-
-
 def _answer(state: dict[str, Any]) -> str | None:
     """The latest draft as both guards passed it (None: none passed)."""
     return (state.get("draft_check") or {}).get("answer")
@@ -417,13 +402,16 @@ def _turn_fields(state: dict[str, Any]) -> dict[str, Any]:
     claims = check.get("claims") or {}
     grounding = check.get("grounding") or {}
     facts = grounding.get("checks", [])
+    # The links and commands that show the posted answer's grounded facts, each once,
+    # labelled by the tool call that read them.
+    sources = {c["where"]: source_call(c["source"]) for c in facts if c.get("where")}
     return {
         "facts_checked": len(facts),
         "facts_grounded": sum(f["status"] == "grounded" and f.get("basis") != TEXT for f in facts),
         "facts_seen_in_text": sum(
             f["status"] == "grounded" and f.get("basis") == TEXT for f in facts
         ),
-        "sources": _sources(facts),
+        "sources": [{"where": w, "label": label} for w, label in sources.items()][:MAX_SOURCES],
         "facts_unchecked": sum(f["status"] == "unchecked" for f in facts),
         "facts_removed": grounding.get("removed", 0),
         "facts_marked": grounding.get("marked", 0),
@@ -440,13 +428,6 @@ def _turn_fields(state: dict[str, Any]) -> dict[str, Any]:
         "rubric_revisions": state.get("rubric_revision_count", 0),
         "charts": charts_for_answer(state, check.get("answer") or "", facts),
     }
-
-
-def _sources(checks: list[Any]) -> list[dict[str, str]]:
-    """The links and commands that show the posted answer's grounded facts, each once,
-    labelled by the tool call that read them."""
-    shown = {c["where"]: source_call(c["source"]) for c in checks if c.get("where")}
-    return [{"where": w, "label": label} for w, label in shown.items()][:MAX_SOURCES]
 
 
 def _busy_message(busy: ModelBusy, correlation_id: str) -> str:
@@ -531,39 +512,32 @@ async def open_investigator(
         grading_model = make_chat_model(grader_spec, "GRADER_MODEL", guard)
     else:
         grading_model = grader_spec if grader_spec is not None else chat_model
-    client = TempoClient(tempo)
-    try:
-        verifier = TraceVerifier(client, limits.trace_verify_concurrency)
-        records = actions.store if actions else None
+    async with AsyncExitStack() as opened:
+        client = await opened.enter_async_context(aclosing(TempoClient(tempo)))
         sources = (
             LiveSources(actions.cluster, client, actions.policy.allowed_namespaces)
             if actions
             else LiveSources(None, client)
         )
-
-        async with AsyncExitStack() as opened:
-            tools = await opened.enter_async_context(
-                open_tools(toolsets, configured or {}, client, actions)
+        agent_tools, grader_tools = await opened.enter_async_context(
+            open_tools(toolsets, configured or {}, client, actions)
+        )
+        checkpointer = saver
+        if checkpointer is None:
+            if redis is None:
+                raise ValueError("open_investigator needs a Redis client or a saver")
+            checkpointer = await opened.enter_async_context(
+                open_checkpointer(redis, checkpoint_ttl_minutes, prefix=prefix)
             )
-            grader = Grader(grading_model, tools.grader, limits.grader_max_steps)
-            checkpointer = saver
-            if checkpointer is None:
-                if redis is None:
-                    raise ValueError("open_investigator needs a Redis client or a saver")
-                checkpointer = await opened.enter_async_context(
-                    open_checkpointer(redis, checkpoint_ttl_minutes, prefix=prefix)
-                )
-            graph = build_graph(
-                chat_model,
-                tools.agent,
-                verifier,
-                grader,
-                checkpointer,
-                limits,
-                on_evaluation,
-                records,
-                sources,
-            )
-            yield Investigator(graph, limits, default_rubric)
-    finally:
-        await client.aclose()
+        graph = build_graph(
+            chat_model,
+            agent_tools,
+            TraceVerifier(client, limits.trace_verify_concurrency),
+            Grader(grading_model, grader_tools, limits.grader_max_steps),
+            checkpointer,
+            limits,
+            on_evaluation,
+            actions.store if actions else None,
+            sources,
+        )
+        yield Investigator(graph, limits, default_rubric)

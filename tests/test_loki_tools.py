@@ -12,7 +12,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 
 from graph.charts import Findings
-from graph.tools.errors import ToolFailed
+from graph.tools import ToolFailed
 from graph.tools.loki import MAX_LINES, MAX_SUMMARY, LokiClient, LokiSpec, loki_tools
 from sandbox.loki import LokiSimulator
 

@@ -13,7 +13,7 @@ from langchain_core.tools import BaseTool
 from gates.cluster import KubernetesCluster
 from gates.config import ActionPolicy
 from gates.pipeline import ActionPipeline
-from graph.tools.errors import ToolFailed
+from graph.tools import ToolFailed
 from graph.tools.kubernetes import kubernetes_tools
 from graph.tools.loki import LokiClient, LokiSpec, loki_tools
 from graph.tools.pods import (

@@ -12,7 +12,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 
 from graph.grounding.evidence import parse_iso
-from graph.tools.errors import ToolFailed
+from graph.tools import ToolFailed
 from graph.tools.prometheus import (
     MAX_LABEL_VALUES,
     MAX_SERIES_LISTED,

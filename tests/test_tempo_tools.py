@@ -8,7 +8,7 @@ import pytest
 from langchain_core.tools import BaseTool
 
 from graph.config import TempoSpec
-from graph.tools.errors import ToolFailed
+from graph.tools import ToolFailed
 from graph.tools.tempo import MAX_SUMMARY, MAX_VALUE, TempoClient, tempo_tools
 from sandbox import SimSpan, SimTrace, TempoSimulator
 from sandbox.scenarios import Scenario

@@ -8,9 +8,9 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.graph import START, MessagesState, StateGraph
 
 from graph.config import TempoSpec
-from graph.nodes.tools import MAX_TOOL_RESULT_CHARS, tool_node
-from graph.tools import Shown, declared, result_budget
-from graph.tools.errors import ToolFailed
+from graph.nodes.tools import tool_node
+from graph.tools import DEFAULT_RESULT_CHARS as MAX_TOOL_RESULT_CHARS
+from graph.tools import Shown, ToolFailed, declared, result_budget
 from graph.tools.loki import LokiClient, LokiSpec, loki_tools
 from graph.tools.prometheus import PrometheusClient, PrometheusSpec, prometheus_tools
 from graph.tools.tempo import TempoClient, tempo_tools

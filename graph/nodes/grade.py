@@ -53,26 +53,24 @@ def make_grade(
                 result = "max_iterations_reached"  # no steps left for another draft
             if result == "needs_revision":
                 feedback = revision_feedback(verdict)
-            evaluation: Evaluation = {
-                "grading_run_id": run_id,
-                "iteration": iteration,
-                "result": result,
-                "explanation": verdict.explanation,
-                "criteria": [c.model_dump(exclude_none=True) for c in verdict.criteria],
-                "unverified": unverified,
-            }
+            explanation = verdict.explanation
+            criteria = [c.model_dump(exclude_none=True) for c in verdict.criteria]
         except (ModelBusy, BudgetExceeded):
             raise  # not the grader's failure: the turn waits for capacity, or stops
         except Exception as exc:  # the grader's failure is a verdict, not a crash
             log.warning("rubric grader failed: %s: %s", type(exc).__name__, exc)
-            evaluation = {
-                "grading_run_id": run_id,
-                "iteration": iteration,
-                "result": "grader_error",
-                "explanation": f"{type(exc).__name__}: {exc}",
-                "criteria": [],
-                "unverified": False,
-            }
+            result = "grader_error"
+            explanation = f"{type(exc).__name__}: {exc}"
+            criteria = []
+            unverified = False
+        evaluation: Evaluation = {
+            "grading_run_id": run_id,
+            "iteration": iteration,
+            "result": result,
+            "explanation": explanation,
+            "criteria": criteria,
+            "unverified": unverified,
+        }
         report({"type": "rubric_evaluation_end", **evaluation})
         RUBRIC_VERDICTS.labels(evaluation["result"]).inc()
         if on_evaluation is not None:

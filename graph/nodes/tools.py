@@ -27,13 +27,11 @@ from graph.metrics import TOOL_CALLS
 from graph.nodes.agent import ConfigNode
 from graph.progress import reporter
 from graph.state import InvestigationState
-from graph.tools import DEFAULT_RESULT_CHARS, Shown, result_budget, shown
-from graph.tools.errors import ToolFailed
+from graph.tools import Shown, ToolFailed, result_budget, shown
 from graph.untrusted import truncate
 
 log = logging.getLogger(__name__)
 
-MAX_TOOL_RESULT_CHARS = DEFAULT_RESULT_CHARS  # a tool without a budget of its own
 UNKNOWN_TOOL = "unknown"  # the metric label of a call to a tool that does not exist
 SUMMARY_CHARS = 200  # the first line of a result, in the tool_finished event
 
@@ -43,7 +41,12 @@ Execute = Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
 def tool_error_text(exc: Exception) -> str:
     """The error result the model reads when a tool raised."""
     if isinstance(exc, ToolFailed):
-        return exc.for_model()
+        advice = (
+            "The same call may work if retried later."
+            if exc.retryable
+            else "Retrying the same call will not help."
+        )
+        return f"{exc} {advice}"
     if isinstance(exc, ToolInvocationError):  # the model's arguments did not fit the tool
         return exc.message
     log.error("tool raised %s", type(exc).__name__, exc_info=exc)

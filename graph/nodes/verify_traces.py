@@ -16,10 +16,6 @@ from graph.trace_guard import TraceVerifier, finalise_answer, ids_with, revision
 from graph.trace_ids import find_trace_ids
 
 
-def _draft(state: InvestigationState) -> str:
-    return next((m.text for m in reversed(state["messages"]) if isinstance(m, AIMessage)), "")
-
-
 def _finished(verdict: TraceVerdict) -> dict[str, Any]:
     """The guard's judgement as a Steps event: the missing IDs by name, and what it did."""
     checks = verdict["checks"]
@@ -45,7 +41,7 @@ def make_trace_guard(verifier: TraceVerifier, limits: GraphLimits, steps: StepBu
         state: InvestigationState,
     ) -> tuple[TraceVerdict, dict[str, Any], str | None]:
         report = reporter()
-        draft = _draft(state)
+        draft = next((m.text for m in reversed(state["messages"]) if isinstance(m, AIMessage)), "")
         cited = find_trace_ids(draft)
         known = state.get("known_traces") or {}
         report({"type": "verification_started", "trace_ids": len(cited)})

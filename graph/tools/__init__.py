@@ -6,6 +6,7 @@ tool, how it is shown (`Shown`): its timeline title, its output budget, the kind
 it hands over as evidence and what a link to its result is called. `graph.tools.registry`
 lists the tool sets; the runner, the timeline, the answer's sources and the docs read them
 from there. LangChain's `@tool` keeps the rest together: name, description, arguments.
+A tool that cannot do its job says so by raising `ToolFailed`.
 """
 
 from __future__ import annotations
@@ -44,6 +45,19 @@ class Shown:
             argument, titles = self.titles_by
             return titles.get(str(args.get(argument)), self.title)
         return self.title
+
+
+class ToolFailed(Exception):
+    """The system behind a tool failed or refused (Tempo down, a Kubernetes API error).
+
+    Raised, so the call is recorded as failed (its ToolMessage has `status="error"`; the
+    Steps view, the notices and the metrics say so). The model still reads the message,
+    written for it, and whether the same call may work later.
+    """
+
+    def __init__(self, message: str, *, retryable: bool) -> None:
+        super().__init__(message)
+        self.retryable = retryable
 
 
 def shown(tool: BaseTool | None) -> Shown | None:

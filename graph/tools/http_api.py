@@ -17,8 +17,7 @@ import httpx
 from langchain_core.tools import BaseTool
 
 from graph.links import query_link
-from graph.tools import Bound
-from graph.tools.errors import ToolFailed
+from graph.tools import Bound, ToolFailed
 from graph.untrusted import clip
 
 MAX_ERROR = 300  # characters of an API's error text (untrusted, unbounded)
@@ -100,7 +99,10 @@ class HttpSource(Generic[Spec]):
     async def request(self, method: str, path: str, params: Params) -> Any:
         """The `data` of a successful answer; SourceRefused on 4xx, else SourceUnavailable."""
         response = await self.send(method, path, params)
-        body = self._json(response)
+        try:
+            body = response.json()
+        except ValueError:
+            body = None  # an error in plain text (Loki's), or a proxy's page
         if response.status_code >= 500 or response.status_code in (401, 403, 429):
             words = body.get("error") if isinstance(body, dict) else None
             raise SourceUnavailable(
@@ -115,12 +117,6 @@ class HttpSource(Generic[Spec]):
         if not isinstance(body, dict) or body.get("status") != "success" or "data" not in body:
             raise SourceUnavailable(f"an answer that is not {self.name}'s JSON")
         return body["data"]
-
-    def _json(self, response: httpx.Response) -> Any:
-        try:
-            return response.json()
-        except ValueError:
-            return None  # an error in plain text (Loki's), or a proxy's page
 
     @contextmanager
     def failing(self) -> Iterator[None]:

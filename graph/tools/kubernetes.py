@@ -19,8 +19,7 @@ from graph.grounding.evidence import CITE, ROLLOUT, Fact, citation, fact, image_
 from graph.links import kubectl
 from graph.progress import TurnContext, reporter
 from graph.state import InvestigationState
-from graph.tools import Shown, ToolSet, declared
-from graph.tools.errors import ToolFailed
+from graph.tools import Shown, ToolFailed, ToolSet, declared
 from graph.trace_ids import find_trace_ids
 
 MAX_CONTEXT_CHARS = 6_000
@@ -49,15 +48,6 @@ def investigation(runtime: Run) -> dict[str, Any]:
     }
 
 
-def retryable(exc: ClusterError) -> bool:
-    """A timeout, a dropped connection, throttling or a server error may pass; a refusal
-    (forbidden, invalid) will not."""
-    cause = exc.__cause__
-    if isinstance(cause, ApiException):
-        return cause.status is None or cause.status == 429 or cause.status >= 500
-    return True
-
-
 async def read(what: str, call: Callable[[], Awaitable[T]]) -> T:
     """A read of the Kubernetes API for a tool: NotFound as it is (the tool says what is
     missing), any other failure the tool's, written for the model."""
@@ -66,8 +56,13 @@ async def read(what: str, call: Callable[[], Awaitable[T]]) -> T:
     except NotFound:
         raise
     except ClusterError as exc:
+        # A timeout, a dropped connection, throttling or a server error may pass; a refusal
+        # (forbidden, invalid) will not.
+        cause = exc.__cause__
+        status = cause.status if isinstance(cause, ApiException) else None
         raise ToolFailed(
-            f"The Kubernetes API could not be read for {what} ({exc}).", retryable=retryable(exc)
+            f"The Kubernetes API could not be read for {what} ({exc}).",
+            retryable=status is None or status == 429 or status >= 500,
         ) from exc
 
 

@@ -23,10 +23,9 @@ from graph.charts import Findings, metric_data
 from graph.config import HttpUrl
 from graph.grounding.evidence import CITE, Fact, citation, text_facts, times_from
 from graph.tools import Shown, ToolSet, declared
-from graph.tools.http_api import HttpSource, SourceUnavailable, opener
+from graph.tools.http_api import HttpSource, Params, SourceUnavailable, opener
 from graph.tools.prometheus import (
     LABEL_KINDS,
-    chart_series,
     label_facts,
     parse_result,
     series_facts,
@@ -186,19 +185,6 @@ class LokiClient(HttpSource[LokiSpec]):
     language = "LogQL"
     instead = "do not guess log lines"
 
-    async def query_range(self, logql: str, start: float, end: float, limit: int) -> Any:
-        params: dict[str, str | int | float | list[str]] = {
-            "query": logql,
-            "start": int(start * 1e9),
-            "end": int(end * 1e9),
-            "limit": limit,
-            "direction": "backward",
-        }
-        data = await self.request("GET", "/loki/api/v1/query_range", params)
-        if not isinstance(data, dict):
-            raise SourceUnavailable("a query answer without data")
-        return data
-
 
 SHOWN = {
     "query_loki_logs": Shown(
@@ -229,8 +215,17 @@ def loki_tools(client: LokiClient) -> list[BaseTool]:
             return span, []
         start, end = span
         limit = max(1, min(limit, MAX_LINES))
+        params: Params = {
+            "query": logql,
+            "start": int(start * 1e9),
+            "end": int(end * 1e9),
+            "limit": limit,
+            "direction": "backward",
+        }
         with client.failing():
-            data = await client.query_range(logql, start, end, limit)
+            data = await client.request("GET", "/loki/api/v1/query_range", params)
+            if not isinstance(data, dict):
+                raise SourceUnavailable("a query answer without data")
             metric = data.get("resultType") in ("matrix", "vector")
             kind, series = parse_result(data) if metric else ("streams", [])
             lines = [] if metric else parse_streams(data)
@@ -242,7 +237,7 @@ def loki_tools(client: LokiClient) -> list[BaseTool]:
         if metric:
             text = summarise_series(logql, kind, series, where)
             facts = series_facts(series, source, start, end) + cited
-            chart = metric_data("query_loki_logs", logql, start, end, chart_series(series))
+            chart = metric_data("query_loki_logs", logql, start, end, series)
             return text + explore, Findings(facts, chart if kind == "matrix" else None)
         if not lines:
             return f"No log lines match {logql} {where}.{explore}", []

@@ -259,8 +259,7 @@ def event_facts(events: list[EventView], source: str) -> list[Fact]:
     facts: list[Fact] = []
     times: list[float] = []
     for e in events[: MAX_EVENTS_LISTED * 2]:
-        kind = {"Pod": "pod", "ReplicaSet": "replicaset", "Node": "node"}.get(e.kind)
-        if kind:
+        if kind := {"Pod": "pod", "ReplicaSet": "replicaset", "Node": "node"}.get(e.kind):
             facts.append(fact(kind, e.name, f"{source}: involvedObject"))
         facts += text_facts(e.message, f"{source}: message of {e.reason}")
         times += [at for stamp in (e.first, e.last) if (at := parse_iso(stamp))]

@@ -14,9 +14,8 @@ import math
 import re
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from langchain_core.tools import BaseTool, tool
 from pydantic import Field
@@ -88,8 +87,7 @@ LABEL_KINDS = {
 }
 
 
-@dataclass(frozen=True)
-class Series:
+class Series(NamedTuple):  # a (labels, points) pair, as chart data takes it (graph/charts.py)
     labels: dict[str, str]
     points: list[tuple[float, float]]  # (unix seconds, value), oldest first
 
@@ -222,37 +220,11 @@ def label_facts(labels: Iterable[tuple[str, str]], source: str) -> list[Fact]:
     ]
 
 
-def chart_series(series: list[Series]) -> list[tuple[dict[str, str], list[tuple[float, float]]]]:
-    """Series as chart data takes them (graph/charts.py)."""
-    return [(s.labels, s.points) for s in series]
-
-
 class PrometheusClient(HttpSource[PrometheusSpec]):
     name = "Prometheus"
     kind = "prometheus"
     language = "PromQL"
     instead = "do not guess values"
-
-    async def instant(self, query: str, at: float) -> tuple[str, list[Series]]:
-        data = await self.request("POST", "/api/v1/query", {"query": query, "time": at})
-        return parse_result(data)
-
-    async def range(
-        self, query: str, start: float, end: float, step: float
-    ) -> tuple[str, list[Series]]:
-        params: Params = {"query": query, "start": start, "end": end, "step": step}
-        return parse_result(await self.request("POST", "/api/v1/query_range", params))
-
-    async def label_values(self, label: str, match: str, start: float, end: float) -> list[str]:
-        """Values of `label` (label names, when `label` is empty)."""
-        params: dict[str, str | int | float | list[str]] = {"start": start, "end": end}
-        if match:
-            params["match[]"] = [match]
-        path = f"/api/v1/label/{label}/values" if label else "/api/v1/labels"
-        data = await self.request("GET", path, params)
-        if not isinstance(data, list):
-            raise SourceUnavailable("a label answer without a list")
-        return [str(v) for v in data]
 
 
 SERIES_FACTS = (*sorted(set(LABEL_KINDS.values())), "time", CITE)  # what labels name
@@ -275,7 +247,8 @@ def prometheus_tools(client: PrometheusClient) -> list[BaseTool]:
         """
         at = time.time() - max(0, minutes_ago) * 60
         with client.failing():
-            kind, series = await client.instant(promql, at)
+            data = await client.request("POST", "/api/v1/query", {"query": promql, "time": at})
+            kind, series = parse_result(data)
         text = summarise_series(promql, kind, series, f"at {utc(at)}")
         source = f"query_prometheus {clip(promql, 120)}"
         facts = series_facts(series, source, at, at)
@@ -299,15 +272,17 @@ def prometheus_tools(client: PrometheusClient) -> list[BaseTool]:
             return span, []
         start, end = span
         step = max(MIN_STEP_S, math.ceil((end - start) / MAX_POINTS))
+        params: Params = {"query": promql, "start": start, "end": end, "step": step}
         with client.failing():
-            kind, series = await client.range(promql, start, end, step)
+            data = await client.request("POST", "/api/v1/query_range", params)
+            kind, series = parse_result(data)
         where = f"from {utc(start)} to {utc(end)} (step {step}s)"
         text = summarise_series(promql, kind, series, where)
         source = f"query_prometheus_range {clip(promql, 120)}"
         facts = series_facts(series, source, start, end, edge=step)
         if link := client.link(promql, start, end):
             facts.append(citation(source, link))
-        chart = metric_data("query_prometheus_range", promql, start, end, chart_series(series))
+        chart = metric_data("query_prometheus_range", promql, start, end, series)
         return text, Findings(facts, chart if kind == "matrix" else None)
 
     @tool
@@ -324,8 +299,15 @@ def prometheus_tools(client: PrometheusClient) -> list[BaseTool]:
         span = window(since_minutes_ago, 0, None)
         if isinstance(span, str):
             return span
+        params: dict[str, str | int | float | list[str]] = {"start": span[0], "end": span[1]}
+        if match:
+            params["match[]"] = [match]
+        path = f"/api/v1/label/{label}/values" if label else "/api/v1/labels"
         with client.failing():
-            values = await client.label_values(label, match, *span)
+            data = await client.request("GET", path, params)
+            if not isinstance(data, list):
+                raise SourceUnavailable("a label answer without a list")
+        values = [str(v) for v in data]
         what = f"values of {label}" if label else "label names"
         where = f" of series matching {match}" if match else ""
         if not values:

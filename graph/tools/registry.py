@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from langchain_core.tools import BaseTool
@@ -63,22 +62,17 @@ def render(toolsets: Sequence[ToolSet] = TOOLSETS) -> str:
     return "\n".join(lines)
 
 
-@dataclass(frozen=True)
-class Tools:
-    agent: list[BaseTool]  # every tool the agent is given
-    grader: list[BaseTool]  # the read-only evidence tools the grader may look up
-
-
 @asynccontextmanager
 async def open_tools(
     toolsets: Sequence[ToolSet],
     configured: Mapping[str, BaseModel],
     tempo_client: TempoClient,
     actions: ActionPipeline | None,
-) -> AsyncIterator[Tools]:
+) -> AsyncIterator[tuple[list[BaseTool], list[BaseTool]]]:
     """The tools of every set whose prerequisites hold: its settings are in `configured`
     (by set name) when it has settings, and the cluster is configured (`actions`) when it
-    needs it. Each set is closed when the block is left."""
+    needs it; every tool the agent is given, and the read-only evidence tools the grader may
+    look up. Each set is closed when the block is left."""
     agent: list[BaseTool] = []
     grader: list[BaseTool] = []
     async with AsyncExitStack() as opened:
@@ -92,7 +86,7 @@ async def open_tools(
             tools = list(await opened.enter_async_context(toolset.open(bound)))
             agent += tools
             grader += tools if toolset.grader and not toolset.cluster else []
-        yield Tools(agent, grader)
+        yield agent, grader
 
 
 if __name__ == "__main__":  # make docs

@@ -24,8 +24,7 @@ from graph.grounding.evidence import (
     text_facts,
     times_from,
 )
-from graph.tools import Shown, ToolSet, declared
-from graph.tools.errors import ToolFailed
+from graph.tools import Shown, ToolFailed, ToolSet, declared
 from graph.tools.http_api import HttpSource, Params, SourceRefused, SourceUnavailable
 from graph.tools.window import IncidentStart, Since, utc, window
 from graph.trace_ids import normalise
@@ -120,10 +119,8 @@ class TraceHit:
 
 
 def _attr_value(value: dict[str, Any]) -> str:
-    for key in ("stringValue", "intValue", "doubleValue", "boolValue"):
-        if key in value:
-            return str(value[key])
-    return ""
+    keys = ("stringValue", "intValue", "doubleValue", "boolValue")
+    return next((str(value[key]) for key in keys if key in value), "")
 
 
 def _attributes(raw: list[dict[str, Any]] | None) -> dict[str, str]:
@@ -146,17 +143,14 @@ def _hex_id(raw: str) -> str:
     return hex_id if hex_id.strip("0") else ""
 
 
-def _workload(resource: dict[str, str]) -> Workload:
-    identity = tuple((key, resource[key]) for key in WORKLOAD_ATTRIBUTES if key in resource)
-    return Workload(resource.get("service.name", "?"), identity)
-
-
 def parse_spans(document: dict[str, Any]) -> list[Span]:
     """Spans of a trace in either of Tempo's shapes (`batches` or `trace.resourceSpans`)."""
     resource_spans = document.get("batches") or document.get("trace", {}).get("resourceSpans") or []
     spans = []
     for rs in resource_spans:
-        workload = _workload(_attributes(rs.get("resource", {}).get("attributes")))
+        resource = _attributes(rs.get("resource", {}).get("attributes"))
+        identity = tuple((key, resource[key]) for key in WORKLOAD_ATTRIBUTES if key in resource)
+        workload = Workload(resource.get("service.name", "?"), identity)
         for scope in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []:
             for s in scope.get("spans", []):
                 status = s.get("status", {})
@@ -189,12 +183,6 @@ class TempoClient(HttpSource[TempoSpec]):
         super().__init__(spec, connections=64, idle=8)
         self._v2 = True  # until Tempo shows it predates the v2 API
 
-    async def _get(self, path: str, params: Params | None = None) -> httpx.Response:
-        response = await self.send("GET", path, params or {})
-        if response.status_code >= 500:
-            raise TempoUnavailable(f"HTTP {response.status_code}")
-        return response
-
     async def fetch(self, trace_id: str) -> list[Span] | None:
         """The trace's spans, or None when Tempo has no such trace.
 
@@ -205,32 +193,27 @@ class TempoClient(HttpSource[TempoSpec]):
         """
         trace = normalise(trace_id)
         if self._v2:
-            response = await self._get(f"/api/v2/traces/{trace}")
+            response = await self.send("GET", f"/api/v2/traces/{trace}", {})
             if response.status_code == 404:
                 log.warning(
                     "Tempo at %s has no /api/v2 (older than 2.5): using /api/traces", self.spec.url
                 )
                 self._v2 = False
         if not self._v2:
-            response = await self._get(f"/api/traces/{trace}")
+            response = await self.send("GET", f"/api/traces/{trace}", {})
             if response.status_code == 404:
                 return None
         if response.status_code == 400:
             return None  # Tempo says it is not a valid trace id
-        if response.status_code >= 400:
-            raise TempoQueryError(f"HTTP {response.status_code}: {clip(response.text, MAX_TEXT)}")
-        document = _document(response)
         try:
-            spans = parse_spans(document)
+            spans = parse_spans(_document(response))
         except (AttributeError, TypeError, ValueError, KeyError) as exc:
             raise TempoUnavailable(f"a trace Tempo's shape does not fit ({exc!r:.80})") from exc
         return spans or None
 
     async def tag_values(self, tag: str) -> list[str]:
         """The values Tempo holds for a scoped tag, e.g. `resource.service.name`."""
-        response = await self._get(f"/api/v2/search/tag/{tag}/values")
-        if response.status_code >= 400:
-            raise TempoQueryError(f"HTTP {response.status_code}: {clip(response.text, MAX_TEXT)}")
+        response = await self.send("GET", f"/api/v2/search/tag/{tag}/values", {})
         listed = _document(response).get("tagValues")
         if not isinstance(listed, list):
             raise TempoUnavailable("a tag-values answer without a list of values")
@@ -238,10 +221,8 @@ class TempoClient(HttpSource[TempoSpec]):
 
     async def search(self, traceql: str, start_s: int, end_s: int, limit: int) -> list[TraceHit]:
         params: Params = {"q": traceql, "start": start_s, "end": end_s, "limit": limit}
-        response = await self._get("/api/search", params)
-        if response.status_code >= 400:
-            raise TempoQueryError(clip(response.text, MAX_TEXT) or f"HTTP {response.status_code}")
-        traces = _document(response).get("traces")
+        response = await self.send("GET", "/api/search", params)
+        traces = _document(response, words_only=True).get("traces")
         if not isinstance(traces, list) or not all(isinstance(t, dict) for t in traces):
             raise TempoUnavailable("a search answer without a list of traces")
         try:
@@ -262,10 +243,19 @@ class TempoClient(HttpSource[TempoSpec]):
             ) from exc
 
 
-def _document(response: httpx.Response) -> dict[str, Any]:
+def _document(response: httpx.Response, words_only: bool = False) -> dict[str, Any]:
     """The JSON object Tempo answered. Anything else — a proxy's HTML sign-in page with a
     200, a truncated body — means Tempo was not really reached: TempoUnavailable, so the
-    trace guard marks IDs unverified and a tool call fails, never the turn."""
+    trace guard marks IDs unverified and a tool call fails, never the turn. A 5xx is
+    TempoUnavailable too; a 4xx TempoQueryError in Tempo's words (`words_only`: no status)."""
+    status = response.status_code
+    if status >= 500:
+        raise TempoUnavailable(f"HTTP {status}")
+    if status >= 400:
+        words = clip(response.text, MAX_TEXT)
+        raise TempoQueryError(
+            (words or f"HTTP {status}") if words_only else f"HTTP {status}: {words}"
+        )
     try:
         document = response.json()
     except ValueError as exc:
