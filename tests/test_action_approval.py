@@ -81,6 +81,22 @@ async def test_an_unauthorised_user_is_refused_and_audited(
     assert (audit[-1]["event"], audit[-1]["actor"]) == ("approval_denied", OUTSIDER)
 
 
+async def test_a_click_on_a_request_already_rejected_is_refused_and_audited(
+    pipeline: ActionPipeline, gemini: GeminiSimulator, kube: KubernetesSimulator
+) -> None:
+    request = await _pending(pipeline, gemini)
+    await pipeline.reject(request.id, SECOND_APPROVER)
+    result = await pipeline.approve(request.id, APPROVER)
+    assert (result.verdict, result.message) == ("already_handled", "already rejected")
+    assert kube.writes == []
+    audit = await audit_entries(pipeline.store, request.id)
+    assert [audit[-1][k] for k in ("event", "actor", "note")] == [
+        "approval_denied",
+        APPROVER,
+        "already rejected",
+    ]
+
+
 async def test_a_member_of_the_approver_group_may_approve(
     pipeline: ActionPipeline, gemini: GeminiSimulator
 ) -> None:

@@ -8,7 +8,13 @@ from gates.model import ActionRequest
 from gates.pipeline import ActionPipeline
 from sandbox import GeminiSimulator
 from sandbox.kubernetes import REVISION, KubernetesSimulator
-from tests.gates_fixtures import APPROVER, REQUESTER, PipelineFactory, propose_scale
+from tests.gates_fixtures import (
+    APPROVER,
+    REQUESTER,
+    PipelineFactory,
+    audit_entries,
+    propose_scale,
+)
 
 THREAD = "T1:C1:1700000000.000200"
 
@@ -42,6 +48,23 @@ async def test_a_connection_dropped_after_the_write_was_applied_ends_succeeded(
     assert _replicas(kube) == 6
     assert result.message.startswith("scaled shop/payment-api to 6 replicas (the API answered:")
     assert await _breaker_counts(pipeline) == (1, 0)
+
+
+async def test_an_execution_whose_cluster_cannot_be_read_back_stays_executing_and_is_audited(
+    pipeline: ActionPipeline, gemini: GeminiSimulator, kube: KubernetesSimulator
+) -> None:
+    request = await _pending(pipeline, gemini)
+    await pipeline.authorise(request.id, APPROVER)
+    executing = await pipeline.store.transition(
+        request.id, "executing", APPROVER, "executing", expect="approved"
+    )
+    kube.faults.status, kube.faults.methods = 500, ("GET",)  # the read-back fails
+    settled = await pipeline.settle(executing, done="done", failed="failed")
+    assert settled is None  # unknown: left for the reconciler, not guessed
+    assert (await pipeline.store.get(request.id)).status == "executing"
+    audit = await audit_entries(pipeline.store, request.id)
+    assert (audit[-1]["event"], audit[-1]["note"]) == ("outcome_unknown", "cannot read the cluster")
+    assert await _breaker_counts(pipeline) == (0, 0)
 
 
 async def test_a_late_answer_after_the_write_was_applied_ends_succeeded(

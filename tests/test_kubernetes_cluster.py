@@ -144,6 +144,19 @@ async def test_a_write_on_a_stale_resource_version_is_refused(
         await cluster.plan_scale("shop", "payment-api", 6, before.resource_version).send(False)
 
 
+async def test_a_rollback_planned_on_a_stale_resource_version_is_refused(
+    cluster: KubernetesCluster, kube: KubernetesSimulator
+) -> None:
+    before = await cluster.snapshot("shop", "payment-api")
+    target = rollback_target(before.revisions, None)
+    assert target is not None
+    await cluster.plan_scale("shop", "payment-api", 5, before.resource_version).send(False)
+    planned = await cluster.plan_rollback("shop", "payment-api", target, before.resource_version)
+    with pytest.raises(ClusterError, match="HTTP 409: Operation cannot be fulfilled"):
+        await planned.send(False)
+    assert kube.deployments[("shop", "payment-api")]["metadata"]["annotations"][REVISION] == "3"
+
+
 async def test_undo_of_a_paused_deployment_is_refused(cluster: KubernetesCluster) -> None:
     with pytest.raises(ClusterError, match="is paused"):
         await _roll_back(cluster, "frozen-svc")

@@ -130,6 +130,37 @@ async def test_killed_while_the_write_hangs_unapplied_is_failed(
     assert (state.recent_executions, state.consecutive_failures) == (1, 1)
 
 
+async def test_a_dry_run_its_process_left_executing_is_aborted_not_counted(
+    crashable: ActionPipeline, gemini: GeminiSimulator, kube: KubernetesSimulator
+) -> None:
+    request = await _propose(crashable, gemini)
+    assert (await crashable.authorise(request.id, APPROVER)).verdict == "approved"
+    # what a process that began the dry run and died leaves behind
+    await crashable.store.transition(
+        request.id, "executing", APPROVER, "dry run", expect="approved", dry_run=True
+    )
+    settled = await _settle(crashable, request.id)
+    assert settled.status == "aborted"
+    assert settled.outcome is not None and settled.outcome.dry_run
+    assert (
+        settled.outcome.detail
+        == "settled after interruption: the dry run did not finish; nothing changed"
+    )
+    assert kube.writes == []
+    assert (await crashable.breaker.state("shop/payment-api")).recent_executions == 0
+
+
+async def test_ids_whose_requests_retention_removed_leave_the_reconcilers_indexes(
+    pipeline: ActionPipeline,
+) -> None:
+    store = pipeline.store
+    await store.redis.zadd(store.open_index, {"gone-open": time.time() - 60})
+    await store.redis.zadd(store.uncounted_index, {"gone-uncounted": time.time() - 60})
+    assert await Reconciler(pipeline).run_once() == []
+    assert await store.due(time.time()) == []
+    assert await store.uncounted() == []
+
+
 async def test_a_request_inside_its_lease_is_left_alone(
     pipeline_for: PipelineFactory, gemini: GeminiSimulator
 ) -> None:
