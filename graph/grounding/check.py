@@ -83,9 +83,7 @@ def _grounded(item: Fact | None) -> Judgement | None:
     return Judgement("grounded", item["source"], basis=item.get("basis", "")) if item else None
 
 
-def subject_of(
-    claim: Claim, draft: str, evidence: Evidence, subjects: frozenset[str] | set[str]
-) -> str | None:
+def subject_of(claim: Claim, draft: str, subjects: frozenset[str]) -> str | None:
     """The service or Deployment a claim is of: the one named right after it with "of",
     "for" or in parentheses ("revision 42 of payment-api", "1.42.0 (payment-api)"), else the
     nearest named before it in its clause, else right after it ("1.42.0, payment-api"), else
@@ -95,7 +93,7 @@ def subject_of(
     at, after = claim.start - start, claim.end - start
     opens = _clause_start(sentence, at)
     best: tuple[int, str] | None = None
-    for named_start, named_end, name in _named(sentence, frozenset(subjects)):
+    for named_start, named_end, name in _named(sentence, subjects):
         if named_end <= at:
             distance = at - named_end + (0 if opens <= named_start else 2000)
         elif named_start >= after and (between := _OF.fullmatch(sentence, after, named_start)):
@@ -107,8 +105,8 @@ def subject_of(
             best = (distance, name)
     if best:
         return best[1]
-    return _block_subject(draft, claim.start, frozenset(subjects)) or _structured_subject(
-        draft, claim.start, frozenset(subjects)
+    return _block_subject(draft, claim.start, subjects) or _structured_subject(
+        draft, claim.start, subjects
     )
 
 
@@ -383,14 +381,10 @@ def _stated(draft: str, claim: Claim, today: date) -> tuple[str | None, date | N
             found = times.date_in(line, year)
             day = found[0] if found else None
     if zone is None:  # "All times are UTC." anywhere before
-        zone = next((z for at, z in reversed(_declared(draft)) if at < claim.start), None)
+        zone = next(
+            (z for at, z in reversed(times.declared_zones(draft)) if at < claim.start), None
+        )
     return zone, day
-
-
-@functools.lru_cache(maxsize=16)
-def _declared(draft: str) -> tuple[tuple[int, str], ...]:
-    """Where a draft declares the zone of its times, and which (read once a draft)."""
-    return times.declared_zones(draft)
 
 
 _HAS_CLOCK = re.compile(r"\d:\d\d")
@@ -414,7 +408,7 @@ def _time(claim: Claim, draft: str, evidence: Evidence, tolerance_s: float) -> J
     written = written.dated(newest, tolerance_s, 1 if yesterday else 0)
     about = _about(draft, claim)
     if about == "rollout":
-        subject = subject_of(claim, draft, evidence, evidence.subjects())
+        subject = subject_of(claim, draft, evidence.subjects())
         pool = (evidence.times(ROLLOUT, subject) if subject else []) or evidence.times(ROLLOUT)
         revisions = {c.value for c in find_claims(_clause(draft, claim)) if c.kind == "revision"}
         if len(revisions) == 1:  # "revision 42 rolled out at 13:10": that revision's rollout
@@ -448,7 +442,7 @@ def judge(
         return _name(claim, evidence)
     if claim.kind == "time":
         return _time(claim, draft, evidence, tolerance_s)
-    subject = subject_of(claim, draft, evidence, evidence.subjects())
+    subject = subject_of(claim, draft, evidence.subjects())
     if claim.kind in ("image", "version") and revision is not None:
         paired = _of_revision(claim, revision, subject, evidence)
         if paired is not None:

@@ -39,27 +39,23 @@ async def ground_draft(
     ]
     judgements += [TOO_MANY] * (len(claims) - len(judgements))
     unresolved = [i for i, f in enumerate(judgements) if f.status is None]
-    if unresolved and sources is None:  # nothing to ask: what a source could settle is unchecked
+    subjects = evidence.subjects()
+    if sources is not None:
+        subjects |= {c.value for c in claims if c.kind in ("deployment", "service", "workload")}
+    wanted = {
+        i: lookups_for(
+            claims[i],
+            subject_of(claims[i], draft, subjects),
+            evidence,
+            sources.namespaces if sources is not None else ["?"],
+        )
+        for i in unresolved
+    }
+    if sources is None:  # nothing to ask: what a source could settle is unchecked
         for i in unresolved:
-            if lookups_for(
-                claims[i],
-                subject_of(claims[i], draft, evidence, evidence.subjects()),
-                evidence,
-                ["?"],
-            ):
+            if wanted[i]:
                 judgements[i] = NOT_ASKED
-    elif unresolved and sources is not None:
-        named = {c.value for c in claims if c.kind in ("deployment", "service", "workload")}
-        subjects = evidence.subjects() | named
-        wanted = {
-            i: lookups_for(
-                claims[i],
-                subject_of(claims[i], draft, evidence, subjects),
-                evidence,
-                sources.namespaces,
-            )
-            for i in unresolved
-        }
+    elif unresolved:
         looked = await sources.look_up(key for keys in wanted.values() for key in keys)
         evidence.add(looked.facts)
         for i in unresolved:
@@ -117,7 +113,7 @@ def _out_of_order(
 ) -> Judgement | None:
     """A change written in the wrong order for the rollout history: "upgraded from 1.42.0
     to 1.41.3" when 1.41.3 is the older release."""
-    subject = subject_of(a, draft, evidence, evidence.subjects())
+    subject = subject_of(a, draft, evidence.subjects())
     if subject is None:
         return None
     first, second = order_of(a, subject, evidence), order_of(b, subject, evidence)
@@ -168,8 +164,10 @@ def finalise(
         marks += [(c, UNVERIFIED_MARK) for c in ungrounded]
     cut = {c.sentence for c in ungrounded} if mode == "remove" else set()
     inserted = [(c, m) for c, m in marks if not any(s <= c.start < e for s, e in cut)]
+    # A mark goes right after its claim, or after the code span or fenced block it stands
+    # in (a command stays as it was written, copyable).
     code = _code_spans(draft)
-    placed = sorted(((_mark_at(code, claim), mark) for claim, mark in inserted))
+    placed = sorted((next((e for s, e in code if s <= c.start < e), c.end), m) for c, m in inserted)
     pieces, cursor = [], 0
     for at, mark in placed:
         pieces += [draft[cursor:at], mark]
@@ -211,12 +209,6 @@ def _code_spans(text: str) -> list[tuple[int, int]]:
         if not any(s <= m.start() < e for s, e in fences)
     ]
     return fences + inline
-
-
-def _mark_at(code: list[tuple[int, int]], claim: Claim) -> int:
-    """Where a claim's mark goes: right after it, or after the code span or fenced block
-    it stands in (a command stays as it was written, copyable)."""
-    return next((end for start, end in code if start <= claim.start < end), claim.end)
 
 
 def _shifted(

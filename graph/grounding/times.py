@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
-from functools import cache
+from functools import cache, lru_cache
 from zoneinfo import ZoneInfo
 
 # abbreviation -> minutes east of UTC, an IANA zone (its offset follows the date), or None
@@ -284,10 +284,11 @@ def date_in(text: str, year: int, today: date | None = None) -> tuple[date, int,
 def declared_zone(text: str) -> str | None:
     """The zone a heading or a list's introduction states for what follows: "Timeline
     (PT)", "All times UTC", "times in CET"."""
-    found = declared_zones(text)
-    return found[-1][1] if found else None
+    found = [m.group(1) for m in _DECLARED_ZONE.finditer(text)]
+    return found[-1] if found else None
 
 
+@lru_cache(maxsize=16)
 def declared_zones(text: str) -> tuple[tuple[int, str], ...]:
-    """Every zone declaration in `text` and where it ends."""
+    """Every zone declaration in `text` and where it ends (a draft's read once)."""
     return tuple((m.end(), m.group(1)) for m in _DECLARED_ZONE.finditer(text))
