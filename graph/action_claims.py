@@ -138,20 +138,17 @@ def _named(sentence: str, deployment: str) -> bool:
     return re.search(rf"(?<![\w-]){re.escape(deployment)}(?![\w-])", sentence, re.I) is not None
 
 
-def _is_supported(claim: ActionClaim, requests: Sequence[ActionRequest]) -> bool:
-    """True when a request the claim can refer to is in a state that makes it true.
-
-    A sentence that names a deployment refers to that deployment's requests only;
-    one that names none may refer to any request of the thread.
-    """
-    named = [r for r in requests if _named(claim.sentence, r.deployment)]
-    candidates = named or requests
-    return all(any(_supports(r, kind) for r in candidates) for kind in claim.kinds)
-
-
 def unsupported_claims(text: str, requests: Sequence[ActionRequest]) -> list[ActionClaim]:
-    """The claims of `text` that the thread's action records do not bear out."""
-    return [c for c in find_action_claims(text) if not _is_supported(c, requests)]
+    """The claims of `text` that the thread's action records do not bear out. A claim holds
+    when a request it can refer to is in a state that makes it true: a sentence that names
+    a deployment refers to that deployment's requests only; one that names none may refer
+    to any request of the thread."""
+    unsupported = []
+    for claim in find_action_claims(text):
+        candidates = [r for r in requests if _named(claim.sentence, r.deployment)] or requests
+        if not all(any(_supports(r, kind) for r in candidates) for kind in claim.kinds):
+            unsupported.append(claim)
+    return unsupported
 
 
 def true_state(request: ActionRequest) -> str:
