@@ -465,7 +465,6 @@ def _table_revisions(c: _Collector) -> None:
 
 
 def _revisions(c: _Collector) -> None:
-    _table_revisions(c)
     for header in _HISTORY_HEADER.finditer(c.scan):
         at = header.end() + 1
         while row := _HISTORY_ROW.match(c.scan, at):
@@ -595,6 +594,7 @@ _PASSES = (
     _times,
     _images,
     _attributes,
+    _table_revisions,
     _revisions,
     _versions,
     _shaped,

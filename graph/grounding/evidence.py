@@ -167,14 +167,10 @@ class Evidence:
 
     def values(self, kind: str, subject: str | None = None, role: str | None = None) -> list[str]:
         """The values of `kind`; given a `subject`, those of it (in `role`, if given)."""
-        found = self._by_kind.get(kind, {})
         if subject is None:
-            return list(found)
-        return [
-            v
-            for v, items in found.items()
-            if any(i.get("subject") == subject and role in (None, i.get("role")) for i in items)
-        ]
+            return list(self._by_kind.get(kind, {}))
+        facts = self.facts_of(kind, subject)
+        return list(dict.fromkeys(f["value"] for f in facts if role in (None, f.get("role"))))
 
     def facts_of(self, kind: str, subject: str | None) -> list[Fact]:
         """Every fact of `kind` (of `subject`, if given)."""

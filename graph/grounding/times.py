@@ -14,7 +14,7 @@ Zone names (case-insensitive) and what they mean; a name that means two zones is
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
 from functools import cache, lru_cache
 from zoneinfo import ZoneInfo
@@ -139,12 +139,9 @@ class WrittenTime:
     def clock_near(self, instant: float, tolerance_s: float) -> bool:
         """Whether `instant`'s wall clock in this time's zone is this clock, on whatever day:
         a time written without a date claims its clock, not a day."""
-        seen = datetime.fromtimestamp(instant, self.tz).replace(tzinfo=None)
-        slack = tolerance_s + self.precision - 1
-        return any(
-            abs((self.on(seen.date() + timedelta(days=shift)) - seen).total_seconds()) <= slack
-            for shift in (-1, 0, 1)
-        )
+        seen = datetime.fromtimestamp(instant, self.tz).date()
+        days = (seen + timedelta(days=shift) for shift in (-1, 0, 1))
+        return any(replace(self, day=day).near(instant, tolerance_s) for day in days)
 
     def near(self, instant: float, tolerance_s: float) -> bool:
         """Whether `instant` is this time, within the tolerance (and the precision written):
