@@ -392,8 +392,7 @@ def _time(claim: Claim, draft: str, evidence: Evidence, tolerance_s: float) -> J
         return Judgement("unchecked", why=f"{exc} names more than one time zone")
     if written is None:
         return Judgement("unchecked", why=f"{claim.text} is not a time tracegate can read")
-    before = draft[claim.sentence[0] : claim.start]
-    yesterday = bool(_YESTERDAY.search(before))
+    yesterday = bool(_YESTERDAY.search(draft[claim.sentence[0] : claim.start]))
     undated = written.day is None and not yesterday  # its clock is claimed, not its day
     written = written.dated(newest, tolerance_s, 1 if yesterday else 0)
     about = _about(draft, claim)
@@ -420,11 +419,7 @@ def _time(claim: Claim, draft: str, evidence: Evidence, tolerance_s: float) -> J
 
 
 def judge(
-    claim: Claim,
-    draft: str,
-    evidence: Evidence,
-    tolerance_s: float,
-    revision: Claim | None = None,
+    claim: Claim, draft: str, evidence: Evidence, tolerance_s: float, revision: Claim | None
 ) -> Judgement:
     """One claim against the evidence, no source asked; `revision` is the revision claim a
     version or image is written with, if any."""

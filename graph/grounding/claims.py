@@ -270,8 +270,7 @@ def _role(scan: str, start: int, end: int) -> Role | None:
         return _ROLE_WORDS[of.group(1).lower()]
     after = _ROLE_AFTER.match(scan, end) or _ROLE_LATER.match(scan, end)
     if after:
-        word = (after.group(1) or "current").lower()
-        return _ROLE_WORDS.get(word, "current")
+        return _ROLE_WORDS[(after.group(1) or "current").lower()]
     before = _ROLE_BREAK.split(scan[max(0, start - 40) : start])[-1]  # this clause only
     if _BACK_TO.search(before):
         return "previous"
@@ -512,9 +511,16 @@ _LIST_ITEM = re.compile(rf"[ \t]*+(?:,|and\b|or\b|&)[ \t]*+({_DOTTED})(?![\w/-])
 def _cue_names(c: _Collector) -> None:
     for m in _KIND_SLASH.finditer(c.scan):
         c.add(_CUES[m.group(1).lower()], m.start(2), m.end(2))
+    # A name before a kind word ("the `shop` namespace"); a plain word outside a code span is
+    # none ("the payment service": loose talk, not a name).
+    before = [
+        m
+        for m in _CUE_AFTER.finditer(c.scan)
+        if _name_claim(m.group(1)) and (not _plain_word(m.group(1)) or c.in_code(*m.span(1)))
+    ]
     # "the `shop` namespace: checkout, ...": a kind word with its name before it names no
     # other after it
-    named_before = {m.start(2) for m in _CUE_AFTER.finditer(c.scan) if _names_before(c, m)}
+    named_before = {m.start(2) for m in before}
     for m in _CUE_BEFORE.finditer(c.scan):
         if m.start(1) in named_before:
             continue
@@ -537,19 +543,11 @@ def _cue_names(c: _Collector) -> None:
                 break
             c.add(kind, item.start(1), item.end(1))
             position = item.end()
-    for m in _CUE_AFTER.finditer(c.scan):
-        kind, name = _CUES[m.group(2).lower()], m.group(1)
-        if kind in ("pod", "replicaset") and not re.search(r"-\d+$", name):
-            continue  # "payment-api pods": a workload's pods; a pod's own name has a suffix
-        if _names_before(c, m):
+    for m in before:
+        kind = _CUES[m.group(2).lower()]
+        # "payment-api pods": a workload's pods; a pod's own name has a suffix
+        if kind not in ("pod", "replicaset") or re.search(r"-\d+$", m.group(1)):
             c.add(kind, m.start(1), m.end(1))
-
-
-def _names_before(c: _Collector, m: re.Match[str]) -> bool:
-    """Whether a name before a kind word is one ("the `shop` namespace"): a plain word
-    outside a code span is not ("the payment service": loose talk, not a name)."""
-    name = m.group(1)
-    return _name_claim(name) and (not _plain_word(name) or c.in_code(m.start(1), m.end(1)))
 
 
 # The alphabet of the random suffix Kubernetes gives a ReplicaSet's pods (no vowels, no

@@ -20,6 +20,7 @@ UNVERIFIED_MARK = " _(unverified)_"
 UNCHECKED_MARK = " _(unchecked)_"
 NOT_ASKED = Judgement("unchecked", why="tracegate has no live source to look it up")
 TOO_MANY = Judgement("unchecked", why=f"more than {MAX_CLAIMS} facts in one answer")
+KNOWN_KINDS: tuple[ClaimKind, ...] = ("node", "pod", "replicaset", "deployment", "service")
 
 
 async def ground_draft(
@@ -31,7 +32,10 @@ async def ground_draft(
     """Every claim of `draft` and its check, in order. Past MAX_CLAIMS, claims are left
     unchecked (a draft with hundreds of facts is not an answer anyone reads whole)."""
     evidence = Evidence(facts)
-    claims = find_claims(draft, known_names(evidence))
+    # the names the evidence knows, by kind, for reading bare and near-miss names
+    known = {kind: evidence.values(kind) for kind in KNOWN_KINDS}
+    known["pod"] += [p.rsplit("-", 1)[1] for p in known["pod"] if "-" in p]
+    claims = find_claims(draft, known)
     revisions = _paired_revisions(draft, claims)
     judgements = [
         judge(c, draft, evidence, tolerance_s, revisions.get(i))
@@ -70,18 +74,6 @@ async def ground_draft(
             if wrong is not None:
                 judgements[first] = wrong
     return claims, [check_of(c, f, evidence) for c, f in zip(claims, judgements, strict=True)]
-
-
-def known_names(evidence: Evidence) -> dict[ClaimKind, list[str]]:
-    """The names the evidence knows, by kind, for reading bare and near-miss names."""
-    pods = evidence.values("pod")
-    return {
-        "node": evidence.values("node"),
-        "pod": pods + [p.rsplit("-", 1)[1] for p in pods if "-" in p],
-        "replicaset": evidence.values("replicaset"),
-        "deployment": evidence.values("deployment"),
-        "service": evidence.values("service"),
-    }
 
 
 _FROM_TO = re.compile(r"[\s`*_]*+(?:to|→|->|=>)[\s`*_]*+(?:revision\s+|rev\s+|version\s+|v(?=\d))?")
