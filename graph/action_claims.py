@@ -156,9 +156,8 @@ def true_state(request: ActionRequest) -> str:
     who = {step.to_status: step.actor for step in request.history}
     detail = request.outcome.detail if request.outcome else ""
     if request.status == "refused":
-        refusal = request.refusal
-        if refusal is not None:
-            return f"refused by {refusal.gate}: {refusal.reason}"
+        if request.refusal is not None:
+            return f"refused by {request.refusal.gate}: {request.refusal.reason}"
         return f"refused by the reviewer: {request.judge.reason if request.judge else 'no verdict'}"
     if request.status == "pending_approval":
         return "pending approval: nobody has approved it yet"
