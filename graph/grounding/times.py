@@ -269,8 +269,7 @@ def date_in(text: str, year: int, today: date | None = None) -> tuple[date, int,
                 name = (m.group(4) or m.group(8)).lower()[:3]
                 month = [n[:3] for n in MONTHS].index(name) + 1
                 mday = int(m.group(5) or m.group(7))
-                written_year = m.group(6) or m.group(9)
-                day = date(int(written_year) if written_year else year, month, mday)
+                day = date(int(m.group(6) or m.group(9) or year), month, mday)
         except ValueError:
             continue
         if found is None or m.start() >= found[1]:
