@@ -36,7 +36,15 @@ async def ground_draft(
     known = {kind: evidence.values(kind) for kind in KNOWN_KINDS}
     known["pod"] += [p.rsplit("-", 1)[1] for p in known["pod"] if "-" in p]
     claims = find_claims(draft, known)
-    revisions = _paired_revisions(draft, claims)
+    # the revision claim each version or image is written with: "revision 41 (1.41.3)",
+    # "rev 41, image registry/payment-api:1.41.3" (the claim right after a revision)
+    revisions = {
+        i: claims[i - 1]
+        for i in range(1, min(len(claims), MAX_CLAIMS))
+        if _WITH_REVISION.fullmatch(draft, claims[i - 1].end, claims[i].start)
+        and claims[i].kind in ("version", "image")
+        and claims[i - 1].kind == "revision"
+    }
     judgements = [
         judge(c, draft, evidence, tolerance_s, revisions.get(i))
         for i, c in enumerate(claims[:MAX_CLAIMS])
@@ -123,26 +131,6 @@ _WITH_REVISION = re.compile(
 )
 
 
-def _paired_revisions(draft: str, claims: Sequence[Claim]) -> dict[int, Claim]:
-    """The revision claim each version or image is written with: "revision 41 (1.41.3)",
-    "rev 41, image registry/payment-api:1.41.3" (the claim right after a revision)."""
-    paired: dict[int, Claim] = {}
-    for i in range(1, min(len(claims), MAX_CLAIMS)):
-        before, claim = claims[i - 1], claims[i]
-        written_with = _WITH_REVISION.fullmatch(draft, before.end, claim.start)
-        if claim.kind in ("version", "image") and before.kind == "revision" and written_with:
-            paired[i] = before
-    return paired
-
-
-def _kinds(claims: Sequence[Claim]) -> str:
-    """ "a version, an image and a pod": the kinds of `claims`, each once, with articles."""
-    kinds = [
-        ("an " if k[0] in "aeiou" else "a ") + k for k in dict.fromkeys(c.kind for c in claims)
-    ]
-    return ", ".join(kinds[:-1]) + (" and " if len(kinds) > 1 else "") + kinds[-1]
-
-
 def finalise(
     draft: str, claims: Sequence[Claim], checks: Sequence[ClaimCheck], mode: GroundingMode
 ) -> tuple[str, int, int]:
@@ -170,8 +158,14 @@ def finalise(
     notes = []
     if ungrounded and mode == "remove":
         which = "1 sentence was" if len(cut) == 1 else f"{len(cut)} sentences were"
+        # "a version, an image and a pod": their kinds, each once, with articles
+        kinds = [
+            f"{'an' if k[0] in 'aeiou' else 'a'} {k}"
+            for k in dict.fromkeys(c.kind for c in ungrounded)
+        ]
+        listed = ", ".join(kinds[:-1]) + (" and " if len(kinds) > 1 else "") + kinds[-1]
         notes.append(
-            f"{which} removed for stating {_kinds(ungrounded)} that no tool result, thread "
+            f"{which} removed for stating {listed} that no tool result, thread "
             "message or cluster lookup shows"
         )
     elif ungrounded:

@@ -240,13 +240,6 @@ def _slashed(m: re.Match[str], year: int) -> date | None:
     return readings.pop() if len(readings) == 1 else None
 
 
-def _weekday(m: re.Match[str], today: date) -> date | None:
-    """The last such weekday on or before `today` (the incident's day)."""
-    name = (m.group(1) or m.group(2)).lower()[:3]
-    wanted = [day[:3] for day in WEEKDAYS].index(name)
-    return today - timedelta(days=(today.weekday() - wanted) % 7)
-
-
 def date_in(text: str, year: int, today: date | None = None) -> tuple[date, int, int] | None:
     """The last date written in `text` ("2026-11-28", "Nov 28", "28 November 2026") and
     where it stands; a month name without a year takes `year`. With `today` (the
@@ -259,8 +252,9 @@ def date_in(text: str, year: int, today: date | None = None) -> tuple[date, int,
             if (slashed := _slashed(m, year)) and (found is None or m.start() > found[1]):
                 found = (slashed, m.start(), m.end())
         for m in _WEEKDAY.finditer(text):
-            if (weekday := _weekday(m, today)) and (found is None or m.start() > found[1]):
-                found = (weekday, m.start(), m.end())
+            if found is None or m.start() > found[1]:  # the last such weekday up to `today`
+                wanted = [d[:3] for d in WEEKDAYS].index((m.group(1) or m.group(2)).lower()[:3])
+                found = (today - timedelta(days=(today.weekday() - wanted) % 7), m.start(), m.end())
     for m in _DATE.finditer(text):
         try:
             if m.group(1):
