@@ -108,9 +108,13 @@ def subject_of(claim: Claim, draft: str, subjects: frozenset[str]) -> str | None
             best = (distance, name)
     if best:
         return best[1]
-    return _block_subject(draft, claim.start, subjects) or _structured_subject(
-        draft, claim.start, subjects
-    )
+    # In pasted output (a fenced block: kubectl's tables, JSON, YAML), the one named nearest
+    # before it in the block: `deployment.apps/cart` over its revisions, `"deployment":
+    # "cart"` beside `"revision": 11`.
+    opened = draft.rfind(FENCE, max(0, claim.start - MAX_BLOCK_REACH), claim.start)
+    inside = opened >= 0 and not draft.count(FENCE, 0, opened) % 2
+    named = _named(draft[opened : claim.start].lower(), subjects) if inside else ()
+    return max(named)[2] if named else _structured_subject(draft, claim.start, subjects)
 
 
 FENCE = "```"
@@ -149,17 +153,6 @@ def _structured_subject(draft: str, at: int, subjects: frozenset[str]) -> str | 
             named = {name for _, _, name in _named(previous, subjects)}
             return named.pop() if len(named) == 1 else None
     return None
-
-
-def _block_subject(draft: str, at: int, subjects: frozenset[str]) -> str | None:
-    """In pasted output (a fenced block: kubectl's tables, JSON, YAML), the service or
-    Deployment named nearest before `at` in the block: `deployment.apps/cart` over its
-    revisions, `"deployment": "cart"` beside `"revision": 11`."""
-    opened = draft.rfind(FENCE, max(0, at - MAX_BLOCK_REACH), at)
-    if opened < 0 or draft.count(FENCE, 0, opened) % 2:  # not inside a block
-        return None
-    named = _named(draft[opened:at].lower(), subjects)
-    return max(named)[2] if named else None
 
 
 @functools.lru_cache(maxsize=512)
