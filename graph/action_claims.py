@@ -92,16 +92,6 @@ def _hedged(words: list[str]) -> bool:
     return False
 
 
-def _qualified(before: str) -> bool:
-    """Whether the words leading up to a verb make it something other than a fact: those
-    of its own clause, or an opening condition ("If it is approved, it is rolled back")."""
-    clauses = [_WORD.findall(c) for c in _CLAUSE_BREAK.split(before.lower().replace("\u2019", "'"))]
-    opening = clauses[0]
-    if opening and opening[0] in _OPENERS and _hedged(opening):
-        return True
-    return _hedged(clauses[-1][-_WINDOW:])
-
-
 def find_action_claims(text: str) -> list[ActionClaim]:
     """Every sentence of `text` that states as a fact that an action was approved,
     executed, rolled back or scaled, in order."""
@@ -112,7 +102,14 @@ def find_action_claims(text: str) -> list[ActionClaim]:
             continue
         kinds: set[ActionClaimKind] = set()
         for verb in _VERB.finditer(sentence):
-            if _qualified(sentence[: verb.start()]):
+            # The words leading up to the verb can make it something other than a fact: those
+            # of its own clause, or an opening condition ("If it is approved, it is rolled back").
+            before = sentence[: verb.start()].lower().replace("\u2019", "'")
+            clauses = [_WORD.findall(clause) for clause in _CLAUSE_BREAK.split(before)]
+            opening = clauses[0]
+            if opening and opening[0] in _OPENERS and _hedged(opening):
+                continue
+            if _hedged(clauses[-1][-_WINDOW:]):
                 continue
             if verb.lastgroup in _KIND:
                 kinds.add(_KIND[verb.lastgroup])
