@@ -146,7 +146,12 @@ def finalise(
     inserted = [(c, m) for c, m in marks if not any(s <= c.start < e for s, e in cut)]
     # A mark goes right after its claim, or after the code span or fenced block it stands
     # in (a command stays as it was written, copyable).
-    code = _code_spans(draft)
+    fences = [m.span() for m in _FENCE.finditer(draft)]
+    code = fences + [
+        m.span()
+        for m in _INLINE_CODE.finditer(draft)
+        if not any(s <= m.start() < e for s, e in fences)
+    ]
     placed = sorted((next((e for s, e in code if s <= c.start < e), c.end), m) for c, m in inserted)
     pieces, cursor = [], 0
     for at, mark in placed:
@@ -185,16 +190,6 @@ def finalise(
 
 _FENCE = re.compile(r"^[ \t]*```.*?^[ \t]*```[^\n]*", re.MULTILINE | re.DOTALL)
 _INLINE_CODE = re.compile(r"`[^`\n]+`")
-
-
-def _code_spans(text: str) -> list[tuple[int, int]]:
-    fences = [(m.start(), m.end()) for m in _FENCE.finditer(text)]
-    inline = [
-        (m.start(), m.end())
-        for m in _INLINE_CODE.finditer(text)
-        if not any(s <= m.start() < e for s, e in fences)
-    ]
-    return fences + inline
 
 
 def _shifted(
