@@ -470,11 +470,9 @@ def _revisions(c: _Collector) -> None:
             c.add("revision", row.start(1), row.end(1))
             at = row.end()
     for m in _REVISION.finditer(c.scan):
-        role = _role(c.scan, m.start(), m.end(1))
-        c.add("revision", m.start(1), m.end(1), role=role)
+        c.add("revision", m.start(1), m.end(1), role=_role(c.scan, m.start(), m.end(1)))
         for more in re.finditer(r"\d+", m.group(2) or ""):
-            start = m.start(2) + more.start()
-            c.add("revision", start, start + len(more.group()))
+            c.add("revision", m.start(2) + more.start(), m.start(2) + more.end())
 
 
 def _versions(c: _Collector) -> None:
