@@ -440,10 +440,9 @@ def _of_revision(
     ran = [f for f in evidence.facts_of(claim.kind, subject) if f.get("revision") == revision.value]
     if not ran:
         return None
-    for item in ran:
-        matches = image_matches if claim.kind == "image" else operator.eq
-        if matches(claim.value, item["value"]):
-            return Judgement("grounded", item["source"], basis=item.get("basis", ""))
+    matches = image_matches if claim.kind == "image" else operator.eq
+    if found := next((f for f in ran if matches(claim.value, f["value"])), None):
+        return _grounded(found)
     held = tuple(sorted({f["value"] for f in ran}))
     why = f"revision {revision.value} ran {', '.join(held)}"
     return Judgement("ungrounded", held=held, why=why)
