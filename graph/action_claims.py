@@ -92,16 +92,6 @@ def _hedged(words: list[str]) -> bool:
     return False
 
 
-def _qualified(before: str) -> bool:
-    """Whether the words leading up to a verb make it something other than a fact: those
-    of its own clause, or an opening condition ("If it is approved, it is rolled back")."""
-    clauses = [_WORD.findall(c) for c in _CLAUSE_BREAK.split(before.lower().replace("\u2019", "'"))]
-    opening = clauses[0]
-    if opening and opening[0] in _OPENERS and _hedged(opening):
-        return True
-    return _hedged(clauses[-1][-_WINDOW:])
-
-
 def find_action_claims(text: str) -> list[ActionClaim]:
     """Every sentence of `text` that states as a fact that an action was approved,
     executed, rolled back or scaled, in order."""
@@ -112,7 +102,14 @@ def find_action_claims(text: str) -> list[ActionClaim]:
             continue
         kinds: set[ActionClaimKind] = set()
         for verb in _VERB.finditer(sentence):
-            if _qualified(sentence[: verb.start()]):
+            # The words leading up to the verb can make it something other than a fact: those
+            # of its own clause, or an opening condition ("If it is approved, it is rolled back").
+            before = sentence[: verb.start()].lower().replace("\u2019", "'")
+            clauses = [_WORD.findall(clause) for clause in _CLAUSE_BREAK.split(before)]
+            opening = clauses[0]
+            if opening and opening[0] in _OPENERS and _hedged(opening):
+                continue
+            if _hedged(clauses[-1][-_WINDOW:]):
                 continue
             if verb.lastgroup in _KIND:
                 kinds.add(_KIND[verb.lastgroup])
@@ -138,20 +135,17 @@ def _named(sentence: str, deployment: str) -> bool:
     return re.search(rf"(?<![\w-]){re.escape(deployment)}(?![\w-])", sentence, re.I) is not None
 
 
-def _is_supported(claim: ActionClaim, requests: Sequence[ActionRequest]) -> bool:
-    """True when a request the claim can refer to is in a state that makes it true.
-
-    A sentence that names a deployment refers to that deployment's requests only;
-    one that names none may refer to any request of the thread.
-    """
-    named = [r for r in requests if _named(claim.sentence, r.deployment)]
-    candidates = named or requests
-    return all(any(_supports(r, kind) for r in candidates) for kind in claim.kinds)
-
-
 def unsupported_claims(text: str, requests: Sequence[ActionRequest]) -> list[ActionClaim]:
-    """The claims of `text` that the thread's action records do not bear out."""
-    return [c for c in find_action_claims(text) if not _is_supported(c, requests)]
+    """The claims of `text` that the thread's action records do not bear out. A claim holds
+    when a request it can refer to is in a state that makes it true: a sentence that names
+    a deployment refers to that deployment's requests only; one that names none may refer
+    to any request of the thread."""
+    unsupported = []
+    for claim in find_action_claims(text):
+        candidates = [r for r in requests if _named(claim.sentence, r.deployment)] or requests
+        if not all(any(_supports(r, kind) for r in candidates) for kind in claim.kinds):
+            unsupported.append(claim)
+    return unsupported
 
 
 def true_state(request: ActionRequest) -> str:
@@ -159,9 +153,8 @@ def true_state(request: ActionRequest) -> str:
     who = {step.to_status: step.actor for step in request.history}
     detail = request.outcome.detail if request.outcome else ""
     if request.status == "refused":
-        refusal = request.refusal
-        if refusal is not None:
-            return f"refused by {refusal.gate}: {refusal.reason}"
+        if request.refusal is not None:
+            return f"refused by {request.refusal.gate}: {request.refusal.reason}"
         return f"refused by the reviewer: {request.judge.reason if request.judge else 'no verdict'}"
     if request.status == "pending_approval":
         return "pending approval: nobody has approved it yet"

@@ -18,10 +18,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
+from os.path import commonprefix
 from typing import Literal, TypedDict
 
 from graph.grounding import times
-from graph.grounding.claims import NAME_KINDS, Claim, find_claims, image_parts
+from graph.grounding.claims import Claim, find_claims, image_parts
 from graph.grounding.evidence import QUESTION_TIME, ROLLOUT, Evidence, Fact, iso
 
 ClaimStatus = Literal["grounded", "ungrounded", "unchecked"]
@@ -83,9 +84,7 @@ def _grounded(item: Fact | None) -> Judgement | None:
     return Judgement("grounded", item["source"], basis=item.get("basis", "")) if item else None
 
 
-def subject_of(
-    claim: Claim, draft: str, evidence: Evidence, subjects: frozenset[str] | set[str]
-) -> str | None:
+def subject_of(claim: Claim, draft: str, subjects: frozenset[str]) -> str | None:
     """The service or Deployment a claim is of: the one named right after it with "of",
     "for" or in parentheses ("revision 42 of payment-api", "1.42.0 (payment-api)"), else the
     nearest named before it in its clause, else right after it ("1.42.0, payment-api"), else
@@ -93,9 +92,11 @@ def subject_of(
     start, end = claim.sentence
     sentence = draft[start:end].lower()
     at, after = claim.start - start, claim.end - start
-    opens = _clause_start(sentence, at)
+    # where the clause holding the claim begins (after a ; — or ": ")
+    breaks = _CLAUSE_BREAK.finditer(sentence, max(0, at - MAX_CLAUSE), at)
+    opens = max((m.end() for m in breaks), default=0)
     best: tuple[int, str] | None = None
-    for named_start, named_end, name in _named(sentence, frozenset(subjects)):
+    for named_start, named_end, name in _named(sentence, subjects):
         if named_end <= at:
             distance = at - named_end + (0 if opens <= named_start else 2000)
         elif named_start >= after and (between := _OF.fullmatch(sentence, after, named_start)):
@@ -107,9 +108,13 @@ def subject_of(
             best = (distance, name)
     if best:
         return best[1]
-    return _block_subject(draft, claim.start, frozenset(subjects)) or _structured_subject(
-        draft, claim.start, frozenset(subjects)
-    )
+    # In pasted output (a fenced block: kubectl's tables, JSON, YAML), the one named nearest
+    # before it in the block: `deployment.apps/cart` over its revisions, `"deployment":
+    # "cart"` beside `"revision": 11`.
+    opened = draft.rfind(FENCE, max(0, claim.start - MAX_BLOCK_REACH), claim.start)
+    inside = opened >= 0 and not draft.count(FENCE, 0, opened) % 2
+    named = _named(draft[opened : claim.start].lower(), subjects) if inside else ()
+    return max(named)[2] if named else _structured_subject(draft, claim.start, subjects)
 
 
 FENCE = "```"
@@ -150,23 +155,6 @@ def _structured_subject(draft: str, at: int, subjects: frozenset[str]) -> str | 
     return None
 
 
-def _block_subject(draft: str, at: int, subjects: frozenset[str]) -> str | None:
-    """In pasted output (a fenced block: kubectl's tables, JSON, YAML), the service or
-    Deployment named nearest before `at` in the block: `deployment.apps/cart` over its
-    revisions, `"deployment": "cart"` beside `"revision": 11`."""
-    opened = draft.rfind(FENCE, max(0, at - MAX_BLOCK_REACH), at)
-    if opened < 0 or draft.count(FENCE, 0, opened) % 2:  # not inside a block
-        return None
-    named = _named(draft[opened:at].lower(), subjects)
-    return max(named)[2] if named else None
-
-
-def _clause_start(sentence: str, at: int) -> int:
-    """Where the clause holding position `at` begins (after a ; — or ": ")."""
-    breaks = [m.end() for m in _CLAUSE_BREAK.finditer(sentence, max(0, at - MAX_CLAUSE), at)]
-    return breaks[-1] if breaks else 0
-
-
 @functools.lru_cache(maxsize=512)
 def _named(sentence: str, subjects: frozenset[str]) -> tuple[tuple[int, int, str], ...]:
     """Where each subject is named in a sentence (each sentence is scanned once a draft)."""
@@ -190,15 +178,12 @@ def _name(claim: Claim, evidence: Evidence) -> Judgement:
         for pod in evidence.values("pod"):
             if pod.rsplit("-", 1)[0] == claim.value:
                 return _grounded(evidence.find(["pod"], pod)) or Judgement(None)
-    held = sorted(evidence.values(kinds[0]), key=lambda v: -_shared_prefix(v, claim.value))
-    return Judgement(None, held=tuple(held))
-
-
-def _shared_prefix(a: str, b: str) -> int:
-    """How far two names agree from the start: the nearest real names are listed first."""
-    return next(
-        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    # the nearest names first: those that agree with it the furthest from the start
+    near = sorted(
+        evidence.values(kinds[0]),
+        key=lambda v: -len(commonprefix([v, claim.value])),  # noqa: RUF071 (names, no paths)
     )
+    return Judgement(None, held=tuple(near))
 
 
 def image_matches(claimed: str, image: str) -> bool:
@@ -226,18 +211,23 @@ def _image(claim: Claim, subject: str | None, evidence: Evidence) -> Judgement:
     if own and subject:  # of the service named, none of its images: whose is it?
         other = next((i for i in evidence.values("image") if image_matches(claim.value, i)), None)
         found = evidence.find(["image"], other) if other else None
-        owner = found.get("subject") if found else None
-        why = f"{claim.text} is {owner}'s, not {subject}'s" if owner else ""
-        if not owner and _has_history(subject, evidence):
-            why = f"{subject}'s rollout history has no image {claim.text}"
-        return Judgement("ungrounded" if why else None, held=tuple(own), why=why)
+        return _not_own(claim, subject, own, found, evidence)
     return Judgement(None, held=tuple(own or evidence.values("image")))
 
 
-def _has_history(subject: str, evidence: Evidence) -> bool:
-    """Whether the evidence holds `subject`'s rollout history (every revision it kept, with
-    what each ran): what it lacks, the Deployment did not run."""
-    return any(f.get("revision") for f in evidence.facts_of("version", subject))
+def _not_own(
+    claim: Claim, subject: str | None, own: list[str], found: Fact | None, evidence: Evidence
+) -> Judgement:
+    """A version or image that is none of `subject`'s own: ungrounded when it is another's
+    (`found`), or when the evidence holds `subject`'s rollout history (every revision it
+    kept, with what each ran: what it lacks, the Deployment did not run)."""
+    owner = found.get("subject") if found else None
+    why = f"{claim.text} is {owner}'s, not {subject}'s" if owner else ""
+    history = subject and any(f.get("revision") for f in evidence.facts_of("version", subject))
+    if not owner and history:
+        what = "image " if claim.kind == "image" else ""
+        why = f"{subject}'s rollout history has no {what}{claim.text}"
+    return Judgement("ungrounded" if why else None, held=tuple(own), why=why)
 
 
 def _version(claim: Claim, subject: str | None, evidence: Evidence) -> Judgement:
@@ -252,13 +242,7 @@ def _version(claim: Claim, subject: str | None, evidence: Evidence) -> Judgement
     if own:
         if claim.value in own:
             return _grounded(evidence.find(["version"], claim.value, subject)) or Judgement(None)
-        others = evidence.find(["version"], claim.value)
-        owner = others.get("subject") if others else None
-        why = f"{claim.text} is {owner}'s, not {subject}'s" if owner else ""
-        if not owner and subject and _has_history(subject, evidence):
-            why = f"{subject}'s rollout history has no {claim.text}"
-        status: ClaimStatus | None = "ungrounded" if why else None
-        return Judgement(status, held=tuple(own), why=why)
+        return _not_own(claim, subject, own, evidence.find(["version"], claim.value), evidence)
     if subject:  # the service named runs no version the evidence knows: ask its source
         return Judgement(None, why=f"no version of {subject} in the evidence")
     found = _grounded(evidence.find(["version"], claim.value))
@@ -363,11 +347,8 @@ def _stated(draft: str, claim: Claim, today: date) -> tuple[str | None, date | N
     times UTC", "## 2026-11-28"), the nearest first."""
     line_start = draft.rfind("\n", 0, claim.start) + 1
     before = draft[max(line_start, claim.start - DATE_REACH) : claim.start]
-    day: date | None = None
-    year = today.year
-    found = times.date_in(before, year, today)
-    if found and _ADJACENT_END.fullmatch(before, found[2]):
-        day = found[0]
+    found = times.date_in(before, today.year, today)
+    day = found[0] if found and _ADJACENT_END.fullmatch(before, found[2]) else None
     zone = times.declared_zone(draft[line_start : claim.start])
     lines = draft[:line_start].rsplit("\n", CARRY_LINES + 1)[-CARRY_LINES - 1 : -1]
     blank = 0
@@ -380,17 +361,13 @@ def _stated(draft: str, claim: Claim, today: date) -> tuple[str | None, date | N
         if zone is None:
             zone = times.declared_zone(line)
         if day is None and not _HAS_CLOCK.search(line):
-            found = times.date_in(line, year)
+            found = times.date_in(line, today.year)
             day = found[0] if found else None
     if zone is None:  # "All times are UTC." anywhere before
-        zone = next((z for at, z in reversed(_declared(draft)) if at < claim.start), None)
+        zone = next(
+            (z for at, z in reversed(times.declared_zones(draft)) if at < claim.start), None
+        )
     return zone, day
-
-
-@functools.lru_cache(maxsize=16)
-def _declared(draft: str) -> tuple[tuple[int, str], ...]:
-    """Where a draft declares the zone of its times, and which (read once a draft)."""
-    return times.declared_zones(draft)
 
 
 _HAS_CLOCK = re.compile(r"\d:\d\d")
@@ -408,13 +385,12 @@ def _time(claim: Claim, draft: str, evidence: Evidence, tolerance_s: float) -> J
         return Judgement("unchecked", why=f"{exc} names more than one time zone")
     if written is None:
         return Judgement("unchecked", why=f"{claim.text} is not a time tracegate can read")
-    before = draft[claim.sentence[0] : claim.start]
-    yesterday = bool(_YESTERDAY.search(before))
+    yesterday = bool(_YESTERDAY.search(draft[claim.sentence[0] : claim.start]))
     undated = written.day is None and not yesterday  # its clock is claimed, not its day
     written = written.dated(newest, tolerance_s, 1 if yesterday else 0)
     about = _about(draft, claim)
     if about == "rollout":
-        subject = subject_of(claim, draft, evidence, evidence.subjects())
+        subject = subject_of(claim, draft, evidence.subjects())
         pool = (evidence.times(ROLLOUT, subject) if subject else []) or evidence.times(ROLLOUT)
         revisions = {c.value for c in find_claims(_clause(draft, claim)) if c.kind == "revision"}
         if len(revisions) == 1:  # "revision 42 rolled out at 13:10": that revision's rollout
@@ -436,19 +412,15 @@ def _time(claim: Claim, draft: str, evidence: Evidence, tolerance_s: float) -> J
 
 
 def judge(
-    claim: Claim,
-    draft: str,
-    evidence: Evidence,
-    tolerance_s: float,
-    revision: Claim | None = None,
+    claim: Claim, draft: str, evidence: Evidence, tolerance_s: float, revision: Claim | None
 ) -> Judgement:
     """One claim against the evidence, no source asked; `revision` is the revision claim a
     version or image is written with, if any."""
-    if claim.kind in NAME_KINDS:
+    if claim.kind in _NAMES_FOR:
         return _name(claim, evidence)
     if claim.kind == "time":
         return _time(claim, draft, evidence, tolerance_s)
-    subject = subject_of(claim, draft, evidence, evidence.subjects())
+    subject = subject_of(claim, draft, evidence.subjects())
     if claim.kind in ("image", "version") and revision is not None:
         paired = _of_revision(claim, revision, subject, evidence)
         if paired is not None:
@@ -468,10 +440,9 @@ def _of_revision(
     ran = [f for f in evidence.facts_of(claim.kind, subject) if f.get("revision") == revision.value]
     if not ran:
         return None
-    for item in ran:
-        matches = image_matches if claim.kind == "image" else operator.eq
-        if matches(claim.value, item["value"]):
-            return Judgement("grounded", item["source"], basis=item.get("basis", ""))
+    matches = image_matches if claim.kind == "image" else operator.eq
+    if found := next((f for f in ran if matches(claim.value, f["value"])), None):
+        return _grounded(found)
     held = tuple(sorted({f["value"] for f in ran}))
     why = f"revision {revision.value} ran {', '.join(held)}"
     return Judgement("ungrounded", held=held, why=why)

@@ -48,10 +48,6 @@ ClaimKind = Literal[
     "revision",
     "time",
 ]
-# Kinds of name: what a Deployment, a service, a pod ... is called.
-NAME_KINDS: frozenset[ClaimKind] = frozenset(
-    {"pod", "replicaset", "deployment", "service", "workload", "namespace", "node"}
-)
 Role = Literal["current", "previous"]
 
 
@@ -105,16 +101,6 @@ def _scan(draft: str) -> tuple[str, tuple[tuple[int, int], ...]]:
     for match in _EMPHASIS.finditer(text):
         chars[match.start()] = " "
     return "".join(chars).replace("|", _CELL), code
-
-
-# --- sentences ------------------------------------------------------------------------
-
-
-def _sentence_of(spans: list[tuple[int, int]], position: int) -> tuple[int, int]:
-    at = bisect.bisect_right(spans, (position, 1 << 62)) - 1
-    if at >= 0 and spans[at][0] <= position < spans[at][1]:
-        return spans[at]
-    return position, position
 
 
 # --- patterns -------------------------------------------------------------------------
@@ -196,15 +182,19 @@ _CUE_BEFORE = re.compile(
 )
 # "the payment-api deployment": only a name with a hyphen or a digit counts
 _CUE_AFTER = re.compile(rf"(?<![\w./:@-])({_DOTTED})[ \t]++({_CUE_WORDS})(?![\w/-])", re.IGNORECASE)
-_ATTRIBUTES: dict[str, ClaimKind] = {
-    "k8s.pod.name": "pod",
-    "k8s.replicaset.name": "replicaset",
-    "k8s.deployment.name": "deployment",
-    "k8s.namespace.name": "namespace",
-    "k8s.node.name": "node",
+# Workload attributes on a span's resource, and the kind of fact each is.
+RESOURCE_KINDS: dict[str, ClaimKind] = {
     "service.name": "service",
     "service.version": "version",
+    "k8s.namespace.name": "namespace",
+    "k8s.deployment.name": "deployment",
+    "k8s.replicaset.name": "replicaset",
+    "k8s.pod.name": "pod",
+    "k8s.node.name": "node",
     "container.image.name": "image",
+}
+_ATTRIBUTES: dict[str, ClaimKind] = {
+    **RESOURCE_KINDS,
     "pod": "pod",
     "deployment": "deployment",
     "namespace": "namespace",
@@ -280,8 +270,7 @@ def _role(scan: str, start: int, end: int) -> Role | None:
         return _ROLE_WORDS[of.group(1).lower()]
     after = _ROLE_AFTER.match(scan, end) or _ROLE_LATER.match(scan, end)
     if after:
-        word = (after.group(1) or "current").lower()
-        return _ROLE_WORDS.get(word, "current")
+        return _ROLE_WORDS[(after.group(1) or "current").lower()]
     before = _ROLE_BREAK.split(scan[max(0, start - 40) : start])[-1]  # this clause only
     if _BACK_TO.search(before):
         return "previous"
@@ -315,7 +304,7 @@ def _plain_name(kind: ClaimKind, name: str, cue: str) -> bool:
     return kind == "namespace" or not cue.lower().endswith("s")
 
 
-def _name_claim(kind: ClaimKind, name: str) -> bool:
+def _name_claim(name: str) -> bool:
     name = name.lower()
     return not (name in _NOT_NAMES or name in _CUES or len(name) < 2 or name.isdigit())
 
@@ -351,6 +340,8 @@ class _Collector:
             return
         text = self.draft[start:end]
         bisect.insort(self.taken, (start, end))
+        at = bisect.bisect_right(self.sentences, (start, 1 << 62)) - 1  # the sentence it is in
+        inside = at >= 0 and self.sentences[at][0] <= start < self.sentences[at][1]
         self.claims.append(
             Claim(
                 kind=kind,
@@ -358,7 +349,7 @@ class _Collector:
                 text=text,
                 start=start,
                 end=end,
-                sentence=_sentence_of(self.sentences, start),
+                sentence=self.sentences[at] if inside else (start, start),
                 role=role,
                 namespace=namespace.lower() if namespace else None,
             )
@@ -414,7 +405,7 @@ def _attributes(c: _Collector) -> None:
             continue
         if kind == "version" and not re.match(r"v?\d", value, re.I):
             continue
-        if kind not in ("version", "image") and not _name_claim(kind, value):
+        if kind not in ("version", "image") and not _name_claim(value):
             continue
         tag_alone = "/" not in value and ":" not in value  # "image :42"
         if kind == "image" and separator == ":" and c.scan[m.start(2) - 1].isspace() and tag_alone:
@@ -473,18 +464,15 @@ def _table_revisions(c: _Collector) -> None:
 
 
 def _revisions(c: _Collector) -> None:
-    _table_revisions(c)
     for header in _HISTORY_HEADER.finditer(c.scan):
         at = header.end() + 1
         while row := _HISTORY_ROW.match(c.scan, at):
             c.add("revision", row.start(1), row.end(1))
             at = row.end()
     for m in _REVISION.finditer(c.scan):
-        role = _role(c.scan, m.start(), m.end(1))
-        c.add("revision", m.start(1), m.end(1), role=role)
+        c.add("revision", m.start(1), m.end(1), role=_role(c.scan, m.start(), m.end(1)))
         for more in re.finditer(r"\d+", m.group(2) or ""):
-            start = m.start(2) + more.start()
-            c.add("revision", start, start + len(more.group()))
+            c.add("revision", m.start(2) + more.start(), m.start(2) + more.end())
 
 
 def _versions(c: _Collector) -> None:
@@ -515,12 +503,22 @@ def _cued(scan: str, start: int, end: int, kind: ClaimKind) -> bool:
     return any(_CUES.get(w) == kind for w in before + after)
 
 
+_LIST_ITEM = re.compile(rf"[ \t]*+(?:,|and\b|or\b|&)[ \t]*+({_DOTTED})(?![\w/-])", re.IGNORECASE)
+
+
 def _cue_names(c: _Collector) -> None:
     for m in _KIND_SLASH.finditer(c.scan):
         c.add(_CUES[m.group(1).lower()], m.start(2), m.end(2))
+    # A name before a kind word ("the `shop` namespace"); a plain word outside a code span is
+    # none ("the payment service": loose talk, not a name).
+    before = [
+        m
+        for m in _CUE_AFTER.finditer(c.scan)
+        if _name_claim(m.group(1)) and (not _plain_word(m.group(1)) or c.in_code(*m.span(1)))
+    ]
     # "the `shop` namespace: checkout, ...": a kind word with its name before it names no
     # other after it
-    named_before = {m.start(2) for m in _CUE_AFTER.finditer(c.scan) if _names_before(c, m)}
+    named_before = {m.start(2) for m in before}
     for m in _CUE_BEFORE.finditer(c.scan):
         if m.start(1) in named_before:
             continue
@@ -529,42 +527,25 @@ def _cue_names(c: _Collector) -> None:
         if second and kind == "deployment":  # "deployment shop/payment-api"
             c.add("namespace", m.start(2), m.end(2))
             c.add("deployment", m.start(3), m.end(3), namespace=name)
-        elif _name_claim(kind, name) and (
+        elif _name_claim(name) and (
             not _plain_word(name)
             or c.in_code(m.start(2), m.end(2))
             or _plain_name(kind, name, m.group(1))
         ):
             c.add(kind, m.start(2), m.end(2))
         # a list after a plural kind word: "pods a-1, b-2 and c-3"
-        if m.group(1).lower().endswith("s") and not second:
-            _listed(c, kind, m.end(2))
-    for m in _CUE_AFTER.finditer(c.scan):
-        kind, name = _CUES[m.group(2).lower()], m.group(1)
-        if _plain_word(name) and not c.in_code(m.start(1), m.end(1)):
-            continue  # "the payment service": loose talk, not a name
-        if kind in ("pod", "replicaset") and not re.search(r"-\d+$", name):
-            continue  # "payment-api pods": a workload's pods; a pod's own name has a suffix
-        if _name_claim(kind, name):
+        listed = m.group(1).lower().endswith("s") and not second
+        position = m.end(2)
+        while listed and (item := _LIST_ITEM.match(c.scan, position)):
+            if _plain_word(item.group(1)) or not _name_claim(item.group(1)):
+                break
+            c.add(kind, item.start(1), item.end(1))
+            position = item.end()
+    for m in before:
+        kind = _CUES[m.group(2).lower()]
+        # "payment-api pods": a workload's pods; a pod's own name has a suffix
+        if kind not in ("pod", "replicaset") or re.search(r"-\d+$", m.group(1)):
             c.add(kind, m.start(1), m.end(1))
-
-
-def _names_before(c: _Collector, m: re.Match[str]) -> bool:
-    name = m.group(1)
-    return _name_claim(_CUES[m.group(2).lower()], name) and (
-        not _plain_word(name) or c.in_code(m.start(1), m.end(1))
-    )
-
-
-_LIST_ITEM = re.compile(rf"[ \t]*+(?:,|and\b|or\b|&)[ \t]*+({_DOTTED})(?![\w/-])", re.IGNORECASE)
-
-
-def _listed(c: _Collector, kind: ClaimKind, position: int) -> None:
-    while m := _LIST_ITEM.match(c.scan, position):
-        name = m.group(1)
-        if _plain_word(name) or not _name_claim(kind, name):
-            return
-        c.add(kind, m.start(1), m.end(1))
-        position = m.end()
 
 
 # The alphabet of the random suffix Kubernetes gives a ReplicaSet's pods (no vowels, no
@@ -609,6 +590,7 @@ _PASSES = (
     _times,
     _images,
     _attributes,
+    _table_revisions,
     _revisions,
     _versions,
     _shaped,

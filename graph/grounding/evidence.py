@@ -17,23 +17,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import NotRequired, TypedDict, cast
 
+from graph.grounding.claims import RESOURCE_KINDS as RESOURCE_KINDS  # the Tempo tool's
 from graph.grounding.claims import find_claims, image_parts, normalise
 
 MAX_FACTS = 3000  # a thread's evidence, newest kept
 MAX_TIMES_PER_SOURCE = 60  # timestamps one tool result contributes (a trace's spans)
 MAX_NAMES_PER_TEXT = 40  # name-like tokens one text contributes
 
-# Workload attributes on a span's resource, and the kind of fact each is.
-RESOURCE_KINDS = {
-    "service.name": "service",
-    "service.version": "version",
-    "k8s.namespace.name": "namespace",
-    "k8s.deployment.name": "deployment",
-    "k8s.replicaset.name": "replicaset",
-    "k8s.pod.name": "pod",
-    "k8s.node.name": "node",
-    "container.image.name": "image",
-}
 ROLLOUT = "rollout"  # the pool of a revision's creation time
 TEXT = "text"  # the basis of a fact read out of free text
 QUESTION_TIME = "the time of the question"  # when it was asked: no event of the incident
@@ -177,14 +167,10 @@ class Evidence:
 
     def values(self, kind: str, subject: str | None = None, role: str | None = None) -> list[str]:
         """The values of `kind`; given a `subject`, those of it (in `role`, if given)."""
-        found = self._by_kind.get(kind, {})
         if subject is None:
-            return list(found)
-        return [
-            v
-            for v, items in found.items()
-            if any(i.get("subject") == subject and role in (None, i.get("role")) for i in items)
-        ]
+            return list(self._by_kind.get(kind, {}))
+        facts = self.facts_of(kind, subject)
+        return list(dict.fromkeys(f["value"] for f in facts if role in (None, f.get("role"))))
 
     def facts_of(self, kind: str, subject: str | None) -> list[Fact]:
         """Every fact of `kind` (of `subject`, if given)."""

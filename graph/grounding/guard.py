@@ -20,6 +20,7 @@ UNVERIFIED_MARK = " _(unverified)_"
 UNCHECKED_MARK = " _(unchecked)_"
 NOT_ASKED = Judgement("unchecked", why="tracegate has no live source to look it up")
 TOO_MANY = Judgement("unchecked", why=f"more than {MAX_CLAIMS} facts in one answer")
+KNOWN_KINDS: tuple[ClaimKind, ...] = ("node", "pod", "replicaset", "deployment", "service")
 
 
 async def ground_draft(
@@ -31,35 +32,42 @@ async def ground_draft(
     """Every claim of `draft` and its check, in order. Past MAX_CLAIMS, claims are left
     unchecked (a draft with hundreds of facts is not an answer anyone reads whole)."""
     evidence = Evidence(facts)
-    claims = find_claims(draft, known_names(evidence))
-    revisions = _paired_revisions(draft, claims)
+    # the names the evidence knows, by kind, for reading bare and near-miss names
+    known = {kind: evidence.values(kind) for kind in KNOWN_KINDS}
+    known["pod"] += [p.rsplit("-", 1)[1] for p in known["pod"] if "-" in p]
+    claims = find_claims(draft, known)
+    # the revision claim each version or image is written with: "revision 41 (1.41.3)",
+    # "rev 41, image registry/payment-api:1.41.3" (the claim right after a revision)
+    revisions = {
+        i: claims[i - 1]
+        for i in range(1, min(len(claims), MAX_CLAIMS))
+        if _WITH_REVISION.fullmatch(draft, claims[i - 1].end, claims[i].start)
+        and claims[i].kind in ("version", "image")
+        and claims[i - 1].kind == "revision"
+    }
     judgements = [
         judge(c, draft, evidence, tolerance_s, revisions.get(i))
         for i, c in enumerate(claims[:MAX_CLAIMS])
     ]
     judgements += [TOO_MANY] * (len(claims) - len(judgements))
     unresolved = [i for i, f in enumerate(judgements) if f.status is None]
-    if unresolved and sources is None:  # nothing to ask: what a source could settle is unchecked
+    subjects = evidence.subjects()
+    if sources is not None:
+        subjects |= {c.value for c in claims if c.kind in ("deployment", "service", "workload")}
+    wanted = {
+        i: lookups_for(
+            claims[i],
+            subject_of(claims[i], draft, subjects),
+            evidence,
+            sources.namespaces if sources is not None else ["?"],
+        )
+        for i in unresolved
+    }
+    if sources is None:  # nothing to ask: what a source could settle is unchecked
         for i in unresolved:
-            if lookups_for(
-                claims[i],
-                subject_of(claims[i], draft, evidence, evidence.subjects()),
-                evidence,
-                ["?"],
-            ):
+            if wanted[i]:
                 judgements[i] = NOT_ASKED
-    elif unresolved and sources is not None:
-        named = {c.value for c in claims if c.kind in ("deployment", "service", "workload")}
-        subjects = evidence.subjects() | named
-        wanted = {
-            i: lookups_for(
-                claims[i],
-                subject_of(claims[i], draft, evidence, subjects),
-                evidence,
-                sources.namespaces,
-            )
-            for i in unresolved
-        }
+    elif unresolved:
         looked = await sources.look_up(key for keys in wanted.values() for key in keys)
         evidence.add(looked.facts)
         for i in unresolved:
@@ -74,18 +82,6 @@ async def ground_draft(
             if wrong is not None:
                 judgements[first] = wrong
     return claims, [check_of(c, f, evidence) for c, f in zip(claims, judgements, strict=True)]
-
-
-def known_names(evidence: Evidence) -> dict[ClaimKind, list[str]]:
-    """The names the evidence knows, by kind, for reading bare and near-miss names."""
-    pods = evidence.values("pod")
-    return {
-        "node": evidence.values("node"),
-        "pod": pods + [p.rsplit("-", 1)[1] for p in pods if "-" in p],
-        "replicaset": evidence.values("replicaset"),
-        "deployment": evidence.values("deployment"),
-        "service": evidence.values("service"),
-    }
 
 
 _FROM_TO = re.compile(r"[\s`*_]*+(?:to|→|->|=>)[\s`*_]*+(?:revision\s+|rev\s+|version\s+|v(?=\d))?")
@@ -117,7 +113,7 @@ def _out_of_order(
 ) -> Judgement | None:
     """A change written in the wrong order for the rollout history: "upgraded from 1.42.0
     to 1.41.3" when 1.41.3 is the older release."""
-    subject = subject_of(a, draft, evidence, evidence.subjects())
+    subject = subject_of(a, draft, evidence.subjects())
     if subject is None:
         return None
     first, second = order_of(a, subject, evidence), order_of(b, subject, evidence)
@@ -135,26 +131,6 @@ _WITH_REVISION = re.compile(
 )
 
 
-def _paired_revisions(draft: str, claims: Sequence[Claim]) -> dict[int, Claim]:
-    """The revision claim each version or image is written with: "revision 41 (1.41.3)",
-    "rev 41, image registry/payment-api:1.41.3" (the claim right after a revision)."""
-    paired: dict[int, Claim] = {}
-    for i in range(1, min(len(claims), MAX_CLAIMS)):
-        before, claim = claims[i - 1], claims[i]
-        written_with = _WITH_REVISION.fullmatch(draft, before.end, claim.start)
-        if claim.kind in ("version", "image") and before.kind == "revision" and written_with:
-            paired[i] = before
-    return paired
-
-
-def _kinds(claims: Sequence[Claim]) -> str:
-    """ "a version, an image and a pod": the kinds of `claims`, each once, with articles."""
-    kinds = [
-        ("an " if k[0] in "aeiou" else "a ") + k for k in dict.fromkeys(c.kind for c in claims)
-    ]
-    return ", ".join(kinds[:-1]) + (" and " if len(kinds) > 1 else "") + kinds[-1]
-
-
 def finalise(
     draft: str, claims: Sequence[Claim], checks: Sequence[ClaimCheck], mode: GroundingMode
 ) -> tuple[str, int, int]:
@@ -168,8 +144,15 @@ def finalise(
         marks += [(c, UNVERIFIED_MARK) for c in ungrounded]
     cut = {c.sentence for c in ungrounded} if mode == "remove" else set()
     inserted = [(c, m) for c, m in marks if not any(s <= c.start < e for s, e in cut)]
-    code = _code_spans(draft)
-    placed = sorted(((_mark_at(code, claim), mark) for claim, mark in inserted))
+    # A mark goes right after its claim, or after the code span or fenced block it stands
+    # in (a command stays as it was written, copyable).
+    fences = [m.span() for m in _FENCE.finditer(draft)]
+    code = fences + [
+        m.span()
+        for m in _INLINE_CODE.finditer(draft)
+        if not any(s <= m.start() < e for s, e in fences)
+    ]
+    placed = sorted((next((e for s, e in code if s <= c.start < e), c.end), m) for c, m in inserted)
     pieces, cursor = [], 0
     for at, mark in placed:
         pieces += [draft[cursor:at], mark]
@@ -180,8 +163,14 @@ def finalise(
     notes = []
     if ungrounded and mode == "remove":
         which = "1 sentence was" if len(cut) == 1 else f"{len(cut)} sentences were"
+        # "a version, an image and a pod": their kinds, each once, with articles
+        kinds = [
+            f"{'an' if k[0] in 'aeiou' else 'a'} {k}"
+            for k in dict.fromkeys(c.kind for c in ungrounded)
+        ]
+        listed = ", ".join(kinds[:-1]) + (" and " if len(kinds) > 1 else "") + kinds[-1]
         notes.append(
-            f"{which} removed for stating {_kinds(ungrounded)} that no tool result, thread "
+            f"{which} removed for stating {listed} that no tool result, thread "
             "message or cluster lookup shows"
         )
     elif ungrounded:
@@ -201,22 +190,6 @@ def finalise(
 
 _FENCE = re.compile(r"^[ \t]*```.*?^[ \t]*```[^\n]*", re.MULTILINE | re.DOTALL)
 _INLINE_CODE = re.compile(r"`[^`\n]+`")
-
-
-def _code_spans(text: str) -> list[tuple[int, int]]:
-    fences = [(m.start(), m.end()) for m in _FENCE.finditer(text)]
-    inline = [
-        (m.start(), m.end())
-        for m in _INLINE_CODE.finditer(text)
-        if not any(s <= m.start() < e for s, e in fences)
-    ]
-    return fences + inline
-
-
-def _mark_at(code: list[tuple[int, int]], claim: Claim) -> int:
-    """Where a claim's mark goes: right after it, or after the code span or fenced block
-    it stands in (a command stays as it was written, copyable)."""
-    return next((end for start, end in code if start <= claim.start < end), claim.end)
 
 
 def _shifted(

@@ -41,23 +41,19 @@ def lookups_for(
     own namespace, else those the evidence names, else `namespaces` (the configured ones)."""
     where = [claim.namespace] if claim.namespace else [*evidence.values("namespace"), *namespaces]
     namespaces = list(dict.fromkeys(where))[:MAX_NAMESPACES]
-    names: list[str] = []
-    keys: list[str] = []
+    keys = [SERVICES] if claim.kind in ("workload", "service") else []
+    name = ""  # the Deployment to read, if any
     if claim.kind in ("deployment", "workload", "service"):
-        names = [claim.value]
-        if claim.kind != "deployment":
-            keys.append(SERVICES)
+        name = claim.value
     elif claim.kind == "replicaset":
-        names = [claim.value.rsplit("-", 1)[0]]
+        name = claim.value.rsplit("-", 1)[0]
     elif claim.kind in ("revision", "version", "image") and subject:
-        names = [subject]
-    elif claim.kind == "image":
-        repository = claim.value.rsplit("/", 1)[-1].split("@", 1)[0].split(":", 1)[0]
-        names = [repository] if repository else []
+        name = subject
+    elif claim.kind == "image":  # of no subject: the Deployment named like its repository
+        name = claim.value.rsplit("/", 1)[-1].split("@", 1)[0].split(":", 1)[0]
     elif claim.kind == "pod" and "-" in claim.value:
         return [f"pod {ns}/{claim.value}" for ns in namespaces]
-    keys += [f"deployment {ns}/{name}" for ns in namespaces for name in names]
-    return keys
+    return keys + [f"deployment {ns}/{name}" for ns in namespaces if name]
 
 
 class LiveSources:
@@ -78,8 +74,8 @@ class LiveSources:
         wanted = list(dict.fromkeys(keys))
         reads = [k for k in wanted if k.startswith(("deployment ", "pod "))]
         result = LookupResult()
-        for key in reads[MAX_LOOKUPS:]:
-            result.failed[key] = f"not looked up: more than {MAX_LOOKUPS} look-ups for one answer"
+        skipped = f"not looked up: more than {MAX_LOOKUPS} look-ups for one answer"
+        result.failed.update(dict.fromkeys(reads[MAX_LOOKUPS:], skipped))
         tasks = [self._kubernetes(key, result) for key in reads[:MAX_LOOKUPS]]
         if SERVICES in wanted:
             tasks.append(self._services(result))

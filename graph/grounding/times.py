@@ -14,9 +14,9 @@ Zone names (case-insensitive) and what they mean; a name that means two zones is
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
-from functools import cache
+from functools import cache, lru_cache
 from zoneinfo import ZoneInfo
 
 # abbreviation -> minutes east of UTC, an IANA zone (its offset follows the date), or None
@@ -139,12 +139,9 @@ class WrittenTime:
     def clock_near(self, instant: float, tolerance_s: float) -> bool:
         """Whether `instant`'s wall clock in this time's zone is this clock, on whatever day:
         a time written without a date claims its clock, not a day."""
-        seen = datetime.fromtimestamp(instant, self.tz).replace(tzinfo=None)
-        slack = tolerance_s + self.precision - 1
-        return any(
-            abs((self.on(seen.date() + timedelta(days=shift)) - seen).total_seconds()) <= slack
-            for shift in (-1, 0, 1)
-        )
+        seen = datetime.fromtimestamp(instant, self.tz).date()
+        days = (seen + timedelta(days=shift) for shift in (-1, 0, 1))
+        return any(replace(self, day=day).near(instant, tolerance_s) for day in days)
 
     def near(self, instant: float, tolerance_s: float) -> bool:
         """Whether `instant` is this time, within the tolerance (and the precision written):
@@ -243,13 +240,6 @@ def _slashed(m: re.Match[str], year: int) -> date | None:
     return readings.pop() if len(readings) == 1 else None
 
 
-def _weekday(m: re.Match[str], today: date) -> date | None:
-    """The last such weekday on or before `today` (the incident's day)."""
-    name = (m.group(1) or m.group(2)).lower()[:3]
-    wanted = [day[:3] for day in WEEKDAYS].index(name)
-    return today - timedelta(days=(today.weekday() - wanted) % 7)
-
-
 def date_in(text: str, year: int, today: date | None = None) -> tuple[date, int, int] | None:
     """The last date written in `text` ("2026-11-28", "Nov 28", "28 November 2026") and
     where it stands; a month name without a year takes `year`. With `today` (the
@@ -262,8 +252,9 @@ def date_in(text: str, year: int, today: date | None = None) -> tuple[date, int,
             if (slashed := _slashed(m, year)) and (found is None or m.start() > found[1]):
                 found = (slashed, m.start(), m.end())
         for m in _WEEKDAY.finditer(text):
-            if (weekday := _weekday(m, today)) and (found is None or m.start() > found[1]):
-                found = (weekday, m.start(), m.end())
+            if found is None or m.start() > found[1]:  # the last such weekday up to `today`
+                wanted = [d[:3] for d in WEEKDAYS].index((m.group(1) or m.group(2)).lower()[:3])
+                found = (today - timedelta(days=(today.weekday() - wanted) % 7), m.start(), m.end())
     for m in _DATE.finditer(text):
         try:
             if m.group(1):
@@ -272,8 +263,7 @@ def date_in(text: str, year: int, today: date | None = None) -> tuple[date, int,
                 name = (m.group(4) or m.group(8)).lower()[:3]
                 month = [n[:3] for n in MONTHS].index(name) + 1
                 mday = int(m.group(5) or m.group(7))
-                written_year = m.group(6) or m.group(9)
-                day = date(int(written_year) if written_year else year, month, mday)
+                day = date(int(m.group(6) or m.group(9) or year), month, mday)
         except ValueError:
             continue
         if found is None or m.start() >= found[1]:
@@ -284,10 +274,11 @@ def date_in(text: str, year: int, today: date | None = None) -> tuple[date, int,
 def declared_zone(text: str) -> str | None:
     """The zone a heading or a list's introduction states for what follows: "Timeline
     (PT)", "All times UTC", "times in CET"."""
-    found = declared_zones(text)
-    return found[-1][1] if found else None
+    found = [m.group(1) for m in _DECLARED_ZONE.finditer(text)]
+    return found[-1] if found else None
 
 
+@lru_cache(maxsize=16)
 def declared_zones(text: str) -> tuple[tuple[int, str], ...]:
-    """Every zone declaration in `text` and where it ends."""
+    """Every zone declaration in `text` and where it ends (a draft's read once)."""
     return tuple((m.end(), m.group(1)) for m in _DECLARED_ZONE.finditer(text))
