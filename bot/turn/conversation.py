@@ -351,46 +351,52 @@ class Conversations:
                     fence,
                 )
             grouped = turn.alert not in ("", POSTED_ALERT)
+            skipped = None  # why it is not started (no model call): then the turn's answer
             if grouped and turn.attempts <= 1 and await self.alerts.resolved(turn.alert):
                 ALERTS_SKIPPED.labels("resolved").inc()
-                await self._skip(turn, fence, stream, RESOLVED_FIRST)
-                return
-            refusal = await self._refusal(turn)
-            if refusal is not None:
-                log.info("turn %s not started: %s", turn.id, refusal)
-                await self._skip(turn, fence, stream, refusal)
-                return
-            rubric = await self.memory.channel_rubric(turn.team, turn.channel)
-            context = await self.reader.unseen(turn, include=turn.about)
-            if grouped:  # the group's alerts as the webhook sent them: labels, start, links
-                context.alerts = [*await self.alerts.hints(turn.alert), *context.alerts]
-            TURNS_STARTED.inc()
-            # The wait for model capacity is counted from the turn's first wait, over runs.
-            waiting_since = turn.model_wait_since or time.time()
-            names = sorted({a.alertname for a in context.alerts if a.alertname})
-            asker = turn.user or f"alert {', '.join(names[:3]) or 'in this thread'}"
-            try:
-                result = await self.investigator.investigate(
-                    turn.thread,
-                    turn.text,
-                    asker,
-                    on_progress=placeholder.progress if placeholder else None,
-                    channel_rubric=rubric,
-                    turn_id=turn.id,
-                    context=context,
-                    fence=fence,
-                    channel=f"{turn.team}:{turn.channel}",
-                    wait_until=waiting_since + self.model_wait_max_s,
-                    automatic=bool(turn.alert),
+                skipped = RESOLVED_FIRST
+            elif (skipped := await self._refusal(turn)) is not None:
+                log.info("turn %s not started: %s", turn.id, skipped)
+            if skipped is not None:
+                result = InvestigationResult(
+                    thread_id=turn.thread,
+                    status="incomplete",
+                    answer=skipped,
+                    correlation_id=uuid.uuid4().hex[:12],
                 )
-            except ModelBusy as busy:
-                await self.turns.waiting_since(turn.id)
-                await self._show_wait(turn, busy, fence, stream)
-                raise  # the worker hands the turn back to the queue until the next try
-            observe_turn(result)
+            else:
+                rubric = await self.memory.channel_rubric(turn.team, turn.channel)
+                context = await self.reader.unseen(turn, include=turn.about)
+                if grouped:  # the group's alerts as the webhook sent them: labels, start, links
+                    context.alerts = [*await self.alerts.hints(turn.alert), *context.alerts]
+                TURNS_STARTED.inc()
+                # The wait for model capacity is counted from the turn's first wait, over runs.
+                waiting_since = turn.model_wait_since or time.time()
+                names = sorted({a.alertname for a in context.alerts if a.alertname})
+                asker = turn.user or f"alert {', '.join(names[:3]) or 'in this thread'}"
+                try:
+                    result = await self.investigator.investigate(
+                        turn.thread,
+                        turn.text,
+                        asker,
+                        on_progress=placeholder.progress if placeholder else None,
+                        channel_rubric=rubric,
+                        turn_id=turn.id,
+                        context=context,
+                        fence=fence,
+                        channel=f"{turn.team}:{turn.channel}",
+                        wait_until=waiting_since + self.model_wait_max_s,
+                        automatic=bool(turn.alert),
+                    )
+                except ModelBusy as busy:
+                    await self.turns.waiting_since(turn.id)
+                    await self._show_wait(turn, busy, fence, stream)
+                    raise  # the worker hands the turn back to the queue until the next try
+                observe_turn(result)
             await fence()
             await self.turns.store_result(turn.id, result.model_dump(mode="json"))
-            await self.reader.mark_seen(turn)
+            if skipped is None:
+                await self.reader.mark_seen(turn)
         await self._deliver(turn, result, fence, stream)
         await self.turns.finish(turn)
         await self._react(turn, _outcome(result), replacing=TAKEN)
@@ -405,22 +411,6 @@ class Conversations:
         return await self.access.refusal(asker) or await self.limits.refusal(
             turn.id, turn.team, turn.channel, turn.user
         )
-
-    async def _skip(
-        self, turn: Turn, fence: Fence, stream: StreamProgress | None, answer: str
-    ) -> None:
-        """An investigation not started (no model call): its reason is the turn's answer."""
-        result = InvestigationResult(
-            thread_id=turn.thread,
-            status="incomplete",
-            answer=answer,
-            correlation_id=uuid.uuid4().hex[:12],
-        )
-        await fence()
-        await self.turns.store_result(turn.id, result.model_dump(mode="json"))
-        await self._deliver(turn, result, fence, stream)
-        await self.turns.finish(turn)
-        await self._react(turn, INCOMPLETE, replacing=TAKEN)
 
     def _stream(self, turn: Turn, fence: Fence) -> StreamProgress | None:
         """This run's side of the turn's stream; the tasks an earlier run left running
