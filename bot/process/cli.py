@@ -204,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _demo(args)
     try:
         if args.command == "migrate-checkpoints":
-            return _run_migration(load_settings(), args.keep)
+            return _run(load_settings(), args)
         if args.command == "audit":
             from bot.process.audit_verify import verify_audit
 
@@ -215,17 +215,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SettingsError, ConfigError) as exc:
         print(f"tracegate: configuration error\n{exc}", file=sys.stderr)
         return 2
-
-
-def _run_migration(settings: Settings, keep: bool) -> int:
-    from redis.exceptions import RedisError
-
-    try:
-        asyncio.run(_migrate_checkpoints(settings, keep))
-    except RedisError as exc:
-        print(f"tracegate: cannot use Redis at REDIS_URL: {exc}", file=sys.stderr)
-        return 2
-    return 0
 
 
 def _run(settings: Settings, args: argparse.Namespace) -> int:
@@ -239,6 +228,9 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     from gates.cluster import ClusterError
 
     try:
+        if args.command == "migrate-checkpoints":
+            asyncio.run(_migrate_checkpoints(settings, args.keep))
+            return 0
         if args.command == "serve":
             asyncio.run(serve(settings))
             return 0
