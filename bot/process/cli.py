@@ -19,6 +19,7 @@ from bot.process.settings_docs import render as render_settings_page
 from graph.config import ConfigError
 
 if TYPE_CHECKING:
+    from gates.audit import AuditReport
     from gates.model import ActionRequest
     from graph.runner import InvestigationResult
 
@@ -206,15 +207,46 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "migrate-checkpoints":
             return _run(load_settings(), args)
         if args.command == "audit":
-            from bot.process.audit_verify import verify_audit
-
-            return verify_audit(load_settings())
+            return _verify_audit(load_settings())
         settings = load_settings(args.command)
         configure_logging(settings.logs.level, settings.logs.format)
         return _run(settings, args)
     except (SettingsError, ConfigError) as exc:
         print(f"tracegate: configuration error\n{exc}", file=sys.stderr)
         return 2
+
+
+def _verify_audit(settings: Settings) -> int:
+    """`tracegate audit verify`: check the audit stream's hash chain (gates/audit.py).
+
+    Exit 0: intact (entries written before the chain are reported, not failed); 1: a changed,
+    inserted or missing entry, each named; 2: Redis cannot be read (REDIS_URL)."""
+    from redis.exceptions import RedisError
+
+    from bot.process.redis_client import connect_redis, redacted
+    from gates.audit import AuditKeys, read_and_verify
+
+    async def verify() -> AuditReport:
+        redis = connect_redis(settings.redis_spec())
+        try:
+            return await read_and_verify(redis, settings.redis.prefix)
+        finally:
+            await redis.aclose()
+
+    stream = AuditKeys.of(settings.redis.prefix).stream
+    try:
+        report = asyncio.run(verify())
+    except RedisError as exc:
+        print(
+            f"tracegate audit verify: cannot read {stream} from Redis at REDIS_URL "
+            f"({redacted(settings.redis.url)}): {exc}",
+            file=sys.stderr,
+        )
+        return 2
+    print(f"tracegate audit verify ({stream}):")
+    for line in report.lines():
+        print(f"  {line}")
+    return 0 if report.intact else 1
 
 
 def _run(settings: Settings, args: argparse.Namespace) -> int:
