@@ -36,7 +36,7 @@ import redis.asyncio as aioredis
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.outbound.alert_message import alert_blocks, alert_text
+from bot.outbound.blocks import alert_blocks, alert_text
 from bot.outbound.posts import first_message, tagged
 from bot.process.metrics import ALERTS_INVESTIGATED, ALERTS_RECEIVED, ALERTS_SKIPPED
 from bot.turn.alerts import firing_alert
