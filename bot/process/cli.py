@@ -255,7 +255,7 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     # never spends.
     from redis.exceptions import RedisError
 
-    from bot.process.preflight import RedisUnusable
+    from bot.process.redis_policy import RedisUnusable
     from bot.process.server import run_worker, serve
     from gates.cluster import ClusterError
 
