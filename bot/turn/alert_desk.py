@@ -40,7 +40,6 @@ from bot.outbound.blocks import alert_blocks, alert_text
 from bot.outbound.posts import first_message, tagged
 from bot.process.metrics import ALERTS_INVESTIGATED, ALERTS_RECEIVED, ALERTS_SKIPPED
 from bot.turn.alerts import firing_alert
-from bot.turn.conversation import AlertSource
 from bot.turn.notifications import AlertPolicy, Notification
 from bot.turn.store import POSTED_ALERT, RELEASE
 from gates.store import as_text
@@ -184,7 +183,7 @@ StartTurn = Callable[[str, str, str, str, str, str], Awaitable[None]]
 
 
 @dataclass
-class AlertDesk(AlertSource):
+class AlertDesk:
     groups: AlertGroups
     client: AsyncWebClient
     policy: AlertPolicy

@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -43,9 +43,11 @@ from bot.turn.threads import ThreadMemory, thread_key
 from bot.turn.worker import TurnQueue, WorkerTiming, enqueue_turn, job_for_record
 from graph.capacity import ModelBusy, wait_text
 from graph.checkpoint import Fence
-from graph.context import AlertHint
 from graph.log_context import bind_log_context
 from graph.runner import InvestigationResult, Investigator
+
+if TYPE_CHECKING:
+    from bot.turn.alert_desk import AlertDesk
 
 log = logging.getLogger(__name__)
 
@@ -61,16 +63,6 @@ RESOLVED_FIRST = (
     "(no model call was made). Mention me in this thread to ask anyway."
 )
 TAKEN, ANSWERED, INCOMPLETE, FAILED = "eyes", "white_check_mark", "warning", "x"
-
-
-class AlertSource:
-    """What a turn started by an alert reads of its group (bot/turn/alert_desk.py)."""
-
-    async def resolved(self, gid: str) -> bool:
-        return False
-
-    async def hints(self, gid: str) -> list[AlertHint]:
-        return []
 
 
 # A delivery step is retried while Slack is unavailable, on top of slack_sdk's own 429/5xx
@@ -165,7 +157,7 @@ class Conversations:
     limits: AskingLimits  # how often (INVESTIGATIONS_PER_USER/CHANNEL_PER_HOUR)
     model_wait_max_s: float = 600.0  # MODEL_WAIT_MAX: a turn waits this long for capacity
     streaming: Streaming = field(default_factory=lambda: Streaming("off"))  # SLACK_STREAMING
-    alerts: AlertSource = field(default_factory=AlertSource)  # the alert desk, once wired
+    alerts: AlertDesk = field(init=False)  # what an alert's turn reads of its group (services)
 
     # --- receiving (before the ack) ------------------------------------------------------
     async def on_message(
