@@ -103,17 +103,6 @@ RECORD_LABEL = f"{RECORD_MARK} *tracegate record when answered:*"
 _RECORD_MARKS = re.compile(r":ledger:|\U0001f4d2", re.IGNORECASE)
 
 
-def unmarked(text: str) -> str:
-    """Model text without the bot's record mark, so it cannot pass as the bot's word."""
-    return _RECORD_MARKS.sub("", text)
-
-
-def action_states(requests: Sequence[ActionRequest]) -> Block:
-    """Each action proposed this turn and its state, from the store, in the bot's voice."""
-    lines = [f"{RECORD_LABEL} {escape(r.describe())} — {escape(true_state(r))}" for r in requests]
-    return context("\n".join(lines)[:SECTION_LIMIT])
-
-
 def _sent_back(drafts: int) -> str:
     return f", {drafts} draft{'s' if drafts != 1 else ''} sent back" if drafts else ""
 
@@ -261,7 +250,8 @@ def answer_message(
 ) -> tuple[str, list[Block]]:
     """The final answer as (notification text, blocks); `actions` are this turn's
     proposals as stored, whose states the bot states under the model's text."""
-    answer = escape(unmarked(result.answer))
+    # Without the bot's record mark, so that model text cannot pass as the bot's word.
+    answer = escape(_RECORD_MARKS.sub("", result.answer))
     body = link_traces(answer, result.verified_trace_ids, grafana_url, datasource)
     if result.unverified_trace_ids:
         body += "\n\n:warning: Trace IDs marked _unverified_ could not be checked in Tempo."
@@ -274,8 +264,11 @@ def answer_message(
         omitted = sum(len(c) for c in chunks[room - 1 :])
         chunks[room - 1 :] = [f"_…{omitted:,} more characters omitted; ask for a summary._"]
     blocks = [section(c) for c in chunks]
-    if actions:
-        blocks.append(action_states(actions))
+    if actions:  # each action proposed this turn and its state, from the store, in the bot's voice
+        lines = [
+            f"{RECORD_LABEL} {escape(r.describe())} — {escape(true_state(r))}" for r in actions
+        ]
+        blocks.append(context("\n".join(lines)[:SECTION_LIMIT]))
     blocks.append(feedback_block(result.correlation_id))  # 👍 / 👎 right under the answer
     blocks.append(context(how_it_was_reached(result)))
     if sources:
@@ -445,11 +438,6 @@ OUTCOME_ICONS = {
 _USER_ID = re.compile(r"[UW][A-Z0-9]+")
 
 
-def _asker(requester: str) -> str:
-    """A person as a mention; an automatic investigation by its alert ("alert HighErrors")."""
-    return f"<@{requester}>" if _USER_ID.fullmatch(requester) else escape(requester[:150])
-
-
 def _change(request: ActionRequest) -> str:
     """What approval changes; for a rollback, the target pinned at proposal (what runs)."""
     snap = request.snapshot
@@ -501,10 +489,13 @@ def card_blocks(
         for t in request.evidence[:5]
     )
     expires = time.strftime("%H:%M UTC", time.gmtime(request.expires_at))
+    # A person as a mention; an automatic investigation by its alert ("alert HighErrors").
+    by = request.requester
+    asker = f"<@{by}>" if _USER_ID.fullmatch(by) else escape(by[:150])
     fields = (
         f"*Where*\n`{escape(request.target)}`",
         f"*Change*\n{escape(_change(request))}",
-        f"*Asked by*\n{_asker(request.requester)}",
+        f"*Asked by*\n{asker}",
         f"*Expires*\n<!date^{int(request.expires_at)}^{{time}}|{expires}>",
     )
     blocks.append({"type": "section", "fields": [{"type": "mrkdwn", "text": f} for f in fields]})
