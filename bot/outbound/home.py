@@ -163,17 +163,14 @@ class Home:
             and self.actions is not None
             and self.actions.may_approve(r, user, in_group) is None
         ][:MAX_LISTED]
-        links = {
-            r.id: link
-            for r in waiting
-            if r.card and (link := await self._link(r.card.channel, r.card.ts))
-        }
-        lines = [
-            f"• `{escape(r.id)}` {escape(r.describe())} — in <#{_channel(r.thread_key)}>, "
-            f"asked by <@{escape(r.requester)}>; approve or reject on "
-            + (f"<{link}|its card>" if (link := links.get(r.id)) else "its card")
-            for r in waiting
-        ]
+        lines = []
+        for r in waiting:
+            link = await self._link(r.card.channel, r.card.ts) if r.card else None
+            lines.append(
+                f"• `{escape(r.id)}` {escape(r.describe())} — in <#{_channel(r.thread_key)}>, "
+                f"asked by <@{escape(r.requester)}>; approve or reject on "
+                + (f"<{link}|its card>" if link else "its card")
+            )
         return [section("*Waiting for your approval*\n" + ("\n".join(lines) or "_Nothing._"))]
 
     async def _breakers(
