@@ -49,6 +49,8 @@ ALT_CHARS = 1000  # Slack's alt text limit is larger; a reader needs less
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
 MARKER_COLOURS = {"alert": "#D55E00", "rollout": "#6A3D9A"}
 ERROR_COLOUR, ORIGIN_COLOUR, OK_COLOUR = "#E69F00", "#D55E00", "#7FA7C9"
+# A legend right of the axes.
+LEGEND: Any = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "fontsize": 8, "frameon": False}
 
 
 @dataclass(frozen=True)
@@ -147,10 +149,7 @@ def render_metric(spec: ChartSpec) -> bytes:
     axes.set_title(_title(data["query"]), fontsize=9, loc="left", family="monospace")
     if data["series"]:
         axes.legend(
-            loc="upper left",
-            bbox_to_anchor=(1.01, 1.0),
-            fontsize=8,
-            frameon=False,
+            **LEGEND,
             title=f"top {len(data['series'])} of {data['total_series']} series" if more else None,
             title_fontsize=8,
         )
@@ -238,10 +237,7 @@ def render_waterfall(spec: ChartSpec) -> bytes:
             Patch(color=ERROR_COLOUR, label="failed (passed on)"),
             Patch(color=OK_COLOUR, label="ok"),
         ],
-        loc="upper left",
-        bbox_to_anchor=(1.01, 1.0),
-        fontsize=8,
-        frameon=False,
+        **LEGEND,
     )
     return _png(figure)
 
