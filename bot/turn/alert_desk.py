@@ -243,8 +243,14 @@ class AlertDesk:
         blocks = alert_blocks(n, investigated=bool(state.get("turns")))
         text = alert_text(n)
         root = state.get("message_ts")
-        if not root and state.get("posting_since"):  # an earlier try may have posted it
-            root = await self._posted_before(gid, channel)
+        if not root and state.get("posting_since"):
+            # A try that lost Slack's answer (or its process) may have posted it:
+            # chat.postMessage is not idempotent, so the channel's newest messages (that try
+            # was moments ago) are searched for its tag.
+            first = await self.client.conversations_history(
+                channel=channel, include_all_metadata=True, limit=200
+            )
+            root = await first_message(first, tagged(ALERT_EVENT, "group", gid))
             if root:
                 await self.groups.update(gid, message_ts=root)
         if not root:
@@ -268,15 +274,6 @@ class AlertDesk:
             blocks = alert_blocks(n, investigated=True)
             await self.client.chat_update(channel=channel, ts=root, text=text, blocks=blocks)
         await self.groups.update(gid, handled=version)
-
-    async def _posted_before(self, gid: str, channel: str) -> str | None:
-        """The group's message, if a try that lost Slack's answer (or its process) posted
-        it: chat.postMessage is not idempotent, so the channel's newest messages (that try
-        was moments ago) are searched for its tag."""
-        first = await self.client.conversations_history(
-            channel=channel, include_all_metadata=True, limit=200
-        )
-        return await first_message(first, tagged(ALERT_EVENT, "group", gid))
 
     async def _investigate(
         self,
