@@ -71,10 +71,6 @@ return version
 """
 
 
-def group_id(source: str, group_key: str) -> str:
-    return hashlib.sha256(f"{source}\0{group_key}".encode()).hexdigest()[:24]
-
-
 def services_of(labels: Iterable[dict[str, str]]) -> set[str]:
     """The services alerts name (the labels that usually carry one)."""
     return {
@@ -95,21 +91,6 @@ def question_for(n: Notification) -> str:
     )
 
 
-def hints_of(n: Notification) -> list[AlertHint]:
-    """The group's alerts as the thread context's alert lines (labels, start, link)."""
-    return [
-        AlertHint(
-            source=n.source,
-            status=a.status,
-            alertname=a.labels.get("alertname", ""),
-            labels=dict(list(a.labels.items())[:12]),
-            starts_at=a.starts_at,
-            links=[u for u in (a.generator_url, a.dashboard_url) if u.startswith("http")][:2],
-        )
-        for a in n.alerts[:20]
-    ]
-
-
 class AlertGroups:
     """The groups' records in Redis."""
 
@@ -123,7 +104,7 @@ class AlertGroups:
         return f"{self.prefix}:alert-group:{gid}"
 
     async def record(self, n: Notification, channel: str) -> str:
-        gid = group_id(n.source, n.group_key)
+        gid = hashlib.sha256(f"{n.source}\0{n.group_key}".encode()).hexdigest()[:24]
         await self._record(
             keys=[self.key(gid), self.pending_key],
             args=[
@@ -359,10 +340,22 @@ class AlertDesk:
         return bool((await self.groups.get(gid)).get("resolved_at"))
 
     async def hints(self, gid: str) -> list[AlertHint]:
+        """The group's alerts as the thread context's alert lines (labels, start, link)."""
         state = await self.groups.get(gid)
         if not state.get("notification"):
             return []
-        return hints_of(Notification.model_validate_json(state["notification"]))
+        n = Notification.model_validate_json(state["notification"])
+        return [
+            AlertHint(
+                source=n.source,
+                status=a.status,
+                alertname=a.labels.get("alertname", ""),
+                labels=dict(list(a.labels.items())[:12]),
+                starts_at=a.starts_at,
+                links=[u for u in (a.generator_url, a.dashboard_url) if u.startswith("http")][:2],
+            )
+            for a in n.alerts[:20]
+        ]
 
     async def finish_pending(self) -> None:
         """Groups another process recorded and did not finish (it died): finish them."""
