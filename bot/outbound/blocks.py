@@ -45,6 +45,11 @@ def button(text: str, action_id: str, value: str, style: str | None = None) -> B
     return {"type": "button", "text": shown, "action_id": action_id, "value": value, **styled}
 
 
+def actions_block(block_id: str | None, *elements: Block) -> Block:
+    named = {"block_id": block_id} if block_id else {}
+    return {"type": "actions", **named, "elements": list(elements)}
+
+
 def confirm(title: str, text: str, yes: str) -> Block:
     """Slack's confirmation dialog on a button."""
     return {
@@ -273,9 +278,7 @@ def answer_message(
     blocks.append(context(how_it_was_reached(result)))
     if sources:
         blocks.append(sources)
-    blocks.append(
-        {"type": "actions", "elements": [button("Steps", "show_steps", result.correlation_id)]}
-    )
+    blocks.append(actions_block(None, button("Steps", "show_steps", result.correlation_id)))
     text = truncate(answer, MESSAGE_TEXT_LIMIT)
     return text or "(empty answer)", blocks
 
@@ -478,9 +481,7 @@ def card_blocks(
             return [*blocks, context(note)]
         if refusal is not None and refusal.open_breaker is not None:
             reset = button("Reset breaker", "reset_breaker", request.id, "danger")
-            blocks.append(
-                {"type": "actions", "block_id": f"breaker:{request.id}", "elements": [reset]}
-            )
+            blocks.append(actions_block(f"breaker:{request.id}", reset))
         return blocks
     evidence = ", ".join(
         f"<{query_link(grafana_url, 'tempo', datasource, t)}|{t.lstrip('0')[:12]}…>"
@@ -517,13 +518,8 @@ def card_blocks(
         approve["confirm"] = confirm(
             "Run this action?", f"{what[:200]} — this runs {mode}."[:300], "Approve"
         )
-        blocks.append(
-            {
-                "type": "actions",
-                "block_id": f"action:{request.id}",
-                "elements": [approve, button("Reject", "reject_action", request.id, "danger")],
-            }
-        )
+        reject = button("Reject", "reject_action", request.id, "danger")
+        blocks.append(actions_block(f"action:{request.id}", approve, reject))
     else:
         blocks.append(context(status_line(request)))
     if request.rollout is not None:
