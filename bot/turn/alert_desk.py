@@ -27,7 +27,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -69,26 +69,6 @@ redis.call('EXPIRE', KEYS[1], ARGV[1])
 redis.call('ZADD', KEYS[2], 'NX', ARGV[2], ARGV[7])
 return version
 """
-
-
-def services_of(labels: Iterable[dict[str, str]]) -> set[str]:
-    """The services alerts name (the labels that usually carry one)."""
-    return {
-        value.strip().lower()
-        for each in labels
-        for key in SERVICE_LABELS
-        if (value := each.get(key, "")) and value.strip()
-    }
-
-
-def question_for(n: Notification) -> str:
-    """The investigation's question, written by the bot (never by the alert's author)."""
-    names = sorted({a.labels.get("alertname", "") for a in n.firing} - {""}) or ["an alert"]
-    return (
-        f"The alert {', '.join(names)} fired ({len(n.firing)} firing). Investigate it from the "
-        "alert's labels and start time in the thread context: what is happening, since when, "
-        "and why? Say what you checked and what you could not."
-    )
 
 
 class AlertGroups:
@@ -272,7 +252,12 @@ class AlertDesk:
                 ALERTS_SKIPPED.labels("severity").inc()
                 await self.groups.update(gid, skipped="severity")
             return False
-        services = services_of(a.labels for a in wanted)
+        services = {  # the services they name (the labels that usually carry one)
+            value.strip().lower()
+            for a in wanted
+            for key in SERVICE_LABELS
+            if (value := a.labels.get(key, "")) and value.strip()
+        }
         turns = [t for t in (state.get("turns") or "").split(",") if t]
         if turns and not services - covered:
             return False  # a repeat, a redelivery, or alerts of services already investigated
@@ -284,7 +269,14 @@ class AlertDesk:
             await self._over_limit(channel, root)
             await self.groups.update(gid, turns=",".join([*turns, ts]), next_ts="")
             return False
-        await self.start_turn(await self.team(), channel, root, ts, question_for(n), gid)
+        # The investigation's question, written by the bot (never by the alert's author).
+        names = sorted({a.labels.get("alertname", "") for a in n.firing} - {""}) or ["an alert"]
+        question = (
+            f"The alert {', '.join(names)} fired ({len(n.firing)} firing). Investigate it from "
+            "the alert's labels and start time in the thread context: what is happening, since "
+            "when, and why? Say what you checked and what you could not."
+        )
+        await self.start_turn(await self.team(), channel, root, ts, question, gid)
         ALERTS_INVESTIGATED.labels(n.source).inc()
         await self.groups.update(
             gid,
