@@ -109,15 +109,6 @@ async def _unfenced() -> None:
     """Giving up writes regardless of the lease (the turn is finished by this run)."""
 
 
-def _outcome(result: InvestigationResult) -> str:
-    """The reaction that says how a turn ended: stopped by a budget or limit is incomplete."""
-    if result.status == "failed":
-        return FAILED
-    if result.status == "answered" and result.stop_reason is None:
-        return ANSWERED
-    return INCOMPLETE
-
-
 def _since(turn: Turn) -> float:
     """The turn's messages are posted after the message it is about (Slack's clock: a
     shortcut's turn is stamped with ours)."""
@@ -390,7 +381,14 @@ class Conversations:
                 await self.reader.mark_seen(turn)
         await self._deliver(turn, result, fence, stream)
         await self.turns.finish(turn)
-        await self._react(turn, _outcome(result), replacing=TAKEN)
+        # The reaction that says how the turn ended: stopped by a budget or limit is incomplete.
+        if result.status == "failed":
+            outcome = FAILED
+        elif result.status == "answered" and result.stop_reason is None:
+            outcome = ANSWERED
+        else:
+            outcome = INCOMPLETE
+        await self._react(turn, outcome, replacing=TAKEN)
 
     async def _refusal(self, turn: Turn) -> str | None:
         """Why the person who asked may not start this investigation (who they are, or how
