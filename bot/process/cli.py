@@ -115,17 +115,6 @@ async def _migrate_checkpoints(settings: Settings, keep: bool) -> None:
     print(f"tracegate migrate-checkpoints ({settings.redis.prefix}:…): {report.summary()}")
 
 
-def _config_docs(out: Path | None) -> int:
-    """The settings page, from the model alone: no environment, no .env, no secret shown."""
-    page = render_settings_page()
-    if out is None:
-        sys.stdout.write(page)
-    else:
-        out.write_text(page)
-        print(f"tracegate config docs: wrote {out}", file=sys.stderr)
-    return 0
-
-
 def _evaluate(argv: list[str]) -> int:
     """`tracegate eval`, from a checkout: the image carries no `evals` (docs/operating.md)."""
     try:
@@ -199,7 +188,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
 
     if args.command == "config":
-        return _config_docs(args.out)
+        # The settings page, from the model alone: no environment, no .env, no secret shown.
+        page = render_settings_page()
+        if args.out is None:
+            sys.stdout.write(page)
+        else:
+            args.out.write_text(page)
+            print(f"tracegate config docs: wrote {args.out}", file=sys.stderr)
+        return 0
 
     if args.command == "demo":
         return _demo(args)
