@@ -37,18 +37,6 @@ class RedisUnusable(Exception):
     """REDIS_URL points at no Redis, or at one the checkpointer cannot use; one line."""
 
 
-async def missing_modules(client: aioredis.Redis) -> list[str]:
-    missing = []
-    for module, command in _MODULE_PROBES:
-        try:
-            await client.execute_command(*command)  # type: ignore[no-untyped-call]
-        except ResponseError as exc:
-            if "unknown command" not in str(exc).lower():
-                raise
-            missing.append(module)
-    return missing
-
-
 async def not_primary(client: aioredis.Redis) -> str | None:
     """Why the node the client reaches takes no writes (a replica: every write would fail
     with READONLY), or None for a primary."""
@@ -67,7 +55,14 @@ async def check_redis(client: aioredis.Redis, url: str, timeout_s: float = 10.0)
         async with asyncio.timeout(timeout_s):
             await client.ping()
             replica = await not_primary(client)
-            missing = await missing_modules(client)
+            missing = []
+            for module, command in _MODULE_PROBES:
+                try:
+                    await client.execute_command(*command)  # type: ignore[no-untyped-call]
+                except ResponseError as exc:
+                    if "unknown command" not in str(exc).lower():
+                        raise
+                    missing.append(module)
     except (RedisError, OSError, TimeoutError) as exc:
         detail = str(exc) or type(exc).__name__
         raise RedisUnusable(f"REDIS_URL: cannot reach Redis at {redacted(url)}: {detail}") from None
