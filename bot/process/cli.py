@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -107,11 +108,8 @@ async def _migrate_checkpoints(settings: Settings, keep: bool) -> None:
     from bot.process.redis_client import connect_redis
     from graph.checkpoint_migration import migrate_checkpoints
 
-    redis = connect_redis(settings.redis_spec())
-    try:
+    async with contextlib.aclosing(connect_redis(settings.redis_spec())) as redis:
         report = await migrate_checkpoints(redis, settings.redis.prefix, keep=keep)
-    finally:
-        await redis.aclose()
     print(f"tracegate migrate-checkpoints ({settings.redis.prefix}:…): {report.summary()}")
 
 
@@ -223,11 +221,8 @@ def _verify_audit(settings: Settings) -> int:
     from gates.audit import AuditKeys, read_and_verify
 
     async def verify() -> AuditReport:
-        redis = connect_redis(settings.redis_spec())
-        try:
+        async with contextlib.aclosing(connect_redis(settings.redis_spec())) as redis:
             return await read_and_verify(redis, settings.redis.prefix)
-        finally:
-            await redis.aclose()
 
     stream = AuditKeys.of(settings.redis.prefix).stream
     try:
