@@ -115,7 +115,8 @@ def firing_alert(message: dict[str, Any]) -> AlertHint | None:
     notifications (`[FIRING:n] …`, `**Firing**`), and PagerDuty's incident messages
     ("Triggered #1234: …"). A resolved or acknowledged one is None, as is anything else."""
     text = message_text(message)
-    author = _author(message)
+    profile = message.get("bot_profile") or {}
+    author = str(message.get("username") or profile.get("name") or message.get("bot_id") or "")
     at = datetime.fromtimestamp(float(message.get("ts") or 0), UTC)
     hint = read_alert(text, author, at)
     if hint is not None:
@@ -127,11 +128,6 @@ def firing_alert(message: dict[str, Any]) -> AlertHint | None:
         return None
     title = re.sub(r"^#?\d+\s*[:-]?\s*", "", found["title"]).strip()
     return AlertHint(source="pagerduty", status="firing", alertname=title[:150], starts_at=at)
-
-
-def _author(message: dict[str, Any]) -> str:
-    profile = message.get("bot_profile") or {}
-    return str(message.get("username") or profile.get("name") or message.get("bot_id") or "")
 
 
 def _starts_at(text: str) -> datetime | None:
