@@ -85,14 +85,6 @@ def _hhmm(at: float) -> str:
     return datetime.fromtimestamp(at, UTC).strftime("%H:%M:%S UTC")
 
 
-def _title(query: str) -> str:
-    """The query on up to two lines of TITLE_CHARS, broken at a space, clipped after that."""
-    lines = textwrap.wrap(" ".join(query.split()), TITLE_CHARS, break_on_hyphens=False)
-    if len(lines) > 2:
-        lines = [lines[0], clip(" ".join(lines[1:]), TITLE_CHARS)]
-    return _literal("\n".join(lines))
-
-
 def _legend(labels: dict[str, str]) -> str:
     shown = ", ".join(f"{k}={v}" for k, v in sorted(labels.items()) if k != "__name__")
     return clip(shown or labels.get("__name__", "") or "(no labels)", LEGEND_CHARS)
@@ -107,18 +99,11 @@ def _png(figure: Figure) -> bytes:
 ENGINEERING_UNITS = {"bytes": "B", "bytes/s": "B/s", "seconds": "s"}  # shown as 3kB, 340ms
 
 
-def _value_formatter(unit: str) -> Any:
-    from matplotlib.ticker import EngFormatter, FuncFormatter
-
-    if unit in ENGINEERING_UNITS:
-        return EngFormatter(unit=ENGINEERING_UNITS[unit], places=0, sep="")
-    return FuncFormatter(lambda v, _: number(v))
-
-
 def render_metric(spec: ChartSpec) -> bytes:
     """A range query's top series over the window, UTC time axis, the markers labelled."""
     from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
     from matplotlib.figure import Figure
+    from matplotlib.ticker import EngFormatter, FuncFormatter
 
     data = spec["data"]
     assert data["kind"] == "metric"
@@ -141,12 +126,19 @@ def render_metric(spec: ChartSpec) -> bytes:
     locator = AutoDateLocator(maxticks=8, tz=UTC)  # type: ignore[no-untyped-call]
     axes.xaxis.set_major_locator(locator)
     axes.xaxis.set_major_formatter(ConciseDateFormatter(locator, tz=UTC))  # type: ignore[no-untyped-call]
-    axes.yaxis.set_major_formatter(_value_formatter(unit))
+    if unit in ENGINEERING_UNITS:
+        axes.yaxis.set_major_formatter(EngFormatter(unit=ENGINEERING_UNITS[unit], places=0, sep=""))
+    else:
+        axes.yaxis.set_major_formatter(FuncFormatter(lambda v, _: number(v)))
     axes.set_xlabel("time (UTC)")
     axes.set_ylabel(unit or "value")
     axes.grid(True, alpha=0.3)
     more = data["total_series"] - len(data["series"])
-    axes.set_title(_title(data["query"]), fontsize=9, loc="left", family="monospace")
+    # The query on up to two lines of TITLE_CHARS, broken at a space, clipped after that.
+    lines = textwrap.wrap(" ".join(data["query"].split()), TITLE_CHARS, break_on_hyphens=False)
+    if len(lines) > 2:
+        lines = [lines[0], clip(" ".join(lines[1:]), TITLE_CHARS)]
+    axes.set_title(_literal("\n".join(lines)), fontsize=9, loc="left", family="monospace")
     if data["series"]:
         axes.legend(
             **LEGEND,
