@@ -53,21 +53,15 @@ def message_text(message: dict[str, Any]) -> str:
         if not any(attachment.get(k) for k in ("pretext", "title", "text", "fields")):
             parts.append(str(attachment.get("fallback") or ""))
     for block in message.get("blocks") or []:
-        parts.extend(_block_text(block))
+        if isinstance(block.get("text"), dict):
+            parts.append(str(block["text"].get("text", "")))
+        for f in block.get("fields") or []:
+            parts.append(str(f.get("text", "")))
+        for element in block.get("elements") or []:
+            if isinstance(element, dict) and element.get("type") in ("mrkdwn", "plain_text"):
+                parts.append(str(element.get("text", "")))
     unique = dict.fromkeys(p.strip() for p in parts if p.strip())  # fallbacks repeat the text
     return "\n".join(unique)
-
-
-def _block_text(block: dict[str, Any]) -> list[str]:
-    texts = []
-    if isinstance(block.get("text"), dict):
-        texts.append(str(block["text"].get("text", "")))
-    for f in block.get("fields") or []:
-        texts.append(str(f.get("text", "")))
-    for element in block.get("elements") or []:
-        if isinstance(element, dict) and element.get("type") in ("mrkdwn", "plain_text"):
-            texts.append(str(element.get("text", "")))
-    return texts
 
 
 def read_alert(text: str, author: str, posted_at: datetime) -> AlertHint | None:
