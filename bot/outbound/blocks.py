@@ -136,17 +136,6 @@ def cited(where: str, label: str) -> str:
     return f"`{escape(where)}`"
 
 
-def sources_block(result: InvestigationResult) -> Block | None:
-    """The footer's sources: where each grounded fact of the answer can be seen again."""
-    elements = [
-        {"type": "mrkdwn", "text": text}
-        for i, source in enumerate(result.sources[:9])
-        if len(text := ("sources: " if i == 0 else "") + cited(source["where"], source["label"]))
-        <= SECTION_LIMIT
-    ]
-    return {"type": "context", "elements": elements} if elements else None
-
-
 def _facts(result: InvestigationResult) -> str:
     """The grounding check's counts: what was checked and what became of it."""
     others = (
@@ -263,7 +252,14 @@ def answer_message(
     notes = "".join(f"\n_{escape(n)}_" for n in result.notices)
     chunks = split_sections(body + ("\n" + notes if notes else ""))
     # Action states, the context line, the Steps button and the feedback buttons.
-    sources = sources_block(result)
+    # The footer's sources: where each grounded fact of the answer can be seen again.
+    elements = [
+        {"type": "mrkdwn", "text": text}
+        for i, source in enumerate(result.sources[:9])
+        if len(text := ("sources: " if i == 0 else "") + cited(source["where"], source["label"]))
+        <= SECTION_LIMIT
+    ]
+    sources = {"type": "context", "elements": elements} if elements else None
     room = MAX_BLOCKS - 3 - (1 if actions else 0) - (1 if sources else 0)
     if len(chunks) > room:  # the last chunk that fits says how much does not
         omitted = sum(len(c) for c in chunks[room - 1 :])
