@@ -19,7 +19,6 @@ import hashlib
 import io
 import math
 import textwrap
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
@@ -29,7 +28,7 @@ from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.outbound.posts import first_message
-from graph.charts import ChartSpec, Marker
+from graph.charts import ChartSpec
 from graph.tools.prometheus import number
 from graph.untrusted import clip
 
@@ -122,7 +121,24 @@ def render_metric(spec: ChartSpec) -> bytes:
     if spec["markers"]:  # room above the curves for the markers' labels
         low, high = axes.get_ylim()
         axes.set_ylim(low, high + (high - low) * (0.12 + 0.08 * len(spec["markers"])))
-    _draw_markers(axes, spec["markers"], data["start"], data["end"])
+    # Vertical lines, each labelled at the top, one label a line so none overlaps; a label of
+    # a marker in the window's right third is written to the left of its line.
+    start, end = data["start"], data["end"]
+    for i, marker in enumerate(sorted(spec["markers"], key=lambda m: m["at"])):
+        leftwards = end > start and (marker["at"] - start) / (end - start) > 0.66
+        colour = MARKER_COLOURS.get(marker["kind"], "#444444")
+        axes.axvline(_utc(marker["at"]), color=colour, linestyle="--", linewidth=1.4)
+        axes.annotate(
+            _literal(f"{marker['label']} {_hhmm(marker['at'])[:5]}"),
+            xy=(_utc(marker["at"]), 1.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(-4 if leftwards else 4, -12 - 14 * i),
+            textcoords="offset points",
+            ha="right" if leftwards else "left",
+            fontsize=8,
+            color=colour,
+            bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": colour, "alpha": 0.9},
+        )
     locator = AutoDateLocator(maxticks=8, tz=UTC)  # type: ignore[no-untyped-call]
     axes.xaxis.set_major_locator(locator)
     axes.xaxis.set_major_formatter(ConciseDateFormatter(locator, tz=UTC))  # type: ignore[no-untyped-call]
@@ -148,27 +164,6 @@ def render_metric(spec: ChartSpec) -> bytes:
     else:
         axes.text(0.5, 0.5, "no series", transform=axes.transAxes, ha="center")
     return _png(figure)
-
-
-def _draw_markers(axes: Any, markers: Sequence[Marker], start: float, end: float) -> None:
-    """Vertical lines, each labelled at the top, one label a line so none overlaps; a
-    label of a marker in the window's right third is written to the left of its line."""
-    ordered = sorted(markers, key=lambda m: m["at"])
-    for i, marker in enumerate(ordered):
-        leftwards = end > start and (marker["at"] - start) / (end - start) > 0.66
-        colour = MARKER_COLOURS.get(marker["kind"], "#444444")
-        axes.axvline(_utc(marker["at"]), color=colour, linestyle="--", linewidth=1.4)
-        axes.annotate(
-            _literal(f"{marker['label']} {_hhmm(marker['at'])[:5]}"),
-            xy=(_utc(marker["at"]), 1.0),
-            xycoords=("data", "axes fraction"),
-            xytext=(-4 if leftwards else 4, -12 - 14 * i),
-            textcoords="offset points",
-            ha="right" if leftwards else "left",
-            fontsize=8,
-            color=colour,
-            bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": colour, "alpha": 0.9},
-        )
 
 
 def render_waterfall(spec: ChartSpec) -> bytes:
