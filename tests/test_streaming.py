@@ -17,7 +17,8 @@ from redis.exceptions import RedisError
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.outbound.stream import StreamProgress, Timeline
+from bot.outbound.stream import StreamProgress
+from bot.outbound.timeline import Timeline
 from bot.process.redis_client import RedisSpec, connect_redis
 from bot.process.server import RunningBot
 from bot.turn.store import TurnStore

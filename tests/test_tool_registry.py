@@ -13,7 +13,7 @@ import redis.asyncio as aioredis
 from langchain_core.tools import BaseTool, tool
 from pydantic import BaseModel, Field, create_model
 
-from bot.outbound.stream import Timeline
+from bot.outbound.timeline import Timeline
 from bot.process import settings_docs
 from bot.process.settings import Settings, SettingsError, load_settings, tool_groups
 from graph.config import GraphLimits, ModelSpec, TempoSpec

@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 
 from bot.outbound.blocks import MAX_TEXT, alert_blocks
 from bot.outbound.mrkdwn import clip_escaped, escape
-from bot.outbound.stream import TITLE_CHARS, Timeline
+from bot.outbound.timeline import TITLE_CHARS, Timeline
 from bot.turn.notifications import Alert, Notification
 from graph.untrusted import clip, truncate
 

@@ -33,7 +33,8 @@ from bot.outbound.blocks import (
 from bot.outbound.cards import Cards
 from bot.outbound.charts import chart_key, draw, refusal, upload, uploaded
 from bot.outbound.posts import find_tagged, post_once
-from bot.outbound.stream import Streaming, StreamProgress, Timeline
+from bot.outbound.stream import Streaming, StreamProgress
+from bot.outbound.timeline import Timeline
 from bot.process.jobs import Jobs
 from bot.process.metrics import ALERTS_SKIPPED, EVENTS_DEDUPLICATED, TURNS_STARTED, observe_turn
 from bot.turn.access import Access, Asker, AskingLimits
