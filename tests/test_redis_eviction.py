@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from bot.process.preflight import RedisUnusable
+from bot.process.redis_policy import RedisUnusable
 from bot.process.runtime import open_runtime
 from bot.process.settings import Settings
 from sandbox import GeminiSimulator, TempoSimulator

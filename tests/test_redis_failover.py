@@ -21,8 +21,8 @@ from langgraph.graph import START, StateGraph
 from redis.exceptions import ConnectionError, TimeoutError
 
 from bot.process.health import Readiness
-from bot.process.preflight import RedisUnusable, check_redis
 from bot.process.redis_client import RedisSpec, connect_redis
+from bot.process.redis_policy import RedisUnusable, check_redis
 from graph.checkpoint import open_checkpointer
 from sandbox import GeminiSimulator
 from sandbox.fleet import Fleet

@@ -3,7 +3,7 @@
 import re
 from datetime import UTC, datetime
 
-from bot.outbound.alert_message import MAX_TEXT, alert_blocks
+from bot.outbound.blocks import MAX_TEXT, alert_blocks
 from bot.outbound.mrkdwn import clip_escaped, escape
 from bot.outbound.timeline import TITLE_CHARS, Timeline
 from bot.turn.notifications import Alert, Notification

@@ -1,4 +1,4 @@
-"""Block Kit rendering: answers, progress, approval cards, steps, rubric status.
+"""Block Kit rendering: answers, progress, approval cards, steps, rubric status, alert groups.
 
 Pure functions. Model output and telemetry go through `bot.outbound.mrkdwn.escape` before our own
 links are added, so no answer can ping `@channel`, mention anyone or smuggle a link. Limits
@@ -11,9 +11,11 @@ import re
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from bot.outbound.mrkdwn import escape
+from bot.turn.notifications import Alert, Notification
 from gates.model import ActionRequest
 from graph.action_claims import remove_claims, true_state, unsupported_claims
 from graph.grounding.evidence import TEXT
@@ -41,6 +43,11 @@ def button(text: str, action_id: str, value: str, style: str | None = None) -> B
     shown = {"type": "plain_text", "text": text[:75]}
     styled = {"style": style} if style else {}
     return {"type": "button", "text": shown, "action_id": action_id, "value": value, **styled}
+
+
+def actions_block(block_id: str | None, *elements: Block) -> Block:
+    named = {"block_id": block_id} if block_id else {}
+    return {"type": "actions", **named, "elements": list(elements)}
 
 
 def confirm(title: str, text: str, yes: str) -> Block:
@@ -101,17 +108,6 @@ RECORD_LABEL = f"{RECORD_MARK} *tracegate record when answered:*"
 _RECORD_MARKS = re.compile(r":ledger:|\U0001f4d2", re.IGNORECASE)
 
 
-def unmarked(text: str) -> str:
-    """Model text without the bot's record mark, so it cannot pass as the bot's word."""
-    return _RECORD_MARKS.sub("", text)
-
-
-def action_states(requests: Sequence[ActionRequest]) -> Block:
-    """Each action proposed this turn and its state, from the store, in the bot's voice."""
-    lines = [f"{RECORD_LABEL} {escape(r.describe())} — {escape(true_state(r))}" for r in requests]
-    return context("\n".join(lines)[:SECTION_LIMIT])
-
-
 def _sent_back(drafts: int) -> str:
     return f", {drafts} draft{'s' if drafts != 1 else ''} sent back" if drafts else ""
 
@@ -138,17 +134,6 @@ def cited(where: str, label: str) -> str:
     if where.startswith(("https://", "http://")):
         return f"<{where}|{escape(source_label(label))}>"
     return f"`{escape(where)}`"
-
-
-def sources_block(result: InvestigationResult) -> Block | None:
-    """The footer's sources: where each grounded fact of the answer can be seen again."""
-    elements = [
-        {"type": "mrkdwn", "text": text}
-        for i, source in enumerate(result.sources[:9])
-        if len(text := ("sources: " if i == 0 else "") + cited(source["where"], source["label"]))
-        <= SECTION_LIMIT
-    ]
-    return {"type": "context", "elements": elements} if elements else None
 
 
 def _facts(result: InvestigationResult) -> str:
@@ -259,28 +244,37 @@ def answer_message(
 ) -> tuple[str, list[Block]]:
     """The final answer as (notification text, blocks); `actions` are this turn's
     proposals as stored, whose states the bot states under the model's text."""
-    answer = escape(unmarked(result.answer))
+    # Without the bot's record mark, so that model text cannot pass as the bot's word.
+    answer = escape(_RECORD_MARKS.sub("", result.answer))
     body = link_traces(answer, result.verified_trace_ids, grafana_url, datasource)
     if result.unverified_trace_ids:
         body += "\n\n:warning: Trace IDs marked _unverified_ could not be checked in Tempo."
     notes = "".join(f"\n_{escape(n)}_" for n in result.notices)
     chunks = split_sections(body + ("\n" + notes if notes else ""))
     # Action states, the context line, the Steps button and the feedback buttons.
-    sources = sources_block(result)
+    # The footer's sources: where each grounded fact of the answer can be seen again.
+    elements = [
+        {"type": "mrkdwn", "text": text}
+        for i, source in enumerate(result.sources[:9])
+        if len(text := ("sources: " if i == 0 else "") + cited(source["where"], source["label"]))
+        <= SECTION_LIMIT
+    ]
+    sources = {"type": "context", "elements": elements} if elements else None
     room = MAX_BLOCKS - 3 - (1 if actions else 0) - (1 if sources else 0)
     if len(chunks) > room:  # the last chunk that fits says how much does not
         omitted = sum(len(c) for c in chunks[room - 1 :])
         chunks[room - 1 :] = [f"_…{omitted:,} more characters omitted; ask for a summary._"]
     blocks = [section(c) for c in chunks]
-    if actions:
-        blocks.append(action_states(actions))
+    if actions:  # each action proposed this turn and its state, from the store, in the bot's voice
+        lines = [
+            f"{RECORD_LABEL} {escape(r.describe())} — {escape(true_state(r))}" for r in actions
+        ]
+        blocks.append(context("\n".join(lines)[:SECTION_LIMIT]))
     blocks.append(feedback_block(result.correlation_id))  # 👍 / 👎 right under the answer
     blocks.append(context(how_it_was_reached(result)))
     if sources:
         blocks.append(sources)
-    blocks.append(
-        {"type": "actions", "elements": [button("Steps", "show_steps", result.correlation_id)]}
-    )
+    blocks.append(actions_block(None, button("Steps", "show_steps", result.correlation_id)))
     text = truncate(answer, MESSAGE_TEXT_LIMIT)
     return text or "(empty answer)", blocks
 
@@ -443,11 +437,6 @@ OUTCOME_ICONS = {
 _USER_ID = re.compile(r"[UW][A-Z0-9]+")
 
 
-def _asker(requester: str) -> str:
-    """A person as a mention; an automatic investigation by its alert ("alert HighErrors")."""
-    return f"<@{requester}>" if _USER_ID.fullmatch(requester) else escape(requester[:150])
-
-
 def _change(request: ActionRequest) -> str:
     """What approval changes; for a rollback, the target pinned at proposal (what runs)."""
     snap = request.snapshot
@@ -488,9 +477,7 @@ def card_blocks(
             return [*blocks, context(note)]
         if refusal is not None and refusal.open_breaker is not None:
             reset = button("Reset breaker", "reset_breaker", request.id, "danger")
-            blocks.append(
-                {"type": "actions", "block_id": f"breaker:{request.id}", "elements": [reset]}
-            )
+            blocks.append(actions_block(f"breaker:{request.id}", reset))
         return blocks
     evidence = ", ".join(
         f"<{query_link(grafana_url, 'tempo', datasource, t)}|{t.lstrip('0')[:12]}…>"
@@ -499,10 +486,13 @@ def card_blocks(
         for t in request.evidence[:5]
     )
     expires = time.strftime("%H:%M UTC", time.gmtime(request.expires_at))
+    # A person as a mention; an automatic investigation by its alert ("alert HighErrors").
+    by = request.requester
+    asker = f"<@{by}>" if _USER_ID.fullmatch(by) else escape(by[:150])
     fields = (
         f"*Where*\n`{escape(request.target)}`",
         f"*Change*\n{escape(_change(request))}",
-        f"*Asked by*\n{_asker(request.requester)}",
+        f"*Asked by*\n{asker}",
         f"*Expires*\n<!date^{int(request.expires_at)}^{{time}}|{expires}>",
     )
     blocks.append({"type": "section", "fields": [{"type": "mrkdwn", "text": f} for f in fields]})
@@ -524,13 +514,8 @@ def card_blocks(
         approve["confirm"] = confirm(
             "Run this action?", f"{what[:200]} — this runs {mode}."[:300], "Approve"
         )
-        blocks.append(
-            {
-                "type": "actions",
-                "block_id": f"action:{request.id}",
-                "elements": [approve, button("Reject", "reject_action", request.id, "danger")],
-            }
-        )
+        reject = button("Reject", "reject_action", request.id, "danger")
+        blocks.append(actions_block(f"action:{request.id}", approve, reject))
     else:
         blocks.append(context(status_line(request)))
     if request.rollout is not None:
@@ -597,3 +582,91 @@ def rubric_report_blocks(report: RubricReport, label: str) -> list[Block]:
     runs = len({e["grading_run_id"] for e in report.evaluations})
     lines.append(f"{runs} grading run{'s' if runs != 1 else ''} in this thread.")
     return [section(chunk) for chunk in split_sections("\n".join(lines))][:MAX_BLOCKS]
+
+
+# --- alert groups -------------------------------------------------------------------------------
+# An alert group as the bot posts it: the message an automatic investigation answers under.
+# Alert name, severity, summary, the labels that matter, the start time and the generator's
+# link; then how many alerts fire, and "Resolved at 14:32 UTC" once the group is resolved.
+# Everything the alert's author wrote goes through `escape` (no mention, no link smuggled in);
+# links are the sender's `generatorURL`/`dashboardURL`, shown only when they are http(s).
+SHOWN_LABELS = ("service", "namespace", "deployment", "pod", "job", "cluster", "instance")
+MAX_ALERTS_LISTED = 5
+MAX_TEXT = 300
+
+
+def _utc(at: datetime) -> str:
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _summary(alert: Alert, n: Notification) -> str:
+    notes = {**n.common_annotations, **alert.annotations}
+    return notes.get("summary") or notes.get("description") or notes.get("message") or ""
+
+
+def _link(url: str, label: str) -> str:
+    if not url.startswith(("https://", "http://")) or any(c in url for c in "<>| \n"):
+        return ""
+    return f"<{url}|{label}>"
+
+
+def alert_text(n: Notification) -> str:
+    """The notification text (what a phone shows)."""
+    alerts = n.firing or n.alerts
+    name = (alerts[0].labels.get("alertname") if alerts else "") or n.title or "alert"
+    state = "RESOLVED" if n.resolved else f"FIRING:{len(n.firing)}"
+    return truncate(f"[{state}] {name}", 150)
+
+
+def alert_blocks(n: Notification, *, investigated: bool) -> list[Block]:
+    firing = n.firing
+    shown = (firing or n.alerts)[:MAX_ALERTS_LISTED]
+    first = shown[0] if shown else None
+    labels = {**n.common_labels, **(first.labels if first else {})}
+    name = labels.get("alertname") or n.title or "alert"
+    severity = labels.get("severity", "")
+    resolved = n.resolved
+    icon = ":white_check_mark:" if resolved else ":rotating_light:"
+    head = f"{icon} *{escape(truncate(name, 150))}*" + (
+        f" · {escape(severity)}" if severity else ""
+    )
+    blocks = [section(head)]
+    if first and (summary := _summary(first, n)):
+        blocks.append(section(escape(truncate(summary, MAX_TEXT))))
+    facts = [
+        f"*{escape(k)}:* `{escape(truncate(labels[k], 100))}`"
+        for k in SHOWN_LABELS
+        if labels.get(k)
+    ]
+    if first:
+        facts.append(f"*started:* {_utc(first.starts_at)}")
+    if facts:
+        blocks.append(context(" · ".join(facts)))
+    if len(firing) > 1:
+        others = [
+            ", ".join(f"{k}={v}" for k, v in a.labels.items() if k != "alertname")
+            for a in firing[1:MAX_ALERTS_LISTED]
+        ]
+        listed = "; ".join(escape(truncate(other, 150)) for other in others)
+        unlisted = len(firing) - MAX_ALERTS_LISTED
+        more = f" and {unlisted} more" if unlisted > 0 else ""
+        blocks.append(context(f"{len(firing)} alerts firing: {listed}{more}"))
+    links = [
+        link
+        for link in (
+            _link(first.generator_url, "source") if first else "",
+            _link(first.dashboard_url, "dashboard") if first else "",
+            _link(n.external_url, n.source.capitalize()),
+        )
+        if link
+    ]
+    status = []
+    if resolved:
+        ended = [a.resolved_at for a in n.alerts if a.resolved_at]
+        at = max(ended) if ended else datetime.now(UTC)
+        status.append(f"Resolved at {at.astimezone(UTC).strftime('%H:%M UTC')}")
+    elif investigated:
+        status.append("tracegate is investigating in the thread")
+    if links or status:
+        blocks.append(context(" · ".join([*status, *links])))
+    return blocks

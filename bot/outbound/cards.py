@@ -215,8 +215,7 @@ class Cards:
         if self.actions is None:
             await self._tell(channel, user, "Actions are not configured on this bot (KUBECONFIG).")
             return
-        request = await self._clicked(self.actions, request_id, asker, channel, message_ts)
-        if request is None:
+        if await self._clicked(self.actions, request_id, asker, channel, message_ts) is None:
             return
         in_group = await self.approvers.contains(user)
         result = await self.actions.authorise(request_id, user, in_approver_group=in_group)
@@ -266,8 +265,7 @@ class Cards:
         user = asker.user
         if self.actions is None:
             return
-        request = await self._clicked(self.actions, request_id, asker, channel, message_ts)
-        if request is None:
+        if await self._clicked(self.actions, request_id, asker, channel, message_ts) is None:
             return
         in_group = await self.approvers.contains(user)
         result = await self.actions.reject(

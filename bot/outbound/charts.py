@@ -19,7 +19,6 @@ import hashlib
 import io
 import math
 import textwrap
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
@@ -29,7 +28,7 @@ from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.outbound.posts import first_message
-from graph.charts import ChartSpec, Marker
+from graph.charts import ChartSpec
 from graph.tools.prometheus import number
 from graph.untrusted import clip
 
@@ -49,6 +48,8 @@ ALT_CHARS = 1000  # Slack's alt text limit is larger; a reader needs less
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
 MARKER_COLOURS = {"alert": "#D55E00", "rollout": "#6A3D9A"}
 ERROR_COLOUR, ORIGIN_COLOUR, OK_COLOUR = "#E69F00", "#D55E00", "#7FA7C9"
+# A legend right of the axes.
+LEGEND: Any = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "fontsize": 8, "frameon": False}
 
 
 @dataclass(frozen=True)
@@ -83,14 +84,6 @@ def _hhmm(at: float) -> str:
     return datetime.fromtimestamp(at, UTC).strftime("%H:%M:%S UTC")
 
 
-def _title(query: str) -> str:
-    """The query on up to two lines of TITLE_CHARS, broken at a space, clipped after that."""
-    lines = textwrap.wrap(" ".join(query.split()), TITLE_CHARS, break_on_hyphens=False)
-    if len(lines) > 2:
-        lines = [lines[0], clip(" ".join(lines[1:]), TITLE_CHARS)]
-    return _literal("\n".join(lines))
-
-
 def _legend(labels: dict[str, str]) -> str:
     shown = ", ".join(f"{k}={v}" for k, v in sorted(labels.items()) if k != "__name__")
     return clip(shown or labels.get("__name__", "") or "(no labels)", LEGEND_CHARS)
@@ -105,18 +98,11 @@ def _png(figure: Figure) -> bytes:
 ENGINEERING_UNITS = {"bytes": "B", "bytes/s": "B/s", "seconds": "s"}  # shown as 3kB, 340ms
 
 
-def _value_formatter(unit: str) -> Any:
-    from matplotlib.ticker import EngFormatter, FuncFormatter
-
-    if unit in ENGINEERING_UNITS:
-        return EngFormatter(unit=ENGINEERING_UNITS[unit], places=0, sep="")
-    return FuncFormatter(lambda v, _: number(v))
-
-
 def render_metric(spec: ChartSpec) -> bytes:
     """A range query's top series over the window, UTC time axis, the markers labelled."""
     from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
     from matplotlib.figure import Figure
+    from matplotlib.ticker import EngFormatter, FuncFormatter
 
     data = spec["data"]
     assert data["kind"] == "metric"
@@ -135,35 +121,10 @@ def render_metric(spec: ChartSpec) -> bytes:
     if spec["markers"]:  # room above the curves for the markers' labels
         low, high = axes.get_ylim()
         axes.set_ylim(low, high + (high - low) * (0.12 + 0.08 * len(spec["markers"])))
-    _draw_markers(axes, spec["markers"], data["start"], data["end"])
-    locator = AutoDateLocator(maxticks=8, tz=UTC)  # type: ignore[no-untyped-call]
-    axes.xaxis.set_major_locator(locator)
-    axes.xaxis.set_major_formatter(ConciseDateFormatter(locator, tz=UTC))  # type: ignore[no-untyped-call]
-    axes.yaxis.set_major_formatter(_value_formatter(unit))
-    axes.set_xlabel("time (UTC)")
-    axes.set_ylabel(unit or "value")
-    axes.grid(True, alpha=0.3)
-    more = data["total_series"] - len(data["series"])
-    axes.set_title(_title(data["query"]), fontsize=9, loc="left", family="monospace")
-    if data["series"]:
-        axes.legend(
-            loc="upper left",
-            bbox_to_anchor=(1.01, 1.0),
-            fontsize=8,
-            frameon=False,
-            title=f"top {len(data['series'])} of {data['total_series']} series" if more else None,
-            title_fontsize=8,
-        )
-    else:
-        axes.text(0.5, 0.5, "no series", transform=axes.transAxes, ha="center")
-    return _png(figure)
-
-
-def _draw_markers(axes: Any, markers: Sequence[Marker], start: float, end: float) -> None:
-    """Vertical lines, each labelled at the top, one label a line so none overlaps; a
-    label of a marker in the window's right third is written to the left of its line."""
-    ordered = sorted(markers, key=lambda m: m["at"])
-    for i, marker in enumerate(ordered):
+    # Vertical lines, each labelled at the top, one label a line so none overlaps; a label of
+    # a marker in the window's right third is written to the left of its line.
+    start, end = data["start"], data["end"]
+    for i, marker in enumerate(sorted(spec["markers"], key=lambda m: m["at"])):
         leftwards = end > start and (marker["at"] - start) / (end - start) > 0.66
         colour = MARKER_COLOURS.get(marker["kind"], "#444444")
         axes.axvline(_utc(marker["at"]), color=colour, linestyle="--", linewidth=1.4)
@@ -178,6 +139,31 @@ def _draw_markers(axes: Any, markers: Sequence[Marker], start: float, end: float
             color=colour,
             bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": colour, "alpha": 0.9},
         )
+    locator = AutoDateLocator(maxticks=8, tz=UTC)  # type: ignore[no-untyped-call]
+    axes.xaxis.set_major_locator(locator)
+    axes.xaxis.set_major_formatter(ConciseDateFormatter(locator, tz=UTC))  # type: ignore[no-untyped-call]
+    if unit in ENGINEERING_UNITS:
+        axes.yaxis.set_major_formatter(EngFormatter(unit=ENGINEERING_UNITS[unit], places=0, sep=""))
+    else:
+        axes.yaxis.set_major_formatter(FuncFormatter(lambda v, _: number(v)))
+    axes.set_xlabel("time (UTC)")
+    axes.set_ylabel(unit or "value")
+    axes.grid(True, alpha=0.3)
+    more = data["total_series"] - len(data["series"])
+    # The query on up to two lines of TITLE_CHARS, broken at a space, clipped after that.
+    lines = textwrap.wrap(" ".join(data["query"].split()), TITLE_CHARS, break_on_hyphens=False)
+    if len(lines) > 2:
+        lines = [lines[0], clip(" ".join(lines[1:]), TITLE_CHARS)]
+    axes.set_title(_literal("\n".join(lines)), fontsize=9, loc="left", family="monospace")
+    if data["series"]:
+        axes.legend(
+            **LEGEND,
+            title=f"top {len(data['series'])} of {data['total_series']} series" if more else None,
+            title_fontsize=8,
+        )
+    else:
+        axes.text(0.5, 0.5, "no series", transform=axes.transAxes, ha="center")
+    return _png(figure)
 
 
 def render_waterfall(spec: ChartSpec) -> bytes:
@@ -238,10 +224,7 @@ def render_waterfall(spec: ChartSpec) -> bytes:
             Patch(color=ERROR_COLOUR, label="failed (passed on)"),
             Patch(color=OK_COLOUR, label="ok"),
         ],
-        loc="upper left",
-        bbox_to_anchor=(1.01, 1.0),
-        fontsize=8,
-        frameon=False,
+        **LEGEND,
     )
     return _png(figure)
 

@@ -55,8 +55,13 @@ class Home:
 
     async def opened(self, user: str, note: str = "") -> None:
         """Publish the tab for `user`; `note` (what their click did) is shown at the top."""
+        channels: set[str] = set()  # the person's own
         try:
-            channels = await self._channels(user)
+            first = await self.client.users_conversations(
+                user=user, types="public_channel,private_channel", exclude_archived=True, limit=200
+            )
+            async for page in pages(first, MAX_PAGES):
+                channels |= {c["id"] for c in page.get("channels") or []}
         except SlackApiError as exc:  # not readable: show nothing of any thread
             log.warning("cannot read %s's channels: %s", user, exc.response.get("error"))
             channels = set()
@@ -64,15 +69,6 @@ class Home:
         if note:
             blocks.insert(1, context(escape(note)))
         await self.client.views_publish(user_id=user, view={"type": "home", "blocks": blocks})
-
-    async def _channels(self, user: str) -> set[str]:
-        found: set[str] = set()
-        first = await self.client.users_conversations(
-            user=user, types="public_channel,private_channel", exclude_archived=True, limit=200
-        )
-        async for page in pages(first, MAX_PAGES):
-            found |= {c["id"] for c in page.get("channels") or []}
-        return found
 
     async def _requests(self) -> list[ActionRequest]:
         """Open requests and those in the audit stream, newest first."""
@@ -163,17 +159,14 @@ class Home:
             and self.actions is not None
             and self.actions.may_approve(r, user, in_group) is None
         ][:MAX_LISTED]
-        links = {
-            r.id: link
-            for r in waiting
-            if r.card and (link := await self._link(r.card.channel, r.card.ts))
-        }
-        lines = [
-            f"• `{escape(r.id)}` {escape(r.describe())} — in <#{_channel(r.thread_key)}>, "
-            f"asked by <@{escape(r.requester)}>; approve or reject on "
-            + (f"<{link}|its card>" if (link := links.get(r.id)) else "its card")
-            for r in waiting
-        ]
+        lines = []
+        for r in waiting:
+            link = await self._link(r.card.channel, r.card.ts) if r.card else None
+            lines.append(
+                f"• `{escape(r.id)}` {escape(r.describe())} — in <#{_channel(r.thread_key)}>, "
+                f"asked by <@{escape(r.requester)}>; approve or reject on "
+                + (f"<{link}|its card>" if link else "its card")
+            )
         return [section("*Waiting for your approval*\n" + ("\n".join(lines) or "_Nothing._"))]
 
     async def _breakers(

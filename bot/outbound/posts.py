@@ -48,6 +48,8 @@ class NotForPosts(AsyncRetryHandler):
     def __init__(self, inner: AsyncRetryHandler) -> None:
         super().__init__(inner.max_retry_count, inner.interval_calculator)
         self.inner = inner
+        # Between attempts, the wrapped handler's own wait (a Retry-After, its backoff).
+        self.prepare_for_next_attempt_async = inner.prepare_for_next_attempt_async  # type: ignore[method-assign]
 
     async def can_retry_async(
         self,
@@ -60,18 +62,6 @@ class NotForPosts(AsyncRetryHandler):
         if request.url.rstrip("/").endswith(NOT_RETRIED):
             return False
         return await self.inner.can_retry_async(
-            state=state, request=request, response=response, error=error
-        )
-
-    async def prepare_for_next_attempt_async(
-        self,
-        *,
-        state: RetryState,
-        request: HttpRequest,
-        response: HttpResponse | None = None,
-        error: Exception | None = None,
-    ) -> None:
-        await self.inner.prepare_for_next_attempt_async(
             state=state, request=request, response=response, error=error
         )
 

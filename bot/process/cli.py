@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -19,6 +20,7 @@ from bot.process.settings_docs import render as render_settings_page
 from graph.config import ConfigError
 
 if TYPE_CHECKING:
+    from gates.audit import AuditReport
     from gates.model import ActionRequest
     from graph.runner import InvestigationResult
 
@@ -106,23 +108,9 @@ async def _migrate_checkpoints(settings: Settings, keep: bool) -> None:
     from bot.process.redis_client import connect_redis
     from graph.checkpoint_migration import migrate_checkpoints
 
-    redis = connect_redis(settings.redis_spec())
-    try:
+    async with contextlib.aclosing(connect_redis(settings.redis_spec())) as redis:
         report = await migrate_checkpoints(redis, settings.redis.prefix, keep=keep)
-    finally:
-        await redis.aclose()
     print(f"tracegate migrate-checkpoints ({settings.redis.prefix}:…): {report.summary()}")
-
-
-def _config_docs(out: Path | None) -> int:
-    """The settings page, from the model alone: no environment, no .env, no secret shown."""
-    page = render_settings_page()
-    if out is None:
-        sys.stdout.write(page)
-    else:
-        out.write_text(page)
-        print(f"tracegate config docs: wrote {out}", file=sys.stderr)
-    return 0
 
 
 def _evaluate(argv: list[str]) -> int:
@@ -198,17 +186,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
 
     if args.command == "config":
-        return _config_docs(args.out)
+        # The settings page, from the model alone: no environment, no .env, no secret shown.
+        page = render_settings_page()
+        if args.out is None:
+            sys.stdout.write(page)
+        else:
+            args.out.write_text(page)
+            print(f"tracegate config docs: wrote {args.out}", file=sys.stderr)
+        return 0
 
     if args.command == "demo":
         return _demo(args)
     try:
         if args.command == "migrate-checkpoints":
-            return _run_migration(load_settings(), args.keep)
+            return _run(load_settings(), args)
         if args.command == "audit":
-            from bot.process.audit_verify import verify_audit
-
-            return verify_audit(load_settings())
+            return _verify_audit(load_settings())
         settings = load_settings(args.command)
         configure_logging(settings.logs.level, settings.logs.format)
         return _run(settings, args)
@@ -217,15 +210,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
-def _run_migration(settings: Settings, keep: bool) -> int:
+def _verify_audit(settings: Settings) -> int:
+    """`tracegate audit verify`: check the audit stream's hash chain (gates/audit.py).
+
+    Exit 0: intact (entries written before the chain are reported, not failed); 1: a changed,
+    inserted or missing entry, each named; 2: Redis cannot be read (REDIS_URL)."""
     from redis.exceptions import RedisError
 
+    from bot.process.redis_client import connect_redis, redacted
+    from gates.audit import AuditKeys, read_and_verify
+
+    async def verify() -> AuditReport:
+        async with contextlib.aclosing(connect_redis(settings.redis_spec())) as redis:
+            return await read_and_verify(redis, settings.redis.prefix)
+
+    stream = AuditKeys.of(settings.redis.prefix).stream
     try:
-        asyncio.run(_migrate_checkpoints(settings, keep))
+        report = asyncio.run(verify())
     except RedisError as exc:
-        print(f"tracegate: cannot use Redis at REDIS_URL: {exc}", file=sys.stderr)
+        print(
+            f"tracegate audit verify: cannot read {stream} from Redis at REDIS_URL "
+            f"({redacted(settings.redis.url)}): {exc}",
+            file=sys.stderr,
+        )
         return 2
-    return 0
+    print(f"tracegate audit verify ({stream}):")
+    for line in report.lines():
+        print(f"  {line}")
+    return 0 if report.intact else 1
 
 
 def _run(settings: Settings, args: argparse.Namespace) -> int:
@@ -234,11 +246,14 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     # never spends.
     from redis.exceptions import RedisError
 
-    from bot.process.preflight import RedisUnusable
+    from bot.process.redis_policy import RedisUnusable
     from bot.process.server import run_worker, serve
     from gates.cluster import ClusterError
 
     try:
+        if args.command == "migrate-checkpoints":
+            asyncio.run(_migrate_checkpoints(settings, args.keep))
+            return 0
         if args.command == "serve":
             asyncio.run(serve(settings))
             return 0

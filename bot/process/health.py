@@ -21,7 +21,7 @@ from aiohttp import web
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.process.metrics import QueueStats, exposition
-from bot.process.preflight import missing_indexes, not_primary
+from bot.process.redis_policy import missing_indexes, not_primary
 
 log = logging.getLogger(__name__)
 

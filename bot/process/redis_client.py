@@ -190,19 +190,6 @@ MAX_CONNECTIONS = 200  # per process; commands beyond wait for one to be free
 SENTINEL_MAX_CONNECTIONS = 1000
 
 
-def client_options(spec: RedisSpec) -> dict[str, Any]:
-    """The options of every connection to a data node (the sentinels' are their own)."""
-    options: dict[str, Any] = {
-        "retry": FailoverRetry(spec.failover_timeout_s),
-        "retry_on_error": list(RETRIED),
-        "socket_timeout": spec.socket_timeout_s,
-        "socket_connect_timeout": spec.socket_timeout_s,
-        "health_check_interval": 10,
-        "socket_keepalive": True,
-    }
-    return options | _credentials(spec.username, spec.password)
-
-
 def _credentials(username: str | None, password: str | None) -> dict[str, Any]:
     """The options of the credentials that are set."""
     return {k: v for k, v in (("username", username), ("password", password)) if v}
@@ -215,7 +202,16 @@ def _tls_options(ca_file: str | None) -> dict[str, Any]:
 def connect_redis(spec: RedisSpec) -> aioredis.Redis:
     """A client on `spec.url` — `redis://`, `rediss://`, `unix://` or `redis+sentinel://` —
     that retries through failovers (module docstring). It connects on its first command."""
-    options = client_options(spec)
+    # The options of every connection to a data node (the sentinels' are their own).
+    options: dict[str, Any] = {
+        "retry": FailoverRetry(spec.failover_timeout_s),
+        "retry_on_error": list(RETRIED),
+        "socket_timeout": spec.socket_timeout_s,
+        "socket_connect_timeout": spec.socket_timeout_s,
+        "health_check_interval": 10,
+        "socket_keepalive": True,
+        **_credentials(spec.username, spec.password),
+    }
     if urlsplit(spec.url).scheme == SENTINEL_SCHEME:
         return _sentinel_client(spec, options)
     url_options: dict[str, Any] = dict(parse_url(spec.url))

@@ -11,9 +11,8 @@ import aiohttp
 import redis.asyncio as aioredis
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from bot.process.preflight import check_redis
 from bot.process.redis_client import connect_redis
-from bot.process.redis_policy import check_eviction_policy
+from bot.process.redis_policy import check_eviction_policy, check_redis
 from bot.process.settings import Settings
 from gates.cluster import KubernetesCluster
 from gates.pipeline import ActionPipeline, build_pipeline

@@ -127,7 +127,7 @@ async def running_bot(
     settings.check_for_serve()
     async with open_runtime(settings, redis, saver) as runtime:
         embedded = saver is not None
-        services = build_services(settings, runtime, runtime.redis, in_process=embedded)
+        services = build_services(settings, runtime, in_process=embedded)
         app = build_app(settings, services)
         socket_mode = settings.slack.app_token is not None
         readiness = Readiness(
@@ -192,7 +192,7 @@ async def run_worker(settings: Settings, host: str = "0.0.0.0") -> None:
     settings.check_for_serve(worker=True)
     stop = _stop_on_signals()
     async with open_runtime(settings) as runtime:
-        services = build_services(settings, runtime, runtime.redis)
+        services = build_services(settings, runtime)
         timing = settings.worker
         readiness = Readiness(runtime.redis, prefix=settings.redis.prefix)
         runner, port = await _listen(

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import aiohttp
-import redis.asyncio as aioredis
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
@@ -62,12 +61,11 @@ def slack_client(settings: Settings, session: aiohttp.ClientSession) -> AsyncWeb
     return client
 
 
-def build_services(
-    settings: Settings, runtime: Runtime, redis: aioredis.Redis, *, in_process: bool = False
-) -> Services:
+def build_services(settings: Settings, runtime: Runtime, *, in_process: bool = False) -> Services:
     """`in_process`: turns run as tasks of this process, not through the Redis job queue
     (the demo's embedded store, which has no Redis server to queue on)."""
     client = slack_client(settings, runtime.slack_http)
+    redis = runtime.redis
     ttl_s = int(settings.redis.checkpoint_ttl_minutes * 60)
     memory = ThreadMemory(redis, ttl_s, settings.redis.prefix)
     turns = TurnStore(redis, ttl_s, settings.redis.prefix)

@@ -32,7 +32,12 @@ _TYPES: dict[object, str] = {
 
 def render(model: type[Settings] = Settings) -> str:
     """The page for `model`: a section per group title, a row per variable."""
-    required = _required_by(model)
+    # Variable → the commands that refuse to start without it (asked of the defaults).
+    defaults = model.model_construct()
+    required: dict[str, list[str]] = {}
+    for command in typing.get_args(Command):
+        for problem in defaults.missing(command):
+            required.setdefault(problem.split(":")[0], []).append(command)
     long_defaults: list[tuple[str, str]] = []
     body: list[str] = []
     contents: list[str] = []
@@ -85,16 +90,6 @@ _HEADER = [
 
 def _long_default_title(variable: str) -> str:
     return f"Default of `{variable}`"
-
-
-def _required_by(model: type[Settings]) -> dict[str, list[str]]:
-    """Variable → the commands that refuse to start without it (asked of the defaults)."""
-    defaults = model.model_construct()
-    required: dict[str, list[str]] = {}
-    for command in typing.get_args(Command):
-        for problem in defaults.missing(command):
-            required.setdefault(problem.split(":")[0], []).append(command)
-    return required
 
 
 def _default(variable: Variable, required_by: list[str]) -> str:

@@ -27,7 +27,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -36,11 +36,10 @@ import redis.asyncio as aioredis
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.outbound.alert_message import alert_blocks, alert_text
+from bot.outbound.blocks import alert_blocks, alert_text
 from bot.outbound.posts import first_message, tagged
 from bot.process.metrics import ALERTS_INVESTIGATED, ALERTS_RECEIVED, ALERTS_SKIPPED
 from bot.turn.alerts import firing_alert
-from bot.turn.conversation import AlertSource
 from bot.turn.notifications import AlertPolicy, Notification
 from bot.turn.store import POSTED_ALERT, RELEASE
 from gates.store import as_text
@@ -72,45 +71,6 @@ return version
 """
 
 
-def group_id(source: str, group_key: str) -> str:
-    return hashlib.sha256(f"{source}\0{group_key}".encode()).hexdigest()[:24]
-
-
-def services_of(labels: Iterable[dict[str, str]]) -> set[str]:
-    """The services alerts name (the labels that usually carry one)."""
-    return {
-        value.strip().lower()
-        for each in labels
-        for key in SERVICE_LABELS
-        if (value := each.get(key, "")) and value.strip()
-    }
-
-
-def question_for(n: Notification) -> str:
-    """The investigation's question, written by the bot (never by the alert's author)."""
-    names = sorted({a.labels.get("alertname", "") for a in n.firing} - {""}) or ["an alert"]
-    return (
-        f"The alert {', '.join(names)} fired ({len(n.firing)} firing). Investigate it from the "
-        "alert's labels and start time in the thread context: what is happening, since when, "
-        "and why? Say what you checked and what you could not."
-    )
-
-
-def hints_of(n: Notification) -> list[AlertHint]:
-    """The group's alerts as the thread context's alert lines (labels, start, link)."""
-    return [
-        AlertHint(
-            source=n.source,
-            status=a.status,
-            alertname=a.labels.get("alertname", ""),
-            labels=dict(list(a.labels.items())[:12]),
-            starts_at=a.starts_at,
-            links=[u for u in (a.generator_url, a.dashboard_url) if u.startswith("http")][:2],
-        )
-        for a in n.alerts[:20]
-    ]
-
-
 class AlertGroups:
     """The groups' records in Redis."""
 
@@ -124,7 +84,7 @@ class AlertGroups:
         return f"{self.prefix}:alert-group:{gid}"
 
     async def record(self, n: Notification, channel: str) -> str:
-        gid = group_id(n.source, n.group_key)
+        gid = hashlib.sha256(f"{n.source}\0{n.group_key}".encode()).hexdigest()[:24]
         await self._record(
             keys=[self.key(gid), self.pending_key],
             args=[
@@ -184,7 +144,7 @@ StartTurn = Callable[[str, str, str, str, str, str], Awaitable[None]]
 
 
 @dataclass
-class AlertDesk(AlertSource):
+class AlertDesk:
     groups: AlertGroups
     client: AsyncWebClient
     policy: AlertPolicy
@@ -244,8 +204,14 @@ class AlertDesk(AlertSource):
         blocks = alert_blocks(n, investigated=bool(state.get("turns")))
         text = alert_text(n)
         root = state.get("message_ts")
-        if not root and state.get("posting_since"):  # an earlier try may have posted it
-            root = await self._posted_before(gid, channel)
+        if not root and state.get("posting_since"):
+            # A try that lost Slack's answer (or its process) may have posted it:
+            # chat.postMessage is not idempotent, so the channel's newest messages (that try
+            # was moments ago) are searched for its tag.
+            first = await self.client.conversations_history(
+                channel=channel, include_all_metadata=True, limit=200
+            )
+            root = await first_message(first, tagged(ALERT_EVENT, "group", gid))
             if root:
                 await self.groups.update(gid, message_ts=root)
         if not root:
@@ -270,15 +236,6 @@ class AlertDesk(AlertSource):
             await self.client.chat_update(channel=channel, ts=root, text=text, blocks=blocks)
         await self.groups.update(gid, handled=version)
 
-    async def _posted_before(self, gid: str, channel: str) -> str | None:
-        """The group's message, if a try that lost Slack's answer (or its process) posted
-        it: chat.postMessage is not idempotent, so the channel's newest messages (that try
-        was moments ago) are searched for its tag."""
-        first = await self.client.conversations_history(
-            channel=channel, include_all_metadata=True, limit=200
-        )
-        return await first_message(first, tagged(ALERT_EVENT, "group", gid))
-
     async def _investigate(
         self,
         gid: str,
@@ -295,7 +252,12 @@ class AlertDesk(AlertSource):
                 ALERTS_SKIPPED.labels("severity").inc()
                 await self.groups.update(gid, skipped="severity")
             return False
-        services = services_of(a.labels for a in wanted)
+        services = {  # the services they name (the labels that usually carry one)
+            value.strip().lower()
+            for a in wanted
+            for key in SERVICE_LABELS
+            if (value := a.labels.get(key, "")) and value.strip()
+        }
         turns = [t for t in (state.get("turns") or "").split(",") if t]
         if turns and not services - covered:
             return False  # a repeat, a redelivery, or alerts of services already investigated
@@ -307,7 +269,14 @@ class AlertDesk(AlertSource):
             await self._over_limit(channel, root)
             await self.groups.update(gid, turns=",".join([*turns, ts]), next_ts="")
             return False
-        await self.start_turn(await self.team(), channel, root, ts, question_for(n), gid)
+        # The investigation's question, written by the bot (never by the alert's author).
+        names = sorted({a.labels.get("alertname", "") for a in n.firing} - {""}) or ["an alert"]
+        question = (
+            f"The alert {', '.join(names)} fired ({len(n.firing)} firing). Investigate it from "
+            "the alert's labels and start time in the thread context: what is happening, since "
+            "when, and why? Say what you checked and what you could not."
+        )
+        await self.start_turn(await self.team(), channel, root, ts, question, gid)
         ALERTS_INVESTIGATED.labels(n.source).inc()
         await self.groups.update(
             gid,
@@ -363,10 +332,22 @@ class AlertDesk(AlertSource):
         return bool((await self.groups.get(gid)).get("resolved_at"))
 
     async def hints(self, gid: str) -> list[AlertHint]:
+        """The group's alerts as the thread context's alert lines (labels, start, link)."""
         state = await self.groups.get(gid)
         if not state.get("notification"):
             return []
-        return hints_of(Notification.model_validate_json(state["notification"]))
+        n = Notification.model_validate_json(state["notification"])
+        return [
+            AlertHint(
+                source=n.source,
+                status=a.status,
+                alertname=a.labels.get("alertname", ""),
+                labels=dict(list(a.labels.items())[:12]),
+                starts_at=a.starts_at,
+                links=[u for u in (a.generator_url, a.dashboard_url) if u.startswith("http")][:2],
+            )
+            for a in n.alerts[:20]
+        ]
 
     async def finish_pending(self) -> None:
         """Groups another process recorded and did not finish (it died): finish them."""

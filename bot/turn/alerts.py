@@ -53,21 +53,15 @@ def message_text(message: dict[str, Any]) -> str:
         if not any(attachment.get(k) for k in ("pretext", "title", "text", "fields")):
             parts.append(str(attachment.get("fallback") or ""))
     for block in message.get("blocks") or []:
-        parts.extend(_block_text(block))
+        if isinstance(block.get("text"), dict):
+            parts.append(str(block["text"].get("text", "")))
+        for f in block.get("fields") or []:
+            parts.append(str(f.get("text", "")))
+        for element in block.get("elements") or []:
+            if isinstance(element, dict) and element.get("type") in ("mrkdwn", "plain_text"):
+                parts.append(str(element.get("text", "")))
     unique = dict.fromkeys(p.strip() for p in parts if p.strip())  # fallbacks repeat the text
     return "\n".join(unique)
-
-
-def _block_text(block: dict[str, Any]) -> list[str]:
-    texts = []
-    if isinstance(block.get("text"), dict):
-        texts.append(str(block["text"].get("text", "")))
-    for f in block.get("fields") or []:
-        texts.append(str(f.get("text", "")))
-    for element in block.get("elements") or []:
-        if isinstance(element, dict) and element.get("type") in ("mrkdwn", "plain_text"):
-            texts.append(str(element.get("text", "")))
-    return texts
 
 
 def read_alert(text: str, author: str, posted_at: datetime) -> AlertHint | None:
@@ -115,7 +109,8 @@ def firing_alert(message: dict[str, Any]) -> AlertHint | None:
     notifications (`[FIRING:n] …`, `**Firing**`), and PagerDuty's incident messages
     ("Triggered #1234: …"). A resolved or acknowledged one is None, as is anything else."""
     text = message_text(message)
-    author = _author(message)
+    profile = message.get("bot_profile") or {}
+    author = str(message.get("username") or profile.get("name") or message.get("bot_id") or "")
     at = datetime.fromtimestamp(float(message.get("ts") or 0), UTC)
     hint = read_alert(text, author, at)
     if hint is not None:
@@ -127,11 +122,6 @@ def firing_alert(message: dict[str, Any]) -> AlertHint | None:
         return None
     title = re.sub(r"^#?\d+\s*[:-]?\s*", "", found["title"]).strip()
     return AlertHint(source="pagerduty", status="firing", alertname=title[:150], starts_at=at)
-
-
-def _author(message: dict[str, Any]) -> str:
-    profile = message.get("bot_profile") or {}
-    return str(message.get("username") or profile.get("name") or message.get("bot_id") or "")
 
 
 def _starts_at(text: str) -> datetime | None:

@@ -69,7 +69,10 @@ class ThreadReader:
             log.warning("cannot read thread %s for context: %s", turn.thread, exc)
             return ThreadContext()
         watermark = _ts(await self.redis.get(self._watermark(turn.thread)))
-        ours = await self._our_ids()
+        if self._bot is None:
+            me = await self.client.auth_test()
+            self._bot = (str(me.get("user_id", "")), str(me.get("bot_id", "")))
+        ours = {i for i in self._bot if i}
         candidates = [
             m
             for m in raw
@@ -96,12 +99,6 @@ class ThreadReader:
             messages += [m for m in page.get("messages") or [] if float(m["ts"]) < float(turn.ts)]
         unique = {m["ts"]: m for m in messages}  # the parent comes with every page
         return sorted(unique.values(), key=lambda m: float(m["ts"]))
-
-    async def _our_ids(self) -> set[str]:
-        if self._bot is None:
-            me = await self.client.auth_test()
-            self._bot = (str(me.get("user_id", "")), str(me.get("bot_id", "")))
-        return {i for i in self._bot if i}
 
     def _bounded(self, raw: list[dict[str, Any]], root: str) -> ThreadContext:
         """The root message first, then the newest, within the limits; oldest first."""

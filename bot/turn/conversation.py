@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -44,9 +44,11 @@ from bot.turn.threads import ThreadMemory, thread_key
 from bot.turn.worker import TurnQueue, WorkerTiming, enqueue_turn, job_for_record
 from graph.capacity import ModelBusy, wait_text
 from graph.checkpoint import Fence
-from graph.context import AlertHint
 from graph.log_context import bind_log_context
 from graph.runner import InvestigationResult, Investigator
+
+if TYPE_CHECKING:
+    from bot.turn.alert_desk import AlertDesk
 
 log = logging.getLogger(__name__)
 
@@ -62,16 +64,6 @@ RESOLVED_FIRST = (
     "(no model call was made). Mention me in this thread to ask anyway."
 )
 TAKEN, ANSWERED, INCOMPLETE, FAILED = "eyes", "white_check_mark", "warning", "x"
-
-
-class AlertSource:
-    """What a turn started by an alert reads of its group (bot/turn/alert_desk.py)."""
-
-    async def resolved(self, gid: str) -> bool:
-        return False
-
-    async def hints(self, gid: str) -> list[AlertHint]:
-        return []
 
 
 # A delivery step is retried while Slack is unavailable, on top of slack_sdk's own 429/5xx
@@ -118,15 +110,6 @@ async def _unfenced() -> None:
     """Giving up writes regardless of the lease (the turn is finished by this run)."""
 
 
-def _outcome(result: InvestigationResult) -> str:
-    """The reaction that says how a turn ended: stopped by a budget or limit is incomplete."""
-    if result.status == "failed":
-        return FAILED
-    if result.status == "answered" and result.stop_reason is None:
-        return ANSWERED
-    return INCOMPLETE
-
-
 def _since(turn: Turn) -> float:
     """The turn's messages are posted after the message it is about (Slack's clock: a
     shortcut's turn is stamped with ours)."""
@@ -166,7 +149,7 @@ class Conversations:
     limits: AskingLimits  # how often (INVESTIGATIONS_PER_USER/CHANNEL_PER_HOUR)
     model_wait_max_s: float = 600.0  # MODEL_WAIT_MAX: a turn waits this long for capacity
     streaming: Streaming = field(default_factory=lambda: Streaming("off"))  # SLACK_STREAMING
-    alerts: AlertSource = field(default_factory=AlertSource)  # the alert desk, once wired
+    alerts: AlertDesk = field(init=False)  # what an alert's turn reads of its group (services)
 
     # --- receiving (before the ack) ------------------------------------------------------
     async def on_message(
@@ -351,49 +334,62 @@ class Conversations:
                     fence,
                 )
             grouped = turn.alert not in ("", POSTED_ALERT)
+            skipped = None  # why it is not started (no model call): then the turn's answer
             if grouped and turn.attempts <= 1 and await self.alerts.resolved(turn.alert):
                 ALERTS_SKIPPED.labels("resolved").inc()
-                await self._skip(turn, fence, stream, RESOLVED_FIRST)
-                return
-            refusal = await self._refusal(turn)
-            if refusal is not None:
-                log.info("turn %s not started: %s", turn.id, refusal)
-                await self._skip(turn, fence, stream, refusal)
-                return
-            rubric = await self.memory.channel_rubric(turn.team, turn.channel)
-            context = await self.reader.unseen(turn, include=turn.about)
-            if grouped:  # the group's alerts as the webhook sent them: labels, start, links
-                context.alerts = [*await self.alerts.hints(turn.alert), *context.alerts]
-            TURNS_STARTED.inc()
-            # The wait for model capacity is counted from the turn's first wait, over runs.
-            waiting_since = turn.model_wait_since or time.time()
-            names = sorted({a.alertname for a in context.alerts if a.alertname})
-            asker = turn.user or f"alert {', '.join(names[:3]) or 'in this thread'}"
-            try:
-                result = await self.investigator.investigate(
-                    turn.thread,
-                    turn.text,
-                    asker,
-                    on_progress=placeholder.progress if placeholder else None,
-                    channel_rubric=rubric,
-                    turn_id=turn.id,
-                    context=context,
-                    fence=fence,
-                    channel=f"{turn.team}:{turn.channel}",
-                    wait_until=waiting_since + self.model_wait_max_s,
-                    automatic=bool(turn.alert),
+                skipped = RESOLVED_FIRST
+            elif (skipped := await self._refusal(turn)) is not None:
+                log.info("turn %s not started: %s", turn.id, skipped)
+            if skipped is not None:
+                result = InvestigationResult(
+                    thread_id=turn.thread,
+                    status="incomplete",
+                    answer=skipped,
+                    correlation_id=uuid.uuid4().hex[:12],
                 )
-            except ModelBusy as busy:
-                await self.turns.waiting_since(turn.id)
-                await self._show_wait(turn, busy, fence, stream)
-                raise  # the worker hands the turn back to the queue until the next try
-            observe_turn(result)
+            else:
+                rubric = await self.memory.channel_rubric(turn.team, turn.channel)
+                context = await self.reader.unseen(turn, include=turn.about)
+                if grouped:  # the group's alerts as the webhook sent them: labels, start, links
+                    context.alerts = [*await self.alerts.hints(turn.alert), *context.alerts]
+                TURNS_STARTED.inc()
+                # The wait for model capacity is counted from the turn's first wait, over runs.
+                waiting_since = turn.model_wait_since or time.time()
+                names = sorted({a.alertname for a in context.alerts if a.alertname})
+                asker = turn.user or f"alert {', '.join(names[:3]) or 'in this thread'}"
+                try:
+                    result = await self.investigator.investigate(
+                        turn.thread,
+                        turn.text,
+                        asker,
+                        on_progress=placeholder.progress if placeholder else None,
+                        channel_rubric=rubric,
+                        turn_id=turn.id,
+                        context=context,
+                        fence=fence,
+                        channel=f"{turn.team}:{turn.channel}",
+                        wait_until=waiting_since + self.model_wait_max_s,
+                        automatic=bool(turn.alert),
+                    )
+                except ModelBusy as busy:
+                    await self.turns.waiting_since(turn.id)
+                    await self._show_wait(turn, busy, fence, stream)
+                    raise  # the worker hands the turn back to the queue until the next try
+                observe_turn(result)
             await fence()
             await self.turns.store_result(turn.id, result.model_dump(mode="json"))
-            await self.reader.mark_seen(turn)
+            if skipped is None:
+                await self.reader.mark_seen(turn)
         await self._deliver(turn, result, fence, stream)
         await self.turns.finish(turn)
-        await self._react(turn, _outcome(result), replacing=TAKEN)
+        # The reaction that says how the turn ended: stopped by a budget or limit is incomplete.
+        if result.status == "failed":
+            outcome = FAILED
+        elif result.status == "answered" and result.stop_reason is None:
+            outcome = ANSWERED
+        else:
+            outcome = INCOMPLETE
+        await self._react(turn, outcome, replacing=TAKEN)
 
     async def _refusal(self, turn: Turn) -> str | None:
         """Why the person who asked may not start this investigation (who they are, or how
@@ -405,22 +401,6 @@ class Conversations:
         return await self.access.refusal(asker) or await self.limits.refusal(
             turn.id, turn.team, turn.channel, turn.user
         )
-
-    async def _skip(
-        self, turn: Turn, fence: Fence, stream: StreamProgress | None, answer: str
-    ) -> None:
-        """An investigation not started (no model call): its reason is the turn's answer."""
-        result = InvestigationResult(
-            thread_id=turn.thread,
-            status="incomplete",
-            answer=answer,
-            correlation_id=uuid.uuid4().hex[:12],
-        )
-        await fence()
-        await self.turns.store_result(turn.id, result.model_dump(mode="json"))
-        await self._deliver(turn, result, fence, stream)
-        await self.turns.finish(turn)
-        await self._react(turn, INCOMPLETE, replacing=TAKEN)
 
     def _stream(self, turn: Turn, fence: Fence) -> StreamProgress | None:
         """This run's side of the turn's stream; the tasks an earlier run left running

@@ -95,7 +95,11 @@ def register(app: AsyncApp, services: Services) -> None:
     async def record_reply(
         body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext
     ) -> None:
-        if channels and event.get("channel") in channels and _posted_alert(event, context):
+        # A top-level message another app or bot posted (not ours): maybe an alert.
+        by_app = bool(event.get("bot_id")) or event.get("subtype") == "bot_message"
+        ours = event.get("bot_id") == context.bot_id or event.get("user") == context.bot_user_id
+        posted_alert = by_app and not ours and not event.get("thread_ts")
+        if channels and event.get("channel") in channels and posted_alert:
             if not _malformed(body, event):
                 await services.alerts.on_posted(body.get("team_id", ""), event)
             return
@@ -115,13 +119,6 @@ def register(app: AsyncApp, services: Services) -> None:
 
     app.event("app_mention", middleware=[recording(record_mention)])(recorded)
     app.event("message", middleware=[recording(record_reply)])(recorded)
-
-
-def _posted_alert(event: dict[str, Any], context: AsyncBoltContext) -> bool:
-    """A top-level message another app or bot posted (not ours): maybe an alert."""
-    by_app = bool(event.get("bot_id")) or event.get("subtype") == "bot_message"
-    ours = event.get("bot_id") == context.bot_id or event.get("user") == context.bot_user_id
-    return by_app and not ours and not event.get("thread_ts")
 
 
 def _malformed(body: dict[str, Any], event: dict[str, Any]) -> bool:
