@@ -435,8 +435,11 @@ class ModelGuard:
     # Tokens spent per thread (kept as long as the thread's checkpoint) and per channel per
     # UTC day (two days); a call that would go past a budget stops before it is made. A call
     # reserves its estimate first and is corrected to what it spent after (nothing, failed).
-    def _budget_keys(self, scope: CallScope) -> list[tuple[Budget, str, int, int]]:
-        keys: list[tuple[Budget, str, int, int]] = []
+    async def _reserve_budgets(self, scope: CallScope, estimated: int) -> list[str]:
+        """Hold `estimated` tokens in every budget of the call, or raise `BudgetExceeded`
+        (holding nothing) when it would take one past its limit. Returns the budgets' keys
+        (those of the day the call was made)."""
+        keys: list[tuple[Budget, str, int, int]] = []  # (budget, key, limit, TTL in s)
         day = datetime.now(UTC).strftime("%Y%m%d")
         if self.limits.thread_token_budget and scope.thread:
             key = f"{self.prefix}:tokens:thread:{scope.thread}"
@@ -447,13 +450,6 @@ class ModelGuard:
         if self.limits.automatic_daily_token_budget and scope.automatic:
             key = f"{self.prefix}:tokens:automatic:{day}"
             keys.append(("automatic", key, self.limits.automatic_daily_token_budget, 2 * 86400))
-        return keys
-
-    async def _reserve_budgets(self, scope: CallScope, estimated: int) -> list[str]:
-        """Hold `estimated` tokens in every budget of the call, or raise `BudgetExceeded`
-        (holding nothing) when it would take one past its limit. Returns the budgets' keys
-        (those of the day the call was made)."""
-        keys = self._budget_keys(scope)
         if not keys:
             return []
         args: list[int] = [estimated]
