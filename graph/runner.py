@@ -186,6 +186,18 @@ class _Turn:
             **fields,
         )
 
+    def ended(
+        self, status: Status, notices: list[str], stop_reason: str | None, instead: str = ""
+    ) -> InvestigationResult:
+        """The result of a turn that ran: its checked answer (else `instead`) and its checks."""
+        return self.result(
+            status,
+            _answer(self.final) or instead,
+            notices=notices,
+            stop_reason=stop_reason,
+            **_turn_fields(self.final),
+        )
+
 
 class Investigator:
     def __init__(
@@ -314,13 +326,8 @@ class Investigator:
                 turn.report({"type": "stopped", "reason": "token_budget", "budget": spent.budget})
                 message = _budget_message(spent)
                 draft = _answer(turn.final)  # a checked draft of this turn, if it got that far
-                return turn.result(
-                    "incomplete",
-                    draft or message,
-                    notices=[*notices, message] if draft else notices,
-                    stop_reason="token_budget",
-                    **_turn_fields(turn.final),
-                )
+                listed = [*notices, message] if draft else notices
+                return turn.ended("incomplete", listed, "token_budget", message)
             except GraphRecursionError:
                 steps = self.limits.recursion_limit
                 turn.report({"type": "stopped", "reason": "recursion_limit", "steps": steps})
@@ -328,13 +335,7 @@ class Investigator:
                     "thread %s hit the recursion limit [%s]", thread_id, turn.correlation_id
                 )
                 message = f"Stopped after {steps} steps; {INCOMPLETE}"
-                return turn.result(
-                    "incomplete",
-                    _answer(turn.final) or message,
-                    notices=[*notices, message],
-                    stop_reason="recursion_limit",
-                    **_turn_fields(turn.final),
-                )
+                return turn.ended("incomplete", [*notices, message], "recursion_limit", message)
             except Exception as exc:
                 log.exception(
                     "investigation failed for thread %s [%s]", thread_id, turn.correlation_id
@@ -357,13 +358,7 @@ class Investigator:
                 )
             if failed := failed_tools_notice(turn.events):
                 notices.append(failed)
-            return turn.result(
-                status,
-                _answer(turn.final) or "",
-                notices=notices,
-                stop_reason=stop_reason,
-                **_turn_fields(turn.final),
-            )
+            return turn.ended(status, notices, stop_reason)
 
     async def rubric_status(self, thread_id: str) -> RubricReport:
         """The thread's active rubric, its latest run's status and every evaluation."""

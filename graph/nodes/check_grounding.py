@@ -15,16 +15,14 @@ from graph.grounding.guard import finalise, ground_draft
 from graph.grounding.sources import LiveSources
 from graph.metrics import GROUNDING, GROUNDING_REMOVED
 from graph.progress import reporter
-from graph.state import GroundingVerdict, InvestigationState
+from graph.state import Checked, GroundingVerdict, InvestigationState
 from graph.steps import StepBudget
 
 MAX_LISTED = 40  # claims listed in one Steps event
 
-# (the trace-verified draft, the state, facts the trace guard just read) -> the verdict,
-# the rest of the state update, and the draft as the check leaves it (None: sent back)
+# (the trace-verified draft, the state, facts the trace guard just read) -> `Checked`
 GroundingGuard = Callable[
-    [str, InvestigationState, list[Fact]],
-    Awaitable[tuple[GroundingVerdict, dict[str, Any], str | None]],
+    [str, InvestigationState, list[Fact]], Awaitable[Checked[GroundingVerdict]]
 ]
 
 
@@ -49,7 +47,7 @@ def make_grounding_guard(
 ) -> GroundingGuard:
     async def check_grounding(
         draft: str, state: InvestigationState, fresh: list[Fact]
-    ) -> tuple[GroundingVerdict, dict[str, Any], str | None]:
+    ) -> Checked[GroundingVerdict]:
         report = reporter()
         report({"type": "grounding_started"})
         evidence = [*(state.get("evidence") or []), *fresh]

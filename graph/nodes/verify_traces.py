@@ -10,7 +10,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from graph.config import GraphLimits
 from graph.metrics import TRACE_GUARD
 from graph.progress import reporter
-from graph.state import InvestigationState, TraceCheck, TraceVerdict
+from graph.state import Checked, InvestigationState, TraceCheck, TraceVerdict
 from graph.steps import StepBudget
 from graph.trace_guard import TraceVerifier, finalise_answer, ids_with, revision_feedback
 from graph.trace_ids import find_trace_ids
@@ -29,17 +29,11 @@ def _finished(verdict: TraceVerdict) -> dict[str, Any]:
     }
 
 
-# The verdict, the rest of the state update, and the draft as the guard leaves it (None:
-# sent back for revision).
-TraceGuard = Callable[
-    [InvestigationState], Awaitable[tuple[TraceVerdict, dict[str, Any], str | None]]
-]
+TraceGuard = Callable[[InvestigationState], Awaitable[Checked[TraceVerdict]]]
 
 
 def make_trace_guard(verifier: TraceVerifier, limits: GraphLimits, steps: StepBudget) -> TraceGuard:
-    async def verify_traces(
-        state: InvestigationState,
-    ) -> tuple[TraceVerdict, dict[str, Any], str | None]:
+    async def verify_traces(state: InvestigationState) -> Checked[TraceVerdict]:
         report = reporter()
         draft = next((m.text for m in reversed(state["messages"]) if isinstance(m, AIMessage)), "")
         cited = find_trace_ids(draft)
