@@ -24,9 +24,8 @@ from graph.grounding.evidence import (
     text_facts,
     times_from,
 )
-from graph.tools import Shown, ToolFailed, ToolSet, declared
+from graph.tools import IncidentStart, Shown, Since, ToolFailed, ToolSet, declared, utc, window
 from graph.tools.http_api import HttpSource, Params, SourceRefused, SourceUnavailable
-from graph.tools.window import IncidentStart, Since, utc, window
 from graph.trace_ids import normalise
 from graph.untrusted import capped, clip, quoted
 
