@@ -476,47 +476,6 @@ class ModelGuard:
     def _exhausted_key(self, model: str) -> str:
         return f"{self.prefix}:model-exhausted:{model}"
 
-    async def _take_capacity(
-        self,
-        model: str,
-        role: str,
-        call_id: str,
-        tokens: int,
-        scope: CallScope,
-        *,
-        inline: bool,
-        started: float,
-    ) -> None:
-        """Wait for the shared limit: in place when short (or `inline`, up to MODEL_WAIT_MAX
-        from the call's start), else `ModelBusy`."""
-        if not (self.limits.rpm or self.limits.tpm):  # no shared limit
-            return
-        # One waiter per turn and call: a turn handed back keeps its place when it returns.
-        waiter = f"{scope.thread}#{scope.calls}" if scope.thread else call_id
-        waited = 0.0
-        while True:
-            rank = (
-                LATER if scope.automatic else FIRST if scope.under_way or role != "agent" else NEW
-            )
-            wait = await self.limiter.try_acquire(model, call_id, tokens, waiter, rank)
-            if not wait:
-                if waited:
-                    LIMITER_DELAY.labels(model, role).observe(waited)
-                return
-            # Inline (the judge) waits in place, but not past MODEL_WAIT_MAX: then its
-            # caller decides (JUDGE_FAIL_MODE), instead of the window holding the turn.
-            retry_at = self.clock() + wait
-            too_long = (
-                retry_at - started > self.limits.wait_max_s
-                if inline
-                else waited + wait > self.limits.inline_wait_s
-            )
-            if too_long:
-                LIMITER_DELAY.labels(model, role).observe(waited + wait)
-                raise ModelBusy(model, retry_at, "limit")
-            await asyncio.sleep(wait)
-            waited += wait
-
     async def call(
         self,
         model: str,
@@ -569,13 +528,42 @@ class ModelGuard:
         """The call through the shared limit and the quota handling: the result, the model
         that answered and the call's id in the limiter's log."""
         started = self.clock()
+
+        async def take_capacity(name: str, call_id: str) -> None:
+            """Wait for the shared limit: in place when short (or `inline`, up to
+            MODEL_WAIT_MAX from the call's start), else `ModelBusy`."""
+            if not (self.limits.rpm or self.limits.tpm):  # no shared limit
+                return
+            # One waiter per turn and call: a turn handed back keeps its place when it returns.
+            waiter = f"{scope.thread}#{scope.calls}" if scope.thread else call_id
+            waited = 0.0
+            while True:
+                first = scope.under_way or role != "agent"  # a turn under way: grader, judge, agent
+                rank = LATER if scope.automatic else FIRST if first else NEW
+                wait = await self.limiter.try_acquire(name, call_id, estimated, waiter, rank)
+                if not wait:
+                    if waited:
+                        LIMITER_DELAY.labels(name, role).observe(waited)
+                    return
+                # Inline (the judge) waits in place, but not past MODEL_WAIT_MAX: then its
+                # caller decides (JUDGE_FAIL_MODE), instead of the window holding the turn.
+                retry_at = self.clock() + wait
+                too_long = (
+                    retry_at - started > self.limits.wait_max_s
+                    if inline
+                    else waited + wait > self.limits.inline_wait_s
+                )
+                if too_long:
+                    LIMITER_DELAY.labels(name, role).observe(waited + wait)
+                    raise ModelBusy(name, retry_at, "limit")
+                await asyncio.sleep(wait)
+                waited += wait
+
         current = model
         while True:
             call_id = uuid.uuid4().hex[:16]
             try:
-                await self._take_capacity(
-                    current, role, call_id, estimated, scope, inline=inline, started=started
-                )
+                await take_capacity(current, call_id)
                 result = await generate(current)
             except ModelBusy:  # the shared limit's: inline, it was waited for up to MODEL_WAIT_MAX
                 raise
