@@ -32,7 +32,6 @@ from graph.grounding.sources import LiveSources
 from graph.log_context import bind_log_context
 from graph.model import make_chat_model
 from graph.nodes.grade import OnEvaluation
-from graph.nodes.tools import failed_tools_notice
 from graph.progress import TurnContext
 from graph.result import InvestigationResult, RubricReport, Status
 from graph.state import InvestigationState
@@ -356,8 +355,12 @@ class Investigator:
                     f"Used the whole tool budget ({self.limits.tool_budget} calls) "
                     "before answering; some evidence may be missing."
                 )
-            if failed := failed_tools_notice(turn.events):
-                notices.append(failed)
+            # Tools that failed this turn: the answer may lack their evidence.
+            ended = [e for e in turn.events if e["type"] == "tool_finished"]
+            if failed := sorted({e["tool"] for e in ended if e.get("outcome") == "failed"}):
+                notices.append(
+                    f"Failed this turn: {', '.join(failed)}; the answer may lack that evidence."
+                )
             return turn.ended(status, notices, stop_reason)
 
     async def rubric_status(self, thread_id: str) -> RubricReport:
