@@ -49,30 +49,27 @@ def make_trace_guard(verifier: TraceVerifier, limits: GraphLimits, steps: StepBu
         newly_found = {t: "found" for t in ids_with(checks, "found") if t not in known}
         # Written only when Tempo confirmed new IDs: every field written is a document stored.
         # What the cited traces show is evidence for the grounding check that follows.
-        learned: dict[str, Any] = {"known_traces": newly_found} if newly_found else {}
+        update: dict[str, Any] = {"known_traces": newly_found} if newly_found else {}
         if facts:
-            learned["evidence"] = facts
+            update["evidence"] = facts
         missing = ids_with(checks, "missing")
         for check in checks.values():
             TRACE_GUARD.labels(check["status"]).inc()
         revisions = state.get("trace_revision_count", 0)
+        answer: str | None = None  # None: sent back for revision
+        removed = 0
         if missing and steps.room_for_revision(state, revisions, limits.trace_max_revisions):
-            verdict: TraceVerdict = {"outcome": "revise", "checks": checks, "removed": 0}
-            report(_finished(verdict))
             feedback = HumanMessage(revision_feedback(missing), name="trace_guard")
-            return (
-                verdict,
-                {"trace_revision_count": revisions + 1, **learned, "messages": [feedback]},
-                None,
-            )
-        answer, removed = finalise_answer(draft, checks)
-        TRACE_GUARD.labels("removed").inc(removed)
-        verdict = {
-            "outcome": "removed" if missing else "verified",
+            update |= {"trace_revision_count": revisions + 1, "messages": [feedback]}
+        else:
+            answer, removed = finalise_answer(draft, checks)
+            TRACE_GUARD.labels("removed").inc(removed)
+        verdict: TraceVerdict = {
+            "outcome": "revise" if answer is None else "removed" if missing else "verified",
             "checks": checks,
             "removed": removed,
         }
         report(_finished(verdict))
-        return verdict, learned, answer
+        return verdict, update, answer
 
     return verify_traces
