@@ -495,39 +495,6 @@ class ModelGuard:
         scope = _SCOPE.get() or CallScope()
         estimated = estimate_tokens(messages, extra)
         held = await self._reserve_budgets(scope, estimated)
-        try:
-            result, current, call_id = await self._answered(
-                model, role, estimated, scope, generate, fallback, inline
-            )
-        except BaseException:  # a call that failed (or was cancelled) spent nothing
-            await self._settle(held, estimated, 0)
-            raise
-        scope.under_way = True
-        scope.calls += 1
-        scope.answered_by[role] = current
-        for generation in result.generations:  # the tokens the response reported
-            usage = getattr(getattr(generation, "message", None), "usage_metadata", None)
-            if usage:
-                sent = int(usage.get("input_tokens", 0))
-                spent = sent + int(usage.get("output_tokens", 0))
-                await self.limiter.correct(current, call_id, estimated, sent)
-                await self._settle(held, estimated, spent)
-                break
-        return result
-
-    async def _answered(
-        self,
-        model: str,
-        role: str,
-        estimated: int,
-        scope: CallScope,
-        generate: Callable[[str], Awaitable[ChatResult]],
-        fallback: str | None,
-        inline: bool,
-    ) -> tuple[ChatResult, str, str]:
-        """The call through the shared limit and the quota handling: the result, the model
-        that answered and the call's id in the limiter's log."""
-        started = self.clock()
 
         async def take_capacity(name: str, call_id: str) -> None:
             """Wait for the shared limit: in place when short (or `inline`, up to
@@ -559,41 +526,65 @@ class ModelGuard:
                 await asyncio.sleep(wait)
                 waited += wait
 
-        current = model
-        while True:
-            call_id = uuid.uuid4().hex[:16]
-            try:
-                await take_capacity(current, call_id)
-                result = await generate(current)
-            except ModelBusy:  # the shared limit's: inline, it was waited for up to MODEL_WAIT_MAX
-                raise
-            except Exception as exc:
-                reason = capacity_reason(exc)
-                if reason is None:
+        async def answered() -> tuple[ChatResult, str, str]:
+            """The call through the shared limit and the quota handling: the result, the model
+            that answered and the call's id in the limiter's log."""
+            current = model
+            while True:
+                call_id = uuid.uuid4().hex[:16]
+                try:
+                    await take_capacity(current, call_id)
+                    result = await generate(current)
+                except ModelBusy:  # the shared limit's: inline, waited for up to MODEL_WAIT_MAX
                     raise
-                QUOTA_ERRORS.labels(current, reason).inc()
-                delay = retry_delay_s(exc)
-                retry_at = self.clock() + (delay if delay is not None else 10.0)
-                if current == model and fallback and await self._exhausted_long(model):
-                    log.warning("%s exhausted for MODEL_FALLBACK_AFTER; asking %s", model, fallback)
-                    FALLBACK_USES.labels(model, fallback, role).inc()
-                    current = fallback
-                    continue
-                log.info(
-                    "model %s: %s (%s); next try in %.1fs",
-                    current,
-                    reason,
-                    getattr(exc, "status", None) or type(exc).__name__,
-                    retry_at - self.clock(),
-                )
-                if inline and retry_at - started <= self.limits.wait_max_s:
-                    await asyncio.sleep(max(0.0, retry_at - self.clock()))
-                    continue
-                raise ModelBusy(current, retry_at, reason) from exc
-            break
-        if fallback and current == model:  # the primary answers: no longer exhausted
-            await self.redis.delete(self._exhausted_key(model))
-        return result, current, call_id
+                except Exception as exc:
+                    reason = capacity_reason(exc)
+                    if reason is None:
+                        raise
+                    QUOTA_ERRORS.labels(current, reason).inc()
+                    delay = retry_delay_s(exc)
+                    retry_at = self.clock() + (delay if delay is not None else 10.0)
+                    if current == model and fallback and await self._exhausted_long(model):
+                        log.warning(
+                            "%s exhausted for MODEL_FALLBACK_AFTER; asking %s", model, fallback
+                        )
+                        FALLBACK_USES.labels(model, fallback, role).inc()
+                        current = fallback
+                        continue
+                    log.info(
+                        "model %s: %s (%s); next try in %.1fs",
+                        current,
+                        reason,
+                        getattr(exc, "status", None) or type(exc).__name__,
+                        retry_at - self.clock(),
+                    )
+                    if inline and retry_at - started <= self.limits.wait_max_s:
+                        await asyncio.sleep(max(0.0, retry_at - self.clock()))
+                        continue
+                    raise ModelBusy(current, retry_at, reason) from exc
+                break
+            if fallback and current == model:  # the primary answers: no longer exhausted
+                await self.redis.delete(self._exhausted_key(model))
+            return result, current, call_id
+
+        started = self.clock()  # MODEL_WAIT_MAX counts from here
+        try:
+            result, current, call_id = await answered()
+        except BaseException:  # a call that failed (or was cancelled) spent nothing
+            await self._settle(held, estimated, 0)
+            raise
+        scope.under_way = True
+        scope.calls += 1
+        scope.answered_by[role] = current
+        for generation in result.generations:  # the tokens the response reported
+            usage = getattr(getattr(generation, "message", None), "usage_metadata", None)
+            if usage:
+                sent = int(usage.get("input_tokens", 0))
+                spent = sent + int(usage.get("output_tokens", 0))
+                await self.limiter.correct(current, call_id, estimated, sent)
+                await self._settle(held, estimated, spent)
+                break
+        return result
 
     async def _exhausted_long(self, model: str) -> bool:
         """Mark the model exhausted (from its first error on) and say whether it has been for
