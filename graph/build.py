@@ -88,14 +88,9 @@ def build_graph(
     sources: LiveSources | None = None,
 ) -> InvestigationGraph:
     builder = StateGraph(InvestigationState, context_schema=TurnContext)
-    builder.add_node(
-        "agent", make_agent(model, tools, limits.context_budget_tokens, limits.full_tool_results)
-    )
+    builder.add_node("agent", make_agent(model, tools, limits))
     builder.add_node("tools", make_tools(tools))
-    builder.add_node(
-        "force_answer",
-        make_force_answer(model, tools, STEPS, limits.tool_budget, limits.full_tool_results),
-    )
+    builder.add_node("force_answer", make_force_answer(model, tools, STEPS, limits))
     builder.add_node(
         "check_draft",
         make_check_draft(
