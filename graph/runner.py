@@ -27,7 +27,14 @@ from graph.checkpoint import FENCE, Fence, Superseded, open_checkpointer
 from graph.config import GraphLimits, ModelSpec, TempoSpec
 from graph.context import ThreadContext
 from graph.grader import Grader
-from graph.grounding.evidence import QUESTION_TIME, TEXT, source_call, text_facts, times_from
+from graph.grounding.evidence import (
+    QUESTION_TIME,
+    TEXT,
+    Fact,
+    source_call,
+    text_facts,
+    times_from,
+)
 from graph.grounding.sources import LiveSources
 from graph.log_context import bind_log_context
 from graph.model import make_chat_model
@@ -72,19 +79,9 @@ def _turn_input(
     messages.append(HumanMessage(question, id=turn_id) if turn_id else HumanMessage(question))
     anchor = context.incident_start if context is not None else None
     sticky: InvestigationState = {"incident_start": anchor.timestamp()} if anchor else {}
-    # What the asker, the thread and its alerts said, and when the question was asked:
-    # facts a draft may repeat (people wrote them; the answer can quote them).
-    said = text_facts(question, "the question")
-    said += times_from([time.time()], QUESTION_TIME)
-    if context is not None:
-        said += text_facts(context.render(), "the thread's messages and alerts")
-        for alert in context.alerts:
-            if alert.starts_at:
-                start = alert.starts_at.timestamp()
-                said += times_from([start], f"alert {alert.alertname or alert.source} started")
     return {
         **sticky,
-        "evidence": said,
+        "evidence": _said(question, context),
         "messages": messages,
         "tool_calls_used": 0,
         "stop_reason": None,
@@ -99,6 +96,20 @@ def _turn_input(
         "rubric_status": None,
         "rubric_revision_count": 0,
     }
+
+
+def _said(question: str, context: ThreadContext | None) -> list[Fact]:
+    """What the asker, the thread and its alerts said, and when the question was asked:
+    facts a draft may repeat (people wrote them; the answer can quote them)."""
+    facts = text_facts(question, "the question")
+    facts += times_from([time.time()], QUESTION_TIME)
+    if context is not None:
+        facts += text_facts(context.render(), "the thread's messages and alerts")
+        for alert in context.alerts:
+            if alert.starts_at:
+                start = alert.starts_at.timestamp()
+                facts += times_from([start], f"alert {alert.alertname or alert.source} started")
+    return facts
 
 
 def _changes(update: InvestigationState, current: dict[str, Any]) -> InvestigationState:
