@@ -9,14 +9,19 @@ START → agent → tools → agent …
                             → grade  (a rubric is active)
                                      → agent (needs revision) | END
                             → END
+
+The routes are coroutine functions although they never wait: LangGraph runs a plain
+function in a thread pool (a hand-over to a thread and back at every step), a coroutine
+function in the event loop.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
@@ -24,7 +29,6 @@ from langgraph.graph.state import CompiledStateGraph
 
 from gates.store import ActionStore
 from graph.config import GraphLimits
-from graph.edges import after_agent, after_check, after_grade
 from graph.grader import Grader
 from graph.grounding.sources import LiveSources
 from graph.nodes.agent import make_agent
@@ -54,6 +58,22 @@ ROUTES: dict[str, tuple[str, ...]] = {
     "grade": ("agent", END),
 }
 STEPS = StepBudget(ROUTES)
+AfterAgent = Literal["tools", "force_answer", "check_draft"]
+
+
+async def after_check(state: InvestigationState) -> Literal["agent", "grade", "__end__"]:
+    """Back to the agent when a guard sent the draft back; then grading, if a rubric is
+    active and this turn is not graded yet."""
+    check = state.get("draft_check")
+    if check is not None and check["answer"] is None:
+        return "agent"
+    if state.get("rubric") and state.get("rubric_status") in (None, "needs_revision"):
+        return "grade"
+    return "__end__"
+
+
+async def after_grade(state: InvestigationState) -> Literal["agent", "__end__"]:
+    return "agent" if state.get("rubric_status") == "needs_revision" else "__end__"
 
 
 def build_graph(
@@ -68,14 +88,9 @@ def build_graph(
     sources: LiveSources | None = None,
 ) -> InvestigationGraph:
     builder = StateGraph(InvestigationState, context_schema=TurnContext)
-    builder.add_node(
-        "agent", make_agent(model, tools, limits.context_budget_tokens, limits.full_tool_results)
-    )
+    builder.add_node("agent", make_agent(model, tools, limits))
     builder.add_node("tools", make_tools(tools))
-    builder.add_node(
-        "force_answer",
-        make_force_answer(model, tools, STEPS, limits.tool_budget, limits.full_tool_results),
-    )
+    builder.add_node("force_answer", make_force_answer(model, tools, STEPS, limits))
     builder.add_node(
         "check_draft",
         make_check_draft(
@@ -86,9 +101,16 @@ def build_graph(
     )
     builder.add_node("grade", make_grade(grader, limits, STEPS, on_evaluation))
 
+    async def after_agent(state: InvestigationState) -> AfterAgent:
+        """Tools while the tool budget and the steps allow them, else a forced answer."""
+        last = state["messages"][-1]
+        if not (isinstance(last, AIMessage) and last.tool_calls):
+            return "check_draft"
+        return "force_answer" if STEPS.stop_reason(state, limits.tool_budget) else "tools"
+
     builder.add_edge(START, "agent")
     choosing: dict[str, Callable[[InvestigationState], Any]] = {  # the nodes that choose
-        "agent": after_agent(STEPS, limits.tool_budget),
+        "agent": after_agent,
         "check_draft": after_check,
         "grade": after_grade,
     }

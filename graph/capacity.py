@@ -435,8 +435,11 @@ class ModelGuard:
     # Tokens spent per thread (kept as long as the thread's checkpoint) and per channel per
     # UTC day (two days); a call that would go past a budget stops before it is made. A call
     # reserves its estimate first and is corrected to what it spent after (nothing, failed).
-    def _budget_keys(self, scope: CallScope) -> list[tuple[Budget, str, int, int]]:
-        keys: list[tuple[Budget, str, int, int]] = []
+    async def _reserve_budgets(self, scope: CallScope, estimated: int) -> list[str]:
+        """Hold `estimated` tokens in every budget of the call, or raise `BudgetExceeded`
+        (holding nothing) when it would take one past its limit. Returns the budgets' keys
+        (those of the day the call was made)."""
+        keys: list[tuple[Budget, str, int, int]] = []  # (budget, key, limit, TTL in s)
         day = datetime.now(UTC).strftime("%Y%m%d")
         if self.limits.thread_token_budget and scope.thread:
             key = f"{self.prefix}:tokens:thread:{scope.thread}"
@@ -447,13 +450,6 @@ class ModelGuard:
         if self.limits.automatic_daily_token_budget and scope.automatic:
             key = f"{self.prefix}:tokens:automatic:{day}"
             keys.append(("automatic", key, self.limits.automatic_daily_token_budget, 2 * 86400))
-        return keys
-
-    async def _reserve_budgets(self, scope: CallScope, estimated: int) -> list[str]:
-        """Hold `estimated` tokens in every budget of the call, or raise `BudgetExceeded`
-        (holding nothing) when it would take one past its limit. Returns the budgets' keys
-        (those of the day the call was made)."""
-        keys = self._budget_keys(scope)
         if not keys:
             return []
         args: list[int] = [estimated]
@@ -480,47 +476,6 @@ class ModelGuard:
     def _exhausted_key(self, model: str) -> str:
         return f"{self.prefix}:model-exhausted:{model}"
 
-    async def _take_capacity(
-        self,
-        model: str,
-        role: str,
-        call_id: str,
-        tokens: int,
-        scope: CallScope,
-        *,
-        inline: bool,
-        started: float,
-    ) -> None:
-        """Wait for the shared limit: in place when short (or `inline`, up to MODEL_WAIT_MAX
-        from the call's start), else `ModelBusy`."""
-        if not (self.limits.rpm or self.limits.tpm):  # no shared limit
-            return
-        # One waiter per turn and call: a turn handed back keeps its place when it returns.
-        waiter = f"{scope.thread}#{scope.calls}" if scope.thread else call_id
-        waited = 0.0
-        while True:
-            rank = (
-                LATER if scope.automatic else FIRST if scope.under_way or role != "agent" else NEW
-            )
-            wait = await self.limiter.try_acquire(model, call_id, tokens, waiter, rank)
-            if not wait:
-                if waited:
-                    LIMITER_DELAY.labels(model, role).observe(waited)
-                return
-            # Inline (the judge) waits in place, but not past MODEL_WAIT_MAX: then its
-            # caller decides (JUDGE_FAIL_MODE), instead of the window holding the turn.
-            retry_at = self.clock() + wait
-            too_long = (
-                retry_at - started > self.limits.wait_max_s
-                if inline
-                else waited + wait > self.limits.inline_wait_s
-            )
-            if too_long:
-                LIMITER_DELAY.labels(model, role).observe(waited + wait)
-                raise ModelBusy(model, retry_at, "limit")
-            await asyncio.sleep(wait)
-            waited += wait
-
     async def call(
         self,
         model: str,
@@ -540,10 +495,81 @@ class ModelGuard:
         scope = _SCOPE.get() or CallScope()
         estimated = estimate_tokens(messages, extra)
         held = await self._reserve_budgets(scope, estimated)
+
+        async def take_capacity(name: str, call_id: str) -> None:
+            """Wait for the shared limit: in place when short (or `inline`, up to
+            MODEL_WAIT_MAX from the call's start), else `ModelBusy`."""
+            if not (self.limits.rpm or self.limits.tpm):  # no shared limit
+                return
+            # One waiter per turn and call: a turn handed back keeps its place when it returns.
+            waiter = f"{scope.thread}#{scope.calls}" if scope.thread else call_id
+            waited = 0.0
+            while True:
+                first = scope.under_way or role != "agent"  # a turn under way: grader, judge, agent
+                rank = LATER if scope.automatic else FIRST if first else NEW
+                wait = await self.limiter.try_acquire(name, call_id, estimated, waiter, rank)
+                if not wait:
+                    if waited:
+                        LIMITER_DELAY.labels(name, role).observe(waited)
+                    return
+                # Inline (the judge) waits in place, but not past MODEL_WAIT_MAX: then its
+                # caller decides (JUDGE_FAIL_MODE), instead of the window holding the turn.
+                retry_at = self.clock() + wait
+                too_long = (
+                    retry_at - started > self.limits.wait_max_s
+                    if inline
+                    else waited + wait > self.limits.inline_wait_s
+                )
+                if too_long:
+                    LIMITER_DELAY.labels(name, role).observe(waited + wait)
+                    raise ModelBusy(name, retry_at, "limit")
+                await asyncio.sleep(wait)
+                waited += wait
+
+        async def answered() -> tuple[ChatResult, str, str]:
+            """The call through the shared limit and the quota handling: the result, the model
+            that answered and the call's id in the limiter's log."""
+            current = model
+            while True:
+                call_id = uuid.uuid4().hex[:16]
+                try:
+                    await take_capacity(current, call_id)
+                    result = await generate(current)
+                except ModelBusy:  # the shared limit's: inline, waited for up to MODEL_WAIT_MAX
+                    raise
+                except Exception as exc:
+                    reason = capacity_reason(exc)
+                    if reason is None:
+                        raise
+                    QUOTA_ERRORS.labels(current, reason).inc()
+                    delay = retry_delay_s(exc)
+                    retry_at = self.clock() + (delay if delay is not None else 10.0)
+                    if current == model and fallback and await self._exhausted_long(model):
+                        log.warning(
+                            "%s exhausted for MODEL_FALLBACK_AFTER; asking %s", model, fallback
+                        )
+                        FALLBACK_USES.labels(model, fallback, role).inc()
+                        current = fallback
+                        continue
+                    log.info(
+                        "model %s: %s (%s); next try in %.1fs",
+                        current,
+                        reason,
+                        getattr(exc, "status", None) or type(exc).__name__,
+                        retry_at - self.clock(),
+                    )
+                    if inline and retry_at - started <= self.limits.wait_max_s:
+                        await asyncio.sleep(max(0.0, retry_at - self.clock()))
+                        continue
+                    raise ModelBusy(current, retry_at, reason) from exc
+                break
+            if fallback and current == model:  # the primary answers: no longer exhausted
+                await self.redis.delete(self._exhausted_key(model))
+            return result, current, call_id
+
+        started = self.clock()  # MODEL_WAIT_MAX counts from here
         try:
-            result, current, call_id = await self._answered(
-                model, role, estimated, scope, generate, fallback, inline
-            )
+            result, current, call_id = await answered()
         except BaseException:  # a call that failed (or was cancelled) spent nothing
             await self._settle(held, estimated, 0)
             raise
@@ -559,57 +585,6 @@ class ModelGuard:
                 await self._settle(held, estimated, spent)
                 break
         return result
-
-    async def _answered(
-        self,
-        model: str,
-        role: str,
-        estimated: int,
-        scope: CallScope,
-        generate: Callable[[str], Awaitable[ChatResult]],
-        fallback: str | None,
-        inline: bool,
-    ) -> tuple[ChatResult, str, str]:
-        """The call through the shared limit and the quota handling: the result, the model
-        that answered and the call's id in the limiter's log."""
-        started = self.clock()
-        current = model
-        while True:
-            call_id = uuid.uuid4().hex[:16]
-            try:
-                await self._take_capacity(
-                    current, role, call_id, estimated, scope, inline=inline, started=started
-                )
-                result = await generate(current)
-            except ModelBusy:  # the shared limit's: inline, it was waited for up to MODEL_WAIT_MAX
-                raise
-            except Exception as exc:
-                reason = capacity_reason(exc)
-                if reason is None:
-                    raise
-                QUOTA_ERRORS.labels(current, reason).inc()
-                delay = retry_delay_s(exc)
-                retry_at = self.clock() + (delay if delay is not None else 10.0)
-                if current == model and fallback and await self._exhausted_long(model):
-                    log.warning("%s exhausted for MODEL_FALLBACK_AFTER; asking %s", model, fallback)
-                    FALLBACK_USES.labels(model, fallback, role).inc()
-                    current = fallback
-                    continue
-                log.info(
-                    "model %s: %s (%s); next try in %.1fs",
-                    current,
-                    reason,
-                    getattr(exc, "status", None) or type(exc).__name__,
-                    retry_at - self.clock(),
-                )
-                if inline and retry_at - started <= self.limits.wait_max_s:
-                    await asyncio.sleep(max(0.0, retry_at - self.clock()))
-                    continue
-                raise ModelBusy(current, retry_at, reason) from exc
-            break
-        if fallback and current == model:  # the primary answers: no longer exhausted
-            await self.redis.delete(self._exhausted_key(model))
-        return result, current, call_id
 
     async def _exhausted_long(self, model: str) -> bool:
         """Mark the model exhausted (from its first error on) and say whether it has been for

@@ -50,67 +50,61 @@ async def migrate_checkpoints(
     names = CheckpointNames(prefix)
     report = MigrationReport()
     async for raw in redis.scan_iter(match=f"{CHECKPOINT_PREFIX}:*", count=_SCAN_BATCH):
-        await _migrate_one(redis, names, as_text(raw), keep, report)
-    return report
-
-
-async def _migrate_one(
-    redis: aioredis.Redis, names: CheckpointNames, old_key: str, keep: bool, report: MigrationReport
-) -> None:
-    old: Any = await redis.json().get(old_key)
-    if not isinstance(old, dict):
-        return  # expired in between, or not the library's
-    thread_id, namespace = str(old.get("thread_id", "")), str(old.get("checkpoint_ns", ""))
-    if old_key != f"{CHECKPOINT_PREFIX}:{thread_id}:{namespace}":
-        # One checkpoint of a thread's whole history (the saver before the latest-only
-        # one): nothing reads it now, and it expires on its own.
-        report.other += 1
-        return
-    old_registry = f"{REGISTRY}:{thread_id}:{to_storage_safe_str(namespace)}:shallow"
-    new_key = f"{names.prefix}:{old_key}"
-    current: Any = await redis.json().get(new_key)
-    ours = str(old.get("checkpoint_id", ""))
-    theirs = str(current.get("checkpoint_id", "")) if isinstance(current, dict) else ""
-    # Checkpoint ids grow with time: the greater is the later state of the thread.
-    if theirs and theirs >= ours:
-        if theirs == ours:
+        old_key = as_text(raw)
+        old: Any = await redis.json().get(old_key)
+        if not isinstance(old, dict):
+            continue  # expired in between, or not the library's
+        thread_id, namespace = str(old.get("thread_id", "")), str(old.get("checkpoint_ns", ""))
+        if old_key != f"{CHECKPOINT_PREFIX}:{thread_id}:{namespace}":
+            # One checkpoint of a thread's whole history (the saver before the latest-only
+            # one): nothing reads it now, and it expires on its own.
+            report.other += 1
+            continue
+        old_registry = f"{REGISTRY}:{thread_id}:{to_storage_safe_str(namespace)}:shallow"
+        new_key = f"{names.prefix}:{old_key}"
+        current: Any = await redis.json().get(new_key)
+        ours = str(old.get("checkpoint_id", ""))
+        theirs = str(current.get("checkpoint_id", "")) if isinstance(current, dict) else ""
+        # Checkpoint ids grow with time: the greater is the later state of the thread.
+        if theirs and theirs == ours:
             report.already += 1
-        else:
+        elif theirs > ours:
             report.newer += 1
-    else:
-        registered = cast(
-            list[tuple[bytes, float]], await redis.zrange(old_registry, 0, -1, withscores=True)
-        )
-        scores = {as_text(key): score for key, score in registered}
-        write_keys = list(scores)
-        pipeline = redis.pipeline(transaction=False)
-        for key in write_keys:
-            pipeline.json().get(key)
-            pipeline.pttl(key)
-        pipeline.pttl(old_key)
-        *found, checkpoint_ttl = await pipeline.execute()
-        new_registry = names.registry(thread_id, namespace)
-        pipeline = redis.pipeline(transaction=True)  # the checkpoint and its writes, together
-        pipeline.delete(new_registry)  # the older prefixed checkpoint's writes go with it
-        copied = {}
-        for key, record, ttl in zip(write_keys, found[::2], found[1::2], strict=True):
-            if not isinstance(record, dict):
-                continue  # expired in between
-            new_write = f"{names.prefix}:{key}"
-            pipeline.json().set(new_write, "$", record)
-            if ttl > 0:
-                pipeline.pexpire(new_write, ttl)
-            copied[new_write] = scores[key]
-        if copied:
-            pipeline.zadd(new_registry, copied)
+        else:
+            registered = cast(
+                list[tuple[bytes, float]], await redis.zrange(old_registry, 0, -1, withscores=True)
+            )
+            scores = {as_text(key): score for key, score in registered}
+            write_keys = list(scores)
+            pipeline = redis.pipeline(transaction=False)
+            for key in write_keys:
+                pipeline.json().get(key)
+                pipeline.pttl(key)
+            pipeline.pttl(old_key)
+            *found, checkpoint_ttl = await pipeline.execute()
+            new_registry = names.registry(thread_id, namespace)
+            pipeline = redis.pipeline(transaction=True)  # the checkpoint and its writes, together
+            pipeline.delete(new_registry)  # the older prefixed checkpoint's writes go with it
+            copied = {}
+            for key, record, ttl in zip(write_keys, found[::2], found[1::2], strict=True):
+                if not isinstance(record, dict):
+                    continue  # expired in between
+                new_write = f"{names.prefix}:{key}"
+                pipeline.json().set(new_write, "$", record)
+                if ttl > 0:
+                    pipeline.pexpire(new_write, ttl)
+                copied[new_write] = scores[key]
+            if copied:
+                pipeline.zadd(new_registry, copied)
+                if checkpoint_ttl > 0:
+                    pipeline.pexpire(new_registry, checkpoint_ttl)
+            pipeline.json().set(new_key, "$", old)
             if checkpoint_ttl > 0:
-                pipeline.pexpire(new_registry, checkpoint_ttl)
-        pipeline.json().set(new_key, "$", old)
-        if checkpoint_ttl > 0:
-            pipeline.pexpire(new_key, checkpoint_ttl)
-        await pipeline.execute()
-        report.copied += 1
-        report.writes += len(copied)
-    if not keep:
-        old_writes = cast(list[bytes], await redis.zrange(old_registry, 0, -1))
-        report.removed += await redis.delete(old_key, old_registry, *old_writes)
+                pipeline.pexpire(new_key, checkpoint_ttl)
+            await pipeline.execute()
+            report.copied += 1
+            report.writes += len(copied)
+        if not keep:
+            old_writes = cast(list[bytes], await redis.zrange(old_registry, 0, -1))
+            report.removed += await redis.delete(old_key, old_registry, *old_writes)
+    return report

@@ -17,22 +17,6 @@ from urllib.parse import quote
 DEFAULT_RANGE = {"from": "now-6h", "to": "now"}
 
 
-def explore(
-    grafana_url: str, kind: str, uid: str, query: dict[str, Any], window: dict[str, str]
-) -> str:
-    """A Grafana Explore URL with one pane: `query` on the data source `uid` (of `kind`)."""
-    pane = {
-        "a": {
-            "datasource": uid,
-            "queries": [{"refId": "A", "datasource": {"type": kind, "uid": uid}, **query}],
-            "range": window,
-        }
-    }
-    return f"{grafana_url.rstrip('/')}/explore?schemaVersion=1&panes=" + quote(
-        json.dumps(pane, separators=(",", ":")), safe=""
-    )
-
-
 # What a query of each data source type is in an Explore pane.
 QUERIES: dict[str, Callable[[str], dict[str, Any]]] = {
     "tempo": lambda traceql: {"queryType": "traceql", "query": traceql},
@@ -49,14 +33,18 @@ def query_link(
     start: float | None = None,
     end: float | None = None,
 ) -> str:
-    """`query` (a trace ID or TraceQL, LogQL, PromQL) on the `kind` data source `uid`, over
-    the window (else the last 6 hours), in Explore."""
+    """A Grafana Explore URL with one pane: `query` (a trace ID or TraceQL, LogQL, PromQL)
+    on the `kind` data source `uid`, over the window (else the last 6 hours)."""
     window = (
         DEFAULT_RANGE
         if start is None or end is None
         else {"from": str(int(start * 1000)), "to": str(int(end * 1000))}
     )
-    return explore(grafana_url, kind, uid, QUERIES[kind](query), window)
+    queries = [{"refId": "A", "datasource": {"type": kind, "uid": uid}, **QUERIES[kind](query)}]
+    pane = {"a": {"datasource": uid, "queries": queries, "range": window}}
+    return f"{grafana_url.rstrip('/')}/explore?schemaVersion=1&panes=" + quote(
+        json.dumps(pane, separators=(",", ":")), safe=""
+    )
 
 
 def kubectl(*args: str) -> str:

@@ -39,7 +39,6 @@ from graph.grounding.sources import LiveSources
 from graph.log_context import bind_log_context
 from graph.model import make_chat_model
 from graph.nodes.grade import OnEvaluation
-from graph.nodes.tools import failed_tools_notice
 from graph.progress import TurnContext
 from graph.result import InvestigationResult, RubricReport, Status
 from graph.state import InvestigationState
@@ -197,6 +196,18 @@ class _Turn:
             **fields,
         )
 
+    def ended(
+        self, status: Status, notices: list[str], stop_reason: str | None, instead: str = ""
+    ) -> InvestigationResult:
+        """The result of a turn that ran: its checked answer (else `instead`) and its checks."""
+        return self.result(
+            status,
+            _answer(self.final) or instead,
+            notices=notices,
+            stop_reason=stop_reason,
+            **_turn_fields(self.final),
+        )
+
 
 class Investigator:
     def __init__(
@@ -325,13 +336,8 @@ class Investigator:
                 turn.report({"type": "stopped", "reason": "token_budget", "budget": spent.budget})
                 message = _budget_message(spent)
                 draft = _answer(turn.final)  # a checked draft of this turn, if it got that far
-                return turn.result(
-                    "incomplete",
-                    draft or message,
-                    notices=[*notices, message] if draft else notices,
-                    stop_reason="token_budget",
-                    **_turn_fields(turn.final),
-                )
+                listed = [*notices, message] if draft else notices
+                return turn.ended("incomplete", listed, "token_budget", message)
             except GraphRecursionError:
                 steps = self.limits.recursion_limit
                 turn.report({"type": "stopped", "reason": "recursion_limit", "steps": steps})
@@ -339,13 +345,7 @@ class Investigator:
                     "thread %s hit the recursion limit [%s]", thread_id, turn.correlation_id
                 )
                 message = f"Stopped after {steps} steps; {INCOMPLETE}"
-                return turn.result(
-                    "incomplete",
-                    _answer(turn.final) or message,
-                    notices=[*notices, message],
-                    stop_reason="recursion_limit",
-                    **_turn_fields(turn.final),
-                )
+                return turn.ended("incomplete", [*notices, message], "recursion_limit", message)
             except Exception as exc:
                 log.exception(
                     "investigation failed for thread %s [%s]", thread_id, turn.correlation_id
@@ -366,15 +366,13 @@ class Investigator:
                     f"Used the whole tool budget ({self.limits.tool_budget} calls) "
                     "before answering; some evidence may be missing."
                 )
-            if failed := failed_tools_notice(turn.events):
-                notices.append(failed)
-            return turn.result(
-                status,
-                _answer(turn.final) or "",
-                notices=notices,
-                stop_reason=stop_reason,
-                **_turn_fields(turn.final),
-            )
+            # Tools that failed this turn: the answer may lack their evidence.
+            ended = [e for e in turn.events if e["type"] == "tool_finished"]
+            if failed := sorted({e["tool"] for e in ended if e.get("outcome") == "failed"}):
+                notices.append(
+                    f"Failed this turn: {', '.join(failed)}; the answer may lack that evidence."
+                )
+            return turn.ended(status, notices, stop_reason)
 
     async def rubric_status(self, thread_id: str) -> RubricReport:
         """The thread's active rubric, its latest run's status and every evaluation."""
@@ -514,11 +512,8 @@ async def open_investigator(
         grading_model = grader_spec if grader_spec is not None else chat_model
     async with AsyncExitStack() as opened:
         client = await opened.enter_async_context(aclosing(TempoClient(tempo)))
-        sources = (
-            LiveSources(actions.cluster, client, actions.policy.allowed_namespaces)
-            if actions
-            else LiveSources(None, client)
-        )
+        namespaces = actions.policy.allowed_namespaces if actions else ()
+        sources = LiveSources(actions.cluster if actions else None, client, namespaces)
         agent_tools, grader_tools = await opened.enter_async_context(
             open_tools(toolsets, configured or {}, client, actions)
         )

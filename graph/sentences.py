@@ -26,8 +26,6 @@ _EMPTY_LINE = re.compile(r"[ \t]*(?:(?:[-*•+>|]|\d{1,3}[.)])[ \t]*)*[*_~` \t|]
 _PAIRED = ("**", "__", "~~", "`", "*", "_")
 _FENCE_LINE = re.compile(r"[ \t]*```")
 _EMPTY_FENCE = re.compile(r"^[ \t]*```[^\n]*\n[ \t]*```[ \t]*$\n?", re.MULTILINE)
-
-
 _TABLE_ROW = re.compile(r"^[ \t]*\|[^\n]*", re.MULTILINE)
 
 

@@ -8,7 +8,7 @@ are reset by the runner's input at the start of every turn; `messages` and
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Literal, NotRequired, TypedDict
+from typing import Annotated, Any, Literal, NotRequired, TypedDict, TypeVar
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
@@ -60,6 +60,12 @@ class DraftCheck(TypedDict):
     grounding: NotRequired[GroundingVerdict | None]  # None: an earlier guard sent it back
     claims: ClaimVerdict | None  # None: not checked, an earlier guard sent the draft back
     answer: str | None  # the draft as both guards left it; None: sent back to the agent
+
+
+V = TypeVar("V")
+# What each of `check_draft`'s guards returns: its verdict, the rest of the state update, and
+# the draft as the guard leaves it (None: sent back for revision).
+Checked = tuple[V, dict[str, Any], str | None]
 
 
 def merge_known(left: dict[str, str] | None, right: dict[str, str] | None) -> dict[str, str]:

@@ -97,4 +97,4 @@ async def test_routing_between_steps_stays_in_the_event_loop(
 
     # A route that is a plain function is run on a thread: a hand-over there and back at
     # every step of every turn.
-    assert [source for source in executor.sources if source.endswith("graph/edges.py")] == []
+    assert [source for source in executor.sources if source.endswith("graph/build.py")] == []

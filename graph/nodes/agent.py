@@ -10,6 +10,7 @@ from langchain_core.messages import SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 
+from graph.config import GraphLimits
 from graph.history import bound_history
 from graph.messages import close_dangling_tool_calls, finished
 from graph.progress import reporter
@@ -31,12 +32,7 @@ class ConfigNode(Protocol):
     ) -> Awaitable[dict[str, Any]]: ...
 
 
-def make_agent(
-    model: BaseChatModel,
-    tools: Sequence[BaseTool],
-    context_budget_tokens: int,
-    full_tool_results: int = 0,
-) -> Node:
+def make_agent(model: BaseChatModel, tools: Sequence[BaseTool], limits: GraphLimits) -> Node:
     bound = model.bind_tools(list(tools))
 
     async def agent(state: InvestigationState) -> dict[str, Any]:
@@ -44,7 +40,7 @@ def make_agent(
         report({"type": "model_started", "node": "agent"})
         # Earlier turns are compacted in the state itself (same message ids), so the
         # checkpoint shrinks with the model's input and the work is done once per turn.
-        history = bound_history(state, context_budget_tokens, full_tool_results)
+        history = bound_history(state, limits.context_budget_tokens, limits.full_tool_results)
         messages = close_dangling_tool_calls(history.view)
         response = finished(await bound.ainvoke([SystemMessage(SYSTEM_PROMPT), *messages]))
         calls = [c["name"] for c in getattr(response, "tool_calls", [])]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
@@ -12,15 +11,11 @@ from gates.store import ActionStore
 from graph.action_claims import remove_claims, revision_feedback, unsupported_claims
 from graph.config import GraphLimits
 from graph.progress import reporter
-from graph.state import ClaimVerdict, InvestigationState
+from graph.state import Checked, ClaimVerdict, InvestigationState
 from graph.steps import StepBudget
 
-# (the trace-verified draft, the state, the run's config) -> the verdict, the rest of the
-# state update, and the draft as the guard leaves it (None: sent back for revision)
-ClaimGuard = Callable[
-    [str, InvestigationState, RunnableConfig],
-    Awaitable[tuple[ClaimVerdict, dict[str, Any], str | None]],
-]
+# (the trace-verified draft, the state, the run's config) -> `Checked`
+ClaimGuard = Callable[[str, InvestigationState, RunnableConfig], Awaitable[Checked[ClaimVerdict]]]
 
 
 def make_claim_guard(
@@ -30,7 +25,7 @@ def make_claim_guard(
 
     async def check_action_claims(
         draft: str, state: InvestigationState, config: RunnableConfig
-    ) -> tuple[ClaimVerdict, dict[str, Any], str | None]:
+    ) -> Checked[ClaimVerdict]:
         # Proposals are filed under the LangGraph thread id (see propose_action).
         thread_key = str((config.get("configurable") or {}).get("thread_id", ""))
         requests = await records.for_thread(thread_key) if records is not None else []

@@ -15,16 +15,14 @@ from graph.grounding.guard import finalise, ground_draft
 from graph.grounding.sources import LiveSources
 from graph.metrics import GROUNDING, GROUNDING_REMOVED
 from graph.progress import reporter
-from graph.state import GroundingVerdict, InvestigationState
+from graph.state import Checked, GroundingVerdict, InvestigationState
 from graph.steps import StepBudget
 
 MAX_LISTED = 40  # claims listed in one Steps event
 
-# (the trace-verified draft, the state, facts the trace guard just read) -> the verdict,
-# the rest of the state update, and the draft as the check leaves it (None: sent back)
+# (the trace-verified draft, the state, facts the trace guard just read) -> `Checked`
 GroundingGuard = Callable[
-    [str, InvestigationState, list[Fact]],
-    Awaitable[tuple[GroundingVerdict, dict[str, Any], str | None]],
+    [str, InvestigationState, list[Fact]], Awaitable[Checked[GroundingVerdict]]
 ]
 
 
@@ -49,7 +47,7 @@ def make_grounding_guard(
 ) -> GroundingGuard:
     async def check_grounding(
         draft: str, state: InvestigationState, fresh: list[Fact]
-    ) -> tuple[GroundingVerdict, dict[str, Any], str | None]:
+    ) -> Checked[GroundingVerdict]:
         report = reporter()
         report({"type": "grounding_started"})
         evidence = [*(state.get("evidence") or []), *fresh]
@@ -60,29 +58,24 @@ def make_grounding_guard(
             GROUNDING.labels(check["kind"], check["status"]).inc()
         ungrounded = [c for c in checks if c["status"] == "ungrounded"]
         revisions = state.get("grounding_revision_count", 0)
+        update: dict[str, Any] = {}
+        answer: str | None = None  # None: sent back for revision
+        removed = marked = 0
         if ungrounded and steps.room_for_revision(state, revisions, limits.grounding_max_revisions):
-            verdict: GroundingVerdict = {
-                "outcome": "revise",
-                "checks": checks,
-                "removed": 0,
-                "marked": 0,
-            }
-            report(_finished(verdict))
             feedback = HumanMessage(revision_feedback(claims, checks), name="grounding_check")
-            return (
-                verdict,
-                {"grounding_revision_count": revisions + 1, "messages": [feedback]},
-                None,
-            )
-        answer, removed, marked = finalise(draft, claims, checks, limits.grounding_mode)
-        GROUNDING_REMOVED.inc(removed)
-        verdict = {
-            "outcome": "removed" if removed else "marked" if marked else "grounded",
+            update = {"grounding_revision_count": revisions + 1, "messages": [feedback]}
+        else:
+            answer, removed, marked = finalise(draft, claims, checks, limits.grounding_mode)
+            GROUNDING_REMOVED.inc(removed)
+        verdict: GroundingVerdict = {
+            "outcome": "revise",
             "checks": checks,
             "removed": removed,
             "marked": marked,
         }
+        if answer is not None:
+            verdict["outcome"] = "removed" if removed else "marked" if marked else "grounded"
         report(_finished(verdict))
-        return verdict, {}, answer
+        return verdict, update, answer
 
     return check_grounding

@@ -9,6 +9,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
+from graph.config import GraphLimits
 from graph.history import summary_view
 from graph.messages import close_dangling_tool_calls, finished
 from graph.nodes.agent import Node
@@ -21,17 +22,13 @@ NO_ANSWER = "I could not reach an answer within this question's limits. Narrow t
 
 
 def make_force_answer(
-    model: BaseChatModel,
-    tools: Sequence[BaseTool],
-    steps: StepBudget,
-    tool_budget: int,
-    full_tool_results: int = 0,
+    model: BaseChatModel, tools: Sequence[BaseTool], steps: StepBudget, limits: GraphLimits
 ) -> Node:
     # Same tool declarations as the agent (the history holds their calls), but none may run.
     answer_only = model.bind_tools(list(tools), tool_choice="none")
 
     async def force_answer(state: InvestigationState) -> dict[str, Any]:
-        reason = steps.stop_reason(state, tool_budget) or "tool_budget"
+        reason = steps.stop_reason(state, limits.tool_budget) or "tool_budget"
         report = reporter()
         report({"type": "forced_answer", "reason": reason})
         last = state["messages"][-1]
@@ -46,7 +43,9 @@ def make_force_answer(
             for call in (last.tool_calls if isinstance(last, AIMessage) else [])
         ]
         instruction = HumanMessage(FORCE_ANSWER_PROMPT.format(reason=STOP_REASONS[reason]))
-        history = close_dangling_tool_calls([*summary_view(state, full_tool_results), *skipped])
+        history = close_dangling_tool_calls(
+            [*summary_view(state, limits.full_tool_results), *skipped]
+        )
         response = await answer_only.ainvoke([SystemMessage(SYSTEM_PROMPT), *history, instruction])
         # Any tool call the model still attempts is dropped: only its text is kept.
         answer = AIMessage(content=finished(response).text.strip() or NO_ANSWER)

@@ -177,13 +177,3 @@ def make_tools(tools: Sequence[BaseTool]) -> ConfigNode:
         }
 
     return run_tools
-
-
-def failed_tools_notice(events: Sequence[dict[str, Any]]) -> str | None:
-    """A notice for the answer when tools failed this turn: its evidence may be missing."""
-    failed = sorted(
-        {e["tool"] for e in events if e["type"] == "tool_finished" and e.get("outcome") == "failed"}
-    )
-    if not failed:
-        return None
-    return f"Failed this turn: {', '.join(failed)}; the answer may lack that evidence."

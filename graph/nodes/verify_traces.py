@@ -10,7 +10,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from graph.config import GraphLimits
 from graph.metrics import TRACE_GUARD
 from graph.progress import reporter
-from graph.state import InvestigationState, TraceCheck, TraceVerdict
+from graph.state import Checked, InvestigationState, TraceCheck, TraceVerdict
 from graph.steps import StepBudget
 from graph.trace_guard import TraceVerifier, finalise_answer, ids_with, revision_feedback
 from graph.trace_ids import find_trace_ids
@@ -29,17 +29,11 @@ def _finished(verdict: TraceVerdict) -> dict[str, Any]:
     }
 
 
-# The verdict, the rest of the state update, and the draft as the guard leaves it (None:
-# sent back for revision).
-TraceGuard = Callable[
-    [InvestigationState], Awaitable[tuple[TraceVerdict, dict[str, Any], str | None]]
-]
+TraceGuard = Callable[[InvestigationState], Awaitable[Checked[TraceVerdict]]]
 
 
 def make_trace_guard(verifier: TraceVerifier, limits: GraphLimits, steps: StepBudget) -> TraceGuard:
-    async def verify_traces(
-        state: InvestigationState,
-    ) -> tuple[TraceVerdict, dict[str, Any], str | None]:
+    async def verify_traces(state: InvestigationState) -> Checked[TraceVerdict]:
         report = reporter()
         draft = next((m.text for m in reversed(state["messages"]) if isinstance(m, AIMessage)), "")
         cited = find_trace_ids(draft)
@@ -55,30 +49,27 @@ def make_trace_guard(verifier: TraceVerifier, limits: GraphLimits, steps: StepBu
         newly_found = {t: "found" for t in ids_with(checks, "found") if t not in known}
         # Written only when Tempo confirmed new IDs: every field written is a document stored.
         # What the cited traces show is evidence for the grounding check that follows.
-        learned: dict[str, Any] = {"known_traces": newly_found} if newly_found else {}
+        update: dict[str, Any] = {"known_traces": newly_found} if newly_found else {}
         if facts:
-            learned["evidence"] = facts
+            update["evidence"] = facts
         missing = ids_with(checks, "missing")
         for check in checks.values():
             TRACE_GUARD.labels(check["status"]).inc()
         revisions = state.get("trace_revision_count", 0)
+        answer: str | None = None  # None: sent back for revision
+        removed = 0
         if missing and steps.room_for_revision(state, revisions, limits.trace_max_revisions):
-            verdict: TraceVerdict = {"outcome": "revise", "checks": checks, "removed": 0}
-            report(_finished(verdict))
             feedback = HumanMessage(revision_feedback(missing), name="trace_guard")
-            return (
-                verdict,
-                {"trace_revision_count": revisions + 1, **learned, "messages": [feedback]},
-                None,
-            )
-        answer, removed = finalise_answer(draft, checks)
-        TRACE_GUARD.labels("removed").inc(removed)
-        verdict = {
-            "outcome": "removed" if missing else "verified",
+            update |= {"trace_revision_count": revisions + 1, "messages": [feedback]}
+        else:
+            answer, removed = finalise_answer(draft, checks)
+            TRACE_GUARD.labels("removed").inc(removed)
+        verdict: TraceVerdict = {
+            "outcome": "revise" if answer is None else "removed" if missing else "verified",
             "checks": checks,
             "removed": removed,
         }
         report(_finished(verdict))
-        return verdict, learned, answer
+        return verdict, update, answer
 
     return verify_traces

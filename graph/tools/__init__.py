@@ -6,17 +6,21 @@ tool, how it is shown (`Shown`): its timeline title, its output budget, the kind
 it hands over as evidence and what a link to its result is called. `graph.tools.registry`
 lists the tool sets; the runner, the timeline, the answer's sources and the docs read them
 from there. LangChain's `@tool` keeps the rest together: name, description, arguments.
-A tool that cannot do its job says so by raising `ToolFailed`.
+A tool that cannot do its job says so by raising `ToolFailed`. The searching tools' time
+window (`window`, `Since`, `IncidentStart`) is declared here too, the same for each.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from langchain_core.tools import BaseTool
+from langgraph.prebuilt import InjectedState
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
@@ -125,3 +129,35 @@ def declared(shown: Mapping[str, Shown], tools: Sequence[BaseTool]) -> list[Base
         each.metadata = {**(each.metadata or {}), SHOWN: shown[each.name]}
         each.description = " ".join(each.description.split())
     return list(tools)
+
+
+# The time window a search covers, as every searching tool takes it. `since_minutes_ago` and
+# `until_minutes_ago` count back from now; without `since`, a search starts 15 minutes before
+# the thread's alert, else an hour ago (the thread's incident start is injected from the
+# state, never chosen by the model).
+ALERT_LEAD_MINUTES = 15  # errors often start a little before an alert fires
+DEFAULT_MINUTES = 60
+
+# A searching tool's window arguments, the same in each.
+Since = int | None
+IncidentStart = Annotated[float | None, InjectedState("incident_start")]
+
+
+def window(
+    since_minutes_ago: Since, until_minutes_ago: int, incident_start: float | None
+) -> tuple[int, int] | str:
+    """(start, end) in whole unix seconds, or why the window makes no sense."""
+    now = int(time.time())
+    if since_minutes_ago is None:  # from 15 minutes before the thread's alert, else an hour
+        since_minutes_ago = (
+            DEFAULT_MINUTES
+            if not isinstance(incident_start, int | float) or incident_start > now
+            else math.ceil((now - incident_start) / 60) + ALERT_LEAD_MINUTES
+        )
+    if since_minutes_ago <= until_minutes_ago or until_minutes_ago < 0:
+        return "since_minutes_ago must be larger than until_minutes_ago (e.g. 60 and 0)."
+    return now - since_minutes_ago * 60, now - until_minutes_ago * 60
+
+
+def utc(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))

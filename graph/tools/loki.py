@@ -22,7 +22,7 @@ from gates.config import NOT_A_SETTING, SettingsGroup
 from graph.charts import Findings, metric_data
 from graph.config import HttpUrl
 from graph.grounding.evidence import CITE, Fact, citation, text_facts, times_from
-from graph.tools import Shown, ToolSet, declared
+from graph.tools import IncidentStart, Shown, Since, ToolSet, declared, utc, window
 from graph.tools.http_api import HttpSource, Params, SourceUnavailable, opener
 from graph.tools.prometheus import (
     LABEL_KINDS,
@@ -31,7 +31,6 @@ from graph.tools.prometheus import (
     series_facts,
     summarise_series,
 )
-from graph.tools.window import IncidentStart, Since, utc, window
 from graph.untrusted import capped, clip, quoted
 
 

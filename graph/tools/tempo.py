@@ -24,9 +24,8 @@ from graph.grounding.evidence import (
     text_facts,
     times_from,
 )
-from graph.tools import Shown, ToolFailed, ToolSet, declared
+from graph.tools import IncidentStart, Shown, Since, ToolFailed, ToolSet, declared, utc, window
 from graph.tools.http_api import HttpSource, Params, SourceRefused, SourceUnavailable
-from graph.tools.window import IncidentStart, Since, utc, window
 from graph.trace_ids import normalise
 from graph.untrusted import capped, clip, quoted
 
@@ -353,10 +352,10 @@ def summarise_trace(trace_id: str, spans: list[Span]) -> str:
     return capped(lines, MAX_SUMMARY - 50)  # 50 kept for the note
 
 
-def _depths(spans: list[Span]) -> list[int]:
+def _depths(spans: list[Span], index: dict[str, int]) -> list[int]:
     """Each span's depth in the call tree (0: a root, or a span whose parent Tempo does not
-    hold); a parent cycle (bad telemetry) is cut where it closes."""
-    index = {s.span_id: i for i, s in enumerate(spans) if s.span_id}
+    hold), `index` giving each span's place by its ID; a parent cycle (bad telemetry) is cut
+    where it closes."""
     depth: list[int | None] = [None] * len(spans)
     for i in range(len(spans)):
         path: list[int] = []
@@ -377,10 +376,10 @@ def trace_data(trace_id: str, spans: list[Span]) -> TraceData:
     """The spans a waterfall draws: all of them up to MAX_ROWS; of a larger trace, where
     the failure starts and the calls that led there first, then the other failed spans,
     the roots and the longest spans; in start order. The rest are counted."""
-    depths = _depths(spans)
+    index = {s.span_id: i for i, s in enumerate(spans) if s.span_id}
+    depths = _depths(spans, index)
     failing_parents = {s.parent_id for s in spans if s.error and s.parent_id}
     origins = [i for i, s in enumerate(spans) if failure_starts(s, failing_parents)]
-    index = {s.span_id: i for i, s in enumerate(spans) if s.span_id}
     chosen: dict[int, None] = {}
     if len(spans) <= MAX_ROWS:
         chosen = dict.fromkeys(range(len(spans)))
