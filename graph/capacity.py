@@ -424,13 +424,11 @@ class ModelGuard:
         prefix: str,
         limits: CapacityLimits,
         thread_ttl_s: int = 7 * 86400,
-        clock: Callable[[], float] = time.time,
     ) -> None:
         self.redis, self.prefix, self.limits = redis, prefix, limits
         self.limiter = SharedLimiter(redis, prefix, limits)
         self.thread_ttl_s = thread_ttl_s
         self._reserve = redis.register_script(_RESERVE)
-        self.clock = clock
 
     # Tokens spent per thread (kept as long as the thread's checkpoint) and per channel per
     # UTC day (two days); a call that would go past a budget stops before it is made. A call
@@ -514,7 +512,7 @@ class ModelGuard:
                     return
                 # Inline (the judge) waits in place, but not past MODEL_WAIT_MAX: then its
                 # caller decides (JUDGE_FAIL_MODE), instead of the window holding the turn.
-                retry_at = self.clock() + wait
+                retry_at = time.time() + wait
                 too_long = (
                     retry_at - started > self.limits.wait_max_s
                     if inline
@@ -543,7 +541,7 @@ class ModelGuard:
                         raise
                     QUOTA_ERRORS.labels(current, reason).inc()
                     delay = retry_delay_s(exc)
-                    retry_at = self.clock() + (delay if delay is not None else 10.0)
+                    retry_at = time.time() + (delay if delay is not None else 10.0)
                     if current == model and fallback and await self._exhausted_long(model):
                         log.warning(
                             "%s exhausted for MODEL_FALLBACK_AFTER; asking %s", model, fallback
@@ -556,10 +554,10 @@ class ModelGuard:
                         current,
                         reason,
                         getattr(exc, "status", None) or type(exc).__name__,
-                        retry_at - self.clock(),
+                        retry_at - time.time(),
                     )
                     if inline and retry_at - started <= self.limits.wait_max_s:
-                        await asyncio.sleep(max(0.0, retry_at - self.clock()))
+                        await asyncio.sleep(max(0.0, retry_at - time.time()))
                         continue
                     raise ModelBusy(current, retry_at, reason) from exc
                 break
@@ -567,7 +565,7 @@ class ModelGuard:
                 await self.redis.delete(self._exhausted_key(model))
             return result, current, call_id
 
-        started = self.clock()  # MODEL_WAIT_MAX counts from here
+        started = time.time()  # MODEL_WAIT_MAX counts from here
         try:
             result, current, call_id = await answered()
         except BaseException:  # a call that failed (or was cancelled) spent nothing
@@ -591,7 +589,7 @@ class ModelGuard:
         MODEL_FALLBACK_AFTER. The mark lives while errors keep coming (a window past the
         last) and goes with the first answer."""
         key = self._exhausted_key(model)
-        now = self.clock()
+        now = time.time()
         ttl_ms = int(max(self.limits.window_s, self.limits.fallback_after_s) * 2000) + 1000
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.set(key, repr(now), nx=True)

@@ -135,8 +135,7 @@ class LatestCheckpointSaver(AsyncShallowRedisSaver):
             pipeline.zrem(registry, *stale)
         if self._ttl_s:
             pipeline.expire(self._checkpoint_key(saved), self._ttl_s)
-        if stale or self._ttl_s:
-            await pipeline.execute()
+        await pipeline.execute()  # nothing sent when nothing is queued
         return saved
 
     async def aput_writes(
@@ -192,8 +191,6 @@ class LatestCheckpointSaver(AsyncShallowRedisSaver):
         if checkpoint_id is None:
             return []
         keys = await self._registered(self._names.registry(thread_id, checkpoint_ns))
-        if not keys:
-            return []
         pipeline = self._redis.pipeline(transaction=False)
         for key in keys:
             pipeline.json().get(key)

@@ -172,9 +172,7 @@ def log_facts(lines: list[LogLine], source: str) -> list[Fact]:
         facts += label_facts(labels, source)
     for line in lines[:MAX_NEWEST]:
         facts += text_facts(line.line, f"{source}: log line")
-    times = [line.at_ns for line in lines[:MAX_NEWEST]]
-    if lines:
-        times.append(lines[-1].at_ns)
+    times = [line.at_ns for line in lines[:MAX_NEWEST]] + [lines[-1].at_ns]  # lines: never none
     return facts + times_from(times, f"{source}: line times")
 
 
