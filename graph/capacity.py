@@ -450,9 +450,7 @@ class ModelGuard:
             keys.append(("automatic", key, self.limits.automatic_daily_token_budget, 2 * 86400))
         if not keys:
             return []
-        args: list[int] = [estimated]
-        for _, _, limit, ttl in keys:
-            args += [limit, ttl]
+        args = [estimated, *(n for _, _, limit, ttl in keys for n in (limit, ttl))]
         over, used = await self._reserve(keys=[key for _, key, _, _ in keys], args=args)
         if int(over):
             budget, _, limit, _ = keys[int(over) - 1]

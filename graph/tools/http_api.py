@@ -16,6 +16,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import httpx
 from langchain_core.tools import BaseTool
 
+from graph.grounding.evidence import Fact, citation
 from graph.links import query_link
 from graph.tools import Bound, ToolFailed
 from graph.untrusted import clip
@@ -82,6 +83,11 @@ class HttpSource(Generic[Spec]):
         if not self.spec.grafana_url:
             return None
         return query_link(self.spec.grafana_url, self.kind, self.spec.datasource, query, start, end)
+
+    def cited(self, source: str, query: str, start: float, end: float) -> list[Fact]:
+        """The citation of a result of `source` linking to the same query (none: no link)."""
+        link = self.link(query, start, end)
+        return [citation(source, link)] if link else []
 
     async def send(self, method: str, path: str, params: Params) -> httpx.Response:
         """The answer, whatever its status; `unavailable` when none came in time."""

@@ -23,7 +23,7 @@ from pydantic import Field
 from gates.config import NOT_A_SETTING, SettingsGroup
 from graph.charts import Findings, metric_data
 from graph.config import HttpUrl
-from graph.grounding.evidence import CITE, Fact, citation, fact, times_from
+from graph.grounding.evidence import CITE, Fact, fact, times_from
 from graph.tools import IncidentStart, Shown, Since, ToolSet, declared, utc, window
 from graph.tools.http_api import HttpSource, Params, SourceUnavailable, opener
 from graph.untrusted import clip, quoted
@@ -250,9 +250,7 @@ def prometheus_tools(client: PrometheusClient) -> list[BaseTool]:
             kind, series = parse_result(data)
         text = summarise_series(promql, kind, series, f"at {utc(at)}")
         source = f"query_prometheus {clip(promql, 120)}"
-        facts = series_facts(series, source, at, at)
-        if link := client.link(promql, at - 3600, at):
-            facts.append(citation(source, link))
+        facts = series_facts(series, source, at, at) + client.cited(source, promql, at - 3600, at)
         return text, facts
 
     @tool(response_format="content_and_artifact")
@@ -279,8 +277,7 @@ def prometheus_tools(client: PrometheusClient) -> list[BaseTool]:
         text = summarise_series(promql, kind, series, where)
         source = f"query_prometheus_range {clip(promql, 120)}"
         facts = series_facts(series, source, start, end, edge=step)
-        if link := client.link(promql, start, end):
-            facts.append(citation(source, link))
+        facts += client.cited(source, promql, start, end)
         chart = metric_data("query_prometheus_range", promql, start, end, series)
         return text, Findings(facts, chart if kind == "matrix" else None)
 

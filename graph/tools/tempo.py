@@ -494,9 +494,7 @@ def tempo_tools(client: TempoClient) -> list[BaseTool]:
         source = f"query_tempo_traces {clip(traceql, 120)}"
         found = [fact("service", h.root_service, f"{source}: rootServiceName") for h in hits]
         found += times_from([h.start_ns for h in hits], f"{source}: trace start times")
-        if link := client.link(traceql, start, end):
-            found.append(citation(source, link))
-        return "\n".join(lines), found
+        return "\n".join(lines), found + client.cited(source, traceql, start, end)
 
     @tool(response_format="content_and_artifact")
     async def get_trace(trace_id: str) -> tuple[str, list[Fact]]:
