@@ -403,12 +403,11 @@ def _turn_fields(state: dict[str, Any]) -> dict[str, Any]:
     # The links and commands that show the posted answer's grounded facts, each once,
     # labelled by the tool call that read them.
     sources = {c["where"]: source_call(c["source"]) for c in facts if c.get("where")}
+    in_text = [f.get("basis") == TEXT for f in facts if f["status"] == "grounded"]  # each grounded
     return {
         "facts_checked": len(facts),
-        "facts_grounded": sum(f["status"] == "grounded" and f.get("basis") != TEXT for f in facts),
-        "facts_seen_in_text": sum(
-            f["status"] == "grounded" and f.get("basis") == TEXT for f in facts
-        ),
+        "facts_grounded": in_text.count(False),
+        "facts_seen_in_text": in_text.count(True),
         "sources": [{"where": w, "label": label} for w, label in sources.items()][:MAX_SOURCES],
         "facts_unchecked": sum(f["status"] == "unchecked" for f in facts),
         "facts_removed": grounding.get("removed", 0),

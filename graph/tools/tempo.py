@@ -362,8 +362,7 @@ def _depths(spans: list[Span], index: dict[str, int]) -> list[int]:
         j: int | None = i
         while j is not None and depth[j] is None and j not in path:
             path.append(j)
-            parent = spans[j].parent_id
-            j = index.get(parent) if parent else None
+            j = index.get(spans[j].parent_id or "")
         base = -1 if j is None or j in path else depth[j]
         assert base is not None
         for k in reversed(path):
@@ -388,8 +387,7 @@ def trace_data(trace_id: str, spans: list[Span]) -> TraceData:
             j: int | None = i
             while j is not None and j not in chosen and len(chosen) < MAX_ROWS:
                 chosen[j] = None
-                parent = spans[j].parent_id
-                j = index.get(parent) if parent else None
+                j = index.get(spans[j].parent_id or "")
         by_length = sorted(range(len(spans)), key=lambda i: spans[i].start_ns - spans[i].end_ns)
         rest = [i for i, s in enumerate(spans) if s.error]
         rest += [i for i, d in enumerate(depths) if d == 0] + by_length
@@ -410,14 +408,13 @@ def trace_data(trace_id: str, spans: list[Span]) -> TraceData:
         }
         for i in kept
     ]
-    errors = sum(s.error for s in spans)
     return {
         "kind": "trace",
         "source": f"get_trace {trace_id}",
         "trace_id": normalise(trace_id),
         "rows": rows,
         "total_spans": len(spans),
-        "omitted_errors": errors - sum(r["error"] for r in rows),
+        "omitted_errors": sum(s.error for s in spans) - sum(r["error"] for r in rows),
     }
 
 
