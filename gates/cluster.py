@@ -164,17 +164,16 @@ class KubernetesCluster:
             self._apps.list_namespaced_replica_set(namespace, label_selector=selector)
         )
         uid = deployment["metadata"]["uid"]
-        owned = []
-        for rs in listed.get("items", []):
-            controlled = any(
+        owned = [
+            (revision, rs)
+            for rs in listed.get("items", [])
+            if any(
                 o.get("uid") == uid and o.get("controller")
                 for o in rs["metadata"].get("ownerReferences") or []
             )
-            revision = revision_of(rs)
-            if controlled and revision is not None:
-                owned.append((revision, rs))
-        owned.sort(key=lambda pair: pair[0])
-        return deployment, owned
+            and (revision := revision_of(rs)) is not None
+        ]
+        return deployment, sorted(owned, key=lambda pair: pair[0])
 
     async def snapshot(self, namespace: str, name: str) -> ClusterSnapshot:
         deployment, owned = await self._deployment_and_history(namespace, name)
@@ -202,15 +201,14 @@ class KubernetesCluster:
 
     async def workload_pods(
         self, namespace: str, name: str, limit: int
-    ) -> tuple[dict[str, Any], list[dict[str, Any]], bool]:
-        """The Deployment, up to `limit` of the pods its selector matches, and whether
-        there are more."""
-        deployment, selector = await self._deployment_and_selector(namespace, name)
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """Up to `limit` of the pods the Deployment's selector matches, and whether there
+        are more."""
+        _, selector = await self._deployment_and_selector(namespace, name)
         listed = await self._read(
             self._core.list_namespaced_pod(namespace, label_selector=selector, limit=limit)
         )
-        more = bool((listed.get("metadata") or {}).get("continue"))
-        return deployment, listed.get("items") or [], more
+        return listed.get("items") or [], bool((listed.get("metadata") or {}).get("continue"))
 
     async def pod(self, namespace: str, name: str) -> dict[str, Any]:
         pod: dict[str, Any] = await self._read(self._core.read_namespaced_pod(name, namespace))
@@ -228,8 +226,7 @@ class KubernetesCluster:
                 raise ValueError(refusal)
             options["field_selector"] = f"involvedObject.kind=Pod,involvedObject.name={pod}"
         listed = await self._read(self._core.list_namespaced_event(namespace, **options))
-        more = bool((listed.get("metadata") or {}).get("continue"))
-        return listed.get("items") or [], more
+        return listed.get("items") or [], bool((listed.get("metadata") or {}).get("continue"))
 
     async def pod_log(
         self,
@@ -290,14 +287,18 @@ class KubernetesCluster:
         body = {"metadata": {"resourceVersion": resource_version}, "spec": {"replicas": replicas}}
         what = f"{namespace}/{name} to {replicas} replicas"
         scale = partial(self._apps.patch_namespaced_deployment_scale, name, namespace, body)
-        return PlannedWrite(
-            f"scaled {what}", f"would scale {what}", partial(self._send, scale), resource_version
-        )
+        return self._planned(f"scaled {what}", f"would scale {what}", scale, resource_version)
 
-    async def _send(self, patch: Callable[..., Awaitable[Any]], dry_run: bool) -> None:
-        """A planned write's `send`: `patch()`, all but dry_run given."""
-        # dryRun=All: the API server validates and admits the change, and stores nothing.
-        await self._call(patch(dry_run="All") if dry_run else patch())
+    def _planned(
+        self, done: str, would: str, patch: Callable[..., Awaitable[Any]], resource_version: str
+    ) -> PlannedWrite:
+        """The write `patch()` (all but dry_run given) sends, unsent."""
+
+        async def send(dry_run: bool) -> None:
+            # dryRun=All: the API server validates and admits the change, and stores nothing.
+            await self._call(patch(dry_run="All") if dry_run else patch())
+
+        return PlannedWrite(done, would, send, resource_version)
 
     async def fence(self, namespace: str, name: str, resource_version: str, marker: str) -> None:
         """Make a write conditional on `resource_version` impossible from now on: a no-op
@@ -360,11 +361,8 @@ class KubernetesCluster:
         ]
         what = f"{namespace}/{name} to revision {target.revision} ({', '.join(target.images)})"
         apply = partial(self._apps.patch_namespaced_deployment, name, namespace, patch)
-        return PlannedWrite(
-            f"rolled back {what}",
-            f"would roll back {what}",
-            partial(self._send, apply),
-            resource_version,
+        return self._planned(
+            f"rolled back {what}", f"would roll back {what}", apply, resource_version
         )
 
 
