@@ -79,9 +79,6 @@ class NotFound(ClusterError):
     """The API server answered 404: the Deployment, pod or container is not there."""
 
 
-DeploymentNotFound = NotFound  # what reading a Deployment meets
-
-
 class NothingToUndo(ClusterError):
     pass
 
@@ -304,13 +301,10 @@ class KubernetesCluster:
         """Make a write conditional on `resource_version` impossible from now on: a no-op
         annotation change, itself conditional on that version (a write still in flight will
         get 409). Its own 409 is no failure: the Deployment had already changed."""
+        fenced = f"/metadata/annotations/{FENCE.replace('/', '~1')}"
         patch = [
             {"op": "replace", "path": "/metadata/resourceVersion", "value": resource_version},
-            {
-                "op": "add",
-                "path": f"/metadata/annotations/{FENCE.replace('/', '~1')}",
-                "value": marker,
-            },
+            {"op": "add", "path": fenced, "value": marker},
         ]
         try:
             await self._call(self._apps.patch_namespaced_deployment(name, namespace, patch))
@@ -346,18 +340,12 @@ class KubernetesCluster:
             raise NothingToUndo(
                 f"{namespace}/{name} already runs revision {target.revision}'s template"
             )
+        annotations = rollback_annotations(deployment, chosen)
         patch = [
             # Not in kubectl: refuse (409) if the Deployment changed since the gates ran.
             {"op": "replace", "path": "/metadata/resourceVersion", "value": resource_version},
             {"op": "replace", "path": "/spec/template", "value": template},
-            {
-                "op": "replace",
-                "path": "/metadata/annotations",
-                "value": rollback_annotations(
-                    deployment["metadata"].get("annotations") or {},
-                    chosen["metadata"].get("annotations") or {},
-                ),
-            },
+            {"op": "replace", "path": "/metadata/annotations", "value": annotations},
         ]
         what = f"{namespace}/{name} to revision {target.revision} ({', '.join(target.images)})"
         apply = partial(self._apps.patch_namespaced_deployment, name, namespace, patch)
@@ -416,10 +404,11 @@ def revision_of(obj: dict[str, Any]) -> int | None:
         return None
 
 
-def rollback_annotations(deployment: dict[str, str], replica_set: dict[str, str]) -> dict[str, str]:
+def rollback_annotations(deployment: dict[str, Any], replica_set: dict[str, Any]) -> dict[str, str]:
     """kubectl: the ReplicaSet's annotations, but the Deployment's own values of the skip list."""
-    kept = {k: v for k, v in deployment.items() if k in ANNOTATIONS_TO_SKIP}
-    return kept | {k: v for k, v in replica_set.items() if k not in ANNOTATIONS_TO_SKIP}
+    own, copied = (o["metadata"].get("annotations") or {} for o in (deployment, replica_set))
+    kept = {k: v for k, v in own.items() if k in ANNOTATIONS_TO_SKIP}
+    return kept | {k: v for k, v in copied.items() if k not in ANNOTATIONS_TO_SKIP}
 
 
 def template_hash(template: dict[str, Any]) -> str:
