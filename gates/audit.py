@@ -148,10 +148,7 @@ local function audit_append(stream, head, checkpoint, maxlen, fields)
     end
   end
   seq = seq + 1
-  fields[#fields + 1] = 'seq'
-  fields[#fields + 1] = tostring(seq)
-  fields[#fields + 1] = 'prev'
-  fields[#fields + 1] = prev
+  for _, item in ipairs({'seq', tostring(seq), 'prev', prev}) do fields[#fields + 1] = item end
   local encoded = {'"""
     + f"{len(VERSION)}:{VERSION.decode()},"
     + """'}
