@@ -93,13 +93,9 @@ local K = {
 
 local function sha256(msg)
   local len = #msg
-  local bits = len * 8
-  local hi, lo = math.floor(bits / 4294967296), bits % 4294967296
   msg = msg .. '\\128' .. string.rep('\\0', (55 - len) % 64)
-    .. string.char(band(rshift(hi, 24), 255), band(rshift(hi, 16), 255),
-                   band(rshift(hi, 8), 255), band(hi, 255),
-                   band(rshift(lo, 24), 255), band(rshift(lo, 16), 255),
-                   band(rshift(lo, 8), 255), band(lo, 255))
+  -- the length in bits, 8 bytes big-endian (exact: a double holds it)
+  for i = 7, 0, -1 do msg = msg .. string.char(math.floor(len * 8 / 2 ^ (8 * i)) % 256) end
   local H = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
              0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19}
   local w = {}
@@ -152,10 +148,7 @@ local function audit_append(stream, head, checkpoint, maxlen, fields)
     end
   end
   seq = seq + 1
-  fields[#fields + 1] = 'seq'
-  fields[#fields + 1] = tostring(seq)
-  fields[#fields + 1] = 'prev'
-  fields[#fields + 1] = prev
+  for _, item in ipairs({'seq', tostring(seq), 'prev', prev}) do fields[#fields + 1] = item end
   local encoded = {'"""
     + f"{len(VERSION)}:{VERSION.decode()},"
     + """'}

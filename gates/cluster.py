@@ -79,9 +79,6 @@ class NotFound(ClusterError):
     """The API server answered 404: the Deployment, pod or container is not there."""
 
 
-DeploymentNotFound = NotFound  # what reading a Deployment meets
-
-
 class NothingToUndo(ClusterError):
     pass
 
@@ -164,17 +161,16 @@ class KubernetesCluster:
             self._apps.list_namespaced_replica_set(namespace, label_selector=selector)
         )
         uid = deployment["metadata"]["uid"]
-        owned = []
-        for rs in listed.get("items", []):
-            controlled = any(
+        owned = [
+            (revision, rs)
+            for rs in listed.get("items", [])
+            if any(
                 o.get("uid") == uid and o.get("controller")
                 for o in rs["metadata"].get("ownerReferences") or []
             )
-            revision = revision_of(rs)
-            if controlled and revision is not None:
-                owned.append((revision, rs))
-        owned.sort(key=lambda pair: pair[0])
-        return deployment, owned
+            and (revision := revision_of(rs)) is not None
+        ]
+        return deployment, sorted(owned, key=lambda pair: pair[0])
 
     async def snapshot(self, namespace: str, name: str) -> ClusterSnapshot:
         deployment, owned = await self._deployment_and_history(namespace, name)
@@ -202,15 +198,14 @@ class KubernetesCluster:
 
     async def workload_pods(
         self, namespace: str, name: str, limit: int
-    ) -> tuple[dict[str, Any], list[dict[str, Any]], bool]:
-        """The Deployment, up to `limit` of the pods its selector matches, and whether
-        there are more."""
-        deployment, selector = await self._deployment_and_selector(namespace, name)
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """Up to `limit` of the pods the Deployment's selector matches, and whether there
+        are more."""
+        _, selector = await self._deployment_and_selector(namespace, name)
         listed = await self._read(
             self._core.list_namespaced_pod(namespace, label_selector=selector, limit=limit)
         )
-        more = bool((listed.get("metadata") or {}).get("continue"))
-        return deployment, listed.get("items") or [], more
+        return listed.get("items") or [], bool((listed.get("metadata") or {}).get("continue"))
 
     async def pod(self, namespace: str, name: str) -> dict[str, Any]:
         pod: dict[str, Any] = await self._read(self._core.read_namespaced_pod(name, namespace))
@@ -228,8 +223,7 @@ class KubernetesCluster:
                 raise ValueError(refusal)
             options["field_selector"] = f"involvedObject.kind=Pod,involvedObject.name={pod}"
         listed = await self._read(self._core.list_namespaced_event(namespace, **options))
-        more = bool((listed.get("metadata") or {}).get("continue"))
-        return listed.get("items") or [], more
+        return listed.get("items") or [], bool((listed.get("metadata") or {}).get("continue"))
 
     async def pod_log(
         self,
@@ -290,26 +284,27 @@ class KubernetesCluster:
         body = {"metadata": {"resourceVersion": resource_version}, "spec": {"replicas": replicas}}
         what = f"{namespace}/{name} to {replicas} replicas"
         scale = partial(self._apps.patch_namespaced_deployment_scale, name, namespace, body)
-        return PlannedWrite(
-            f"scaled {what}", f"would scale {what}", partial(self._send, scale), resource_version
-        )
+        return self._planned(f"scaled {what}", f"would scale {what}", scale, resource_version)
 
-    async def _send(self, patch: Callable[..., Awaitable[Any]], dry_run: bool) -> None:
-        """A planned write's `send`: `patch()`, all but dry_run given."""
-        # dryRun=All: the API server validates and admits the change, and stores nothing.
-        await self._call(patch(dry_run="All") if dry_run else patch())
+    def _planned(
+        self, done: str, would: str, patch: Callable[..., Awaitable[Any]], resource_version: str
+    ) -> PlannedWrite:
+        """The write `patch()` (all but dry_run given) sends, unsent."""
+
+        async def send(dry_run: bool) -> None:
+            # dryRun=All: the API server validates and admits the change, and stores nothing.
+            await self._call(patch(dry_run="All") if dry_run else patch())
+
+        return PlannedWrite(done, would, send, resource_version)
 
     async def fence(self, namespace: str, name: str, resource_version: str, marker: str) -> None:
         """Make a write conditional on `resource_version` impossible from now on: a no-op
         annotation change, itself conditional on that version (a write still in flight will
         get 409). Its own 409 is no failure: the Deployment had already changed."""
+        fenced = f"/metadata/annotations/{FENCE.replace('/', '~1')}"
         patch = [
             {"op": "replace", "path": "/metadata/resourceVersion", "value": resource_version},
-            {
-                "op": "add",
-                "path": f"/metadata/annotations/{FENCE.replace('/', '~1')}",
-                "value": marker,
-            },
+            {"op": "add", "path": fenced, "value": marker},
         ]
         try:
             await self._call(self._apps.patch_namespaced_deployment(name, namespace, patch))
@@ -345,26 +340,17 @@ class KubernetesCluster:
             raise NothingToUndo(
                 f"{namespace}/{name} already runs revision {target.revision}'s template"
             )
+        annotations = rollback_annotations(deployment, chosen)
         patch = [
             # Not in kubectl: refuse (409) if the Deployment changed since the gates ran.
             {"op": "replace", "path": "/metadata/resourceVersion", "value": resource_version},
             {"op": "replace", "path": "/spec/template", "value": template},
-            {
-                "op": "replace",
-                "path": "/metadata/annotations",
-                "value": rollback_annotations(
-                    deployment["metadata"].get("annotations") or {},
-                    chosen["metadata"].get("annotations") or {},
-                ),
-            },
+            {"op": "replace", "path": "/metadata/annotations", "value": annotations},
         ]
         what = f"{namespace}/{name} to revision {target.revision} ({', '.join(target.images)})"
         apply = partial(self._apps.patch_namespaced_deployment, name, namespace, patch)
-        return PlannedWrite(
-            f"rolled back {what}",
-            f"would roll back {what}",
-            partial(self._send, apply),
-            resource_version,
+        return self._planned(
+            f"rolled back {what}", f"would roll back {what}", apply, resource_version
         )
 
 
@@ -418,10 +404,11 @@ def revision_of(obj: dict[str, Any]) -> int | None:
         return None
 
 
-def rollback_annotations(deployment: dict[str, str], replica_set: dict[str, str]) -> dict[str, str]:
+def rollback_annotations(deployment: dict[str, Any], replica_set: dict[str, Any]) -> dict[str, str]:
     """kubectl: the ReplicaSet's annotations, but the Deployment's own values of the skip list."""
-    kept = {k: v for k, v in deployment.items() if k in ANNOTATIONS_TO_SKIP}
-    return kept | {k: v for k, v in replica_set.items() if k not in ANNOTATIONS_TO_SKIP}
+    own, copied = (o["metadata"].get("annotations") or {} for o in (deployment, replica_set))
+    kept = {k: v for k, v in own.items() if k in ANNOTATIONS_TO_SKIP}
+    return kept | {k: v for k, v in copied.items() if k not in ANNOTATIONS_TO_SKIP}
 
 
 def template_hash(template: dict[str, Any]) -> str:

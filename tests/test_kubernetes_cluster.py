@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from gates.cluster import REVISION, ClusterError, DeploymentNotFound, KubernetesCluster
+from gates.cluster import REVISION, ClusterError, KubernetesCluster, NotFound
 from gates.model import Revision, rollback_target
 from sandbox.kubernetes import KubernetesSimulator
 
@@ -18,7 +18,7 @@ async def test_a_snapshot_shows_replicas_revision_and_history(cluster: Kubernete
 
 
 async def test_a_missing_deployment_is_reported_as_such(cluster: KubernetesCluster) -> None:
-    with pytest.raises(DeploymentNotFound, match=r'deployments\.apps "nope" not found'):
+    with pytest.raises(NotFound, match=r'deployments\.apps "nope" not found'):
         await cluster.snapshot("shop", "nope")
 
 

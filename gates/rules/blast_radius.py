@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gates.cluster import ClusterError, DeploymentNotFound
+from gates.cluster import ClusterError, NotFound
 from gates.model import GateDecision, rollback_target
 from gates.rules.base import GateContext, allow, refuse
 
@@ -14,7 +14,7 @@ class BlastRadiusGate:
         r, p = ctx.request, ctx.policy
         try:
             now = await ctx.snapshot()
-        except DeploymentNotFound:
+        except NotFound:
             return refuse(self.name, f"deployment {r.target} does not exist")
         except ClusterError as exc:
             return refuse(self.name, f"cannot read {r.target}: {exc}")

@@ -11,7 +11,7 @@ from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 from langgraph.prebuilt import ToolRuntime
 
-from gates.cluster import ClusterError, DeploymentNotFound, NotFound, name_refusal
+from gates.cluster import ClusterError, NotFound, name_refusal
 from gates.model import ActionRequest, ClusterSnapshot
 from gates.pipeline import ActionPipeline
 from graph.action_claims import true_state
@@ -155,7 +155,7 @@ def kubernetes_tools(pipeline: ActionPipeline) -> list[BaseTool]:
         target = f"{namespace}/{deployment}"
         try:
             snap = await read(target, lambda: cluster.snapshot(namespace, deployment))
-        except DeploymentNotFound:
+        except NotFound:
             return f"Deployment {target} does not exist.", []
         lines = [
             f"{namespace}/{deployment}: {snap.ready_replicas}/{snap.replicas} replicas ready"

@@ -328,7 +328,7 @@ def kubernetes_read_tools(cluster: KubernetesCluster, policy: ActionPolicy) -> l
         namespace: str, deployment: str, what: str
     ) -> tuple[list[PodView], bool]:
         """The Deployment's pods; NotFound when there is no such Deployment."""
-        _, pods, more = await read(
+        pods, more = await read(
             what, lambda: cluster.workload_pods(namespace, deployment, MAX_PODS)
         )
         return [pod_view(p) for p in pods], more
