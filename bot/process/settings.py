@@ -676,29 +676,24 @@ class Settings(_WithTools):
         redis = self.redis
         problems = []
         url = urlsplit(redis.url)
-        sentinel = url.scheme == SENTINEL_SCHEME
         password = redis.password.get_secret_value() if redis.password else None
         in_url = unquote(url.password) if url.password else None
-        if password and in_url and password != in_url:
-            problems.append(
-                "REDIS_PASSWORD: differs from the password in REDIS_URL; set it in one place"
-            )
         user_in_url = unquote(url.username) if url.username else None
-        if redis.username and user_in_url and redis.username != user_in_url:
-            problems.append(
-                "REDIS_USERNAME: differs from the user in REDIS_URL; set it in one place"
-            )
-        if not sentinel:
-            for name, value in (
-                ("REDIS_SENTINEL_USERNAME", redis.sentinel_username),
-                ("REDIS_SENTINEL_PASSWORD", redis.sentinel_password),
-            ):
-                if value:
-                    problems.append(f"{name}: set, but REDIS_URL is not a redis+sentinel:// URL")
-            if redis.sentinel_tls:
+        for name, what, given, written_in_url in (
+            ("REDIS_PASSWORD", "password", password, in_url),
+            ("REDIS_USERNAME", "user", redis.username, user_in_url),
+        ):
+            if given and written_in_url and given != written_in_url:
                 problems.append(
-                    "REDIS_SENTINEL_TLS: true, but REDIS_URL is not a redis+sentinel:// URL"
+                    f"{name}: differs from the {what} in REDIS_URL; set it in one place"
                 )
+        for name, value, state in (
+            ("REDIS_SENTINEL_USERNAME", redis.sentinel_username, "set"),
+            ("REDIS_SENTINEL_PASSWORD", redis.sentinel_password, "set"),
+            ("REDIS_SENTINEL_TLS", redis.sentinel_tls, "true"),
+        ):
+            if value and url.scheme != SENTINEL_SCHEME:
+                problems.append(f"{name}: {state}, but REDIS_URL is not a redis+sentinel:// URL")
         if url.scheme == "unix" and redis.tls:
             problems.append("REDIS_TLS: true, but REDIS_URL is a unix:// socket (no TLS there)")
         if redis.tls_ca_file and not (redis.tls or redis.sentinel_tls or url.scheme == "rediss"):
