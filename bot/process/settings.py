@@ -607,8 +607,7 @@ class Settings(_WithTools):
     def check_for_serve(self, *, worker: bool = False) -> None:
         """Everything `tracegate serve` (or, with `worker`, `tracegate worker`) needs,
         reported together, by name."""
-        problems = self.missing("worker" if worker else "serve")
-        if problems:
+        if problems := self.missing("worker" if worker else "serve"):
             raise SettingsError("\n".join(problems))
 
     def missing(self, command: Command) -> list[str]:
@@ -846,8 +845,7 @@ def _problem(error: ErrorDetails, known: Mapping[str, Variable]) -> str:
     if error["type"] in _BOUNDS:
         number, longer, key = _BOUNDS[error["type"]]
         bound = written(error.get("ctx", {})[key], duration)
-        phrase = longer if duration else number
-        return f"{name}: {written(given, duration)} {phrase} {bound}"
+        return f"{name}: {written(given, duration)} {longer if duration else number} {bound}"
     if error["type"] in _NOT_A:
         return f"{name}: {written(given, duration)!r} is not {_NOT_A[error['type']]}"
     message = str(error["msg"]).removeprefix("Value error, ")

@@ -95,10 +95,10 @@ def _long_default_title(variable: str) -> str:
 def _default(variable: Variable, required_by: list[str]) -> str:
     field = variable.info
     needed = ", ".join(f"`{command}`" for command in required_by)
-    if _is_secret(field) or (required_by and field.get_default() is None):
-        return f"— (required by {needed})" if needed else "—"
     value = field.get_default(call_default_factory=True)
-    if value is None:
+    if _is_secret(field) or (required_by and field.get_default() is None):
+        shown = "—"
+    elif value is None:
         shown = "none"
     elif value in ("", frozenset()):
         shown = "empty"
