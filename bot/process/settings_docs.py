@@ -58,15 +58,16 @@ def render(model: type[Settings] = Settings) -> str:
             )
         default = _default(variable, required.get(variable.name, []))
         if "\n" in default:
-            long_defaults.append((variable.name, default))
-            default = f"[below](#{_anchor(_long_default_title(variable.name))})"
+            heading = f"Default of `{variable.name}`"
+            long_defaults.append((heading, default))
+            default = f"[below](#{_anchor(heading)})"
         cells = [f"`{variable.name}`", _type(variable), default, field.description]
         body.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     if long_defaults:
         contents.append(f"- [Long defaults](#{_anchor('Long defaults')})")
         body += ["", "## Long defaults"]
-    for name, text in long_defaults:
-        body += ["", f"### {_long_default_title(name)}", "", "```text", text, "```"]
+    for heading, text in long_defaults:
+        body += ["", f"### {heading}", "", "```text", text, "```"]
     return "\n".join(_HEADER + contents + body) + "\n"
 
 
@@ -86,10 +87,6 @@ _HEADER = [
     "that refuse to start without the setting. A secret's value is never shown here.",
     "",
 ]
-
-
-def _long_default_title(variable: str) -> str:
-    return f"Default of `{variable}`"
 
 
 def _default(variable: Variable, required_by: list[str]) -> str:
