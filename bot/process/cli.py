@@ -65,8 +65,7 @@ def _print_result(result: InvestigationResult, actions: list[ActionRequest], as_
             if result.rubric_status
             else ""
         )
-        + f"{result.duration_s:.1f}s, "
-        f"thread {result.thread_id}"
+        + f"{result.duration_s:.1f}s, thread {result.thread_id}"
     )
 
 
