@@ -27,6 +27,7 @@ _TYPES: dict[object, str] = {
     int: "whole number",
     float: "number",
     str: "text",
+    frozenset: "text",  # comma-separated, as each such setting's description says
 }
 
 
@@ -115,10 +116,8 @@ def _type(variable: Variable) -> str:
         shown = "duration"
     elif typing.get_origin(kind) is typing.Literal:
         shown = " or ".join(f"`{choice}`" for choice in typing.get_args(kind))
-    elif typing.get_origin(kind) is frozenset:
-        shown = "text"  # comma-separated, as each such setting's description says
-    else:
-        shown = _TYPES.get(kind, getattr(kind, "__name__", str(kind)))
+    else:  # a type, or the origin of one (frozenset[str])
+        shown = _TYPES.get(typing.get_origin(kind) or kind, getattr(kind, "__name__", str(kind)))
     bounds = bounds_of(variable)
     return f"{shown}, {bounds}" if bounds else shown
 
