@@ -640,18 +640,17 @@ class Settings(_WithTools):
 
     def _missing_slack(self, *, worker: bool) -> list[str]:
         problems = []
-        slack = self.slack
-        bot = slack.bot_token.get_secret_value() if slack.bot_token else ""
+        bot = self.slack.bot_token.get_secret_value() if self.slack.bot_token else ""
         if not bot:
             problems.append("SLACK_BOT_TOKEN: not set; use the app's Bot User OAuth Token (xoxb-…)")
         elif not bot.startswith("xoxb-"):
             problems.append(
                 "SLACK_BOT_TOKEN: does not start with xoxb-; use the Bot User OAuth Token"
             )
-        app = slack.app_token.get_secret_value() if slack.app_token else ""
+        app = self.slack.app_token.get_secret_value() if self.slack.app_token else ""
         if app and not app.startswith("xapp-"):
             problems.append("SLACK_APP_TOKEN: does not start with xapp-; use an app-level token")
-        if not worker and not app and not slack.signing_secret:
+        if not worker and not app and not self.slack.signing_secret:
             problems.append(
                 "SLACK_SIGNING_SECRET: not set; copy it from the app's Basic Information page "
                 "(or set SLACK_APP_TOKEN for Socket Mode)"
