@@ -65,8 +65,7 @@ def _print_result(result: InvestigationResult, actions: list[ActionRequest], as_
             if result.rubric_status
             else ""
         )
-        + f"{result.duration_s:.1f}s, "
-        f"thread {result.thread_id}"
+        + f"{result.duration_s:.1f}s, thread {result.thread_id}"
     )
 
 
@@ -250,15 +249,14 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     from bot.process.server import run_worker, serve
     from gates.cluster import ClusterError
 
+    commands = {
+        "migrate-checkpoints": lambda: _migrate_checkpoints(settings, args.keep),
+        "serve": lambda: serve(settings),
+        "worker": lambda: run_worker(settings),
+    }
     try:
-        if args.command == "migrate-checkpoints":
-            asyncio.run(_migrate_checkpoints(settings, args.keep))
-            return 0
-        if args.command == "serve":
-            asyncio.run(serve(settings))
-            return 0
-        if args.command == "worker":
-            asyncio.run(run_worker(settings))
+        if args.command in commands:
+            asyncio.run(commands[args.command]())
             return 0
         args.thread = args.thread or f"cli:{uuid.uuid4().hex}"
         result, actions = asyncio.run(_investigate(settings, args))

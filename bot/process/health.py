@@ -26,9 +26,6 @@ from bot.process.redis_policy import missing_indexes, not_primary
 log = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_S = 2.0
-LIVENESS_PATH = "/livez"
-READINESS_PATHS = ("/readyz", "/healthz")
-METRICS_PATH = "/metrics"
 
 
 class Readiness:
@@ -101,8 +98,8 @@ def health_app(readiness: Readiness, queue_stats: QueueStats | None = None) -> w
     async def metrics(request: web.Request) -> web.Response:
         return await exposition(queue_stats)
 
-    web_app.router.add_get(LIVENESS_PATH, livez)
-    for path in READINESS_PATHS:
+    web_app.router.add_get("/livez", livez)
+    for path in ("/readyz", "/healthz"):
         web_app.router.add_get(path, readyz)
-    web_app.router.add_get(METRICS_PATH, metrics)
+    web_app.router.add_get("/metrics", metrics)
     return web_app

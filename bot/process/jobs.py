@@ -1,7 +1,7 @@
 """Listener work that runs after the ack (clicks, commands), kept so a shutdown waits for it.
 
 Bolt keeps no reference to the tasks it starts; these are kept, named, and drained.
-`join` also waits for the turns to be answered when given a way to count those left.
+`join` also waits for the turns to be answered, counting those left.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ log = logging.getLogger(__name__)
 
 
 class Jobs:
-    def __init__(self, queued_turns: Callable[[], Awaitable[int]] | None = None) -> None:
+    def __init__(self, queued_turns: Callable[[], Awaitable[int]]) -> None:
         self._running: set[asyncio.Task[Any]] = set()
         self._queued_turns = queued_turns
 
@@ -50,8 +50,7 @@ class Jobs:
         queued turn; False on timeout."""
         try:
             async with asyncio.timeout(timeout_s):
-                queued = self._queued_turns if turns else None
-                while self._running or (queued is not None and await queued()):
+                while self._running or (turns and await self._queued_turns()):
                     if self._running:
                         await asyncio.gather(*self._running, return_exceptions=True)
                     else:

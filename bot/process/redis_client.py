@@ -216,12 +216,11 @@ def connect_redis(spec: RedisSpec) -> aioredis.Redis:
         return _sentinel_client(spec, options)
     url_options: dict[str, Any] = dict(parse_url(spec.url))
     options |= url_options  # the URL's user and password agree with the settings' (settings)
-    plain = url_options.get("connection_class")
-    if plain is None:  # redis://
-        options["connection_class"] = FailoverSSLConnection if spec.tls else FailoverConnection
-    elif issubclass(plain, SSLConnection):  # rediss://
-        options["connection_class"] = FailoverSSLConnection
-    if issubclass(options["connection_class"], SSLConnection):
+    plain = url_options.get("connection_class")  # None: redis://; unix:// keeps its own
+    tls = spec.tls if plain is None else issubclass(plain, SSLConnection)  # rediss://
+    if plain is None or tls:
+        options["connection_class"] = FailoverSSLConnection if tls else FailoverConnection
+    if tls:
         options |= _tls_options(spec.tls_ca_file)
     # A burst past the pool waits its turn for a connection (up to the socket timeout)
     # instead of failing: redis-py's default pool raises "Too many connections" at 100, and

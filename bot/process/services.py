@@ -70,7 +70,6 @@ def build_services(settings: Settings, runtime: Runtime, *, in_process: bool = F
     memory = ThreadMemory(redis, ttl_s, settings.redis.prefix)
     turns = TurnStore(redis, ttl_s, settings.redis.prefix)
     queue: TurnQueue = InProcessQueue() if in_process else turn_queue(redis, settings.redis.prefix)
-    timing = settings.worker
     queue_of_actions = None if in_process else action_queue(redis, settings.redis.prefix)
 
     async def turns_left() -> int:
@@ -116,7 +115,7 @@ def build_services(settings: Settings, runtime: Runtime, *, in_process: bool = F
         memory,
         turns,
         queue,
-        timing,
+        settings.worker,
         jobs,
         cards,
         presentation,
@@ -147,7 +146,7 @@ def build_services(settings: Settings, runtime: Runtime, *, in_process: bool = F
         conversations.on_alert,
     )
     conversations.alerts = alerts
-    runner = TurnRunner(turns, queue, conversations.run, conversations.prepare, timing)
+    runner = TurnRunner(turns, queue, conversations.run, conversations.prepare, settings.worker)
     if isinstance(queue, InProcessQueue):
         queue.runner = runner
     anyone, editor_ids = settings.rubric.editor_ids()

@@ -607,8 +607,7 @@ class Settings(_WithTools):
     def check_for_serve(self, *, worker: bool = False) -> None:
         """Everything `tracegate serve` (or, with `worker`, `tracegate worker`) needs,
         reported together, by name."""
-        problems = self.missing("worker" if worker else "serve")
-        if problems:
+        if problems := self.missing("worker" if worker else "serve"):
             raise SettingsError("\n".join(problems))
 
     def missing(self, command: Command) -> list[str]:
@@ -641,18 +640,17 @@ class Settings(_WithTools):
 
     def _missing_slack(self, *, worker: bool) -> list[str]:
         problems = []
-        slack = self.slack
-        bot = slack.bot_token.get_secret_value() if slack.bot_token else ""
+        bot = self.slack.bot_token.get_secret_value() if self.slack.bot_token else ""
         if not bot:
             problems.append("SLACK_BOT_TOKEN: not set; use the app's Bot User OAuth Token (xoxb-…)")
         elif not bot.startswith("xoxb-"):
             problems.append(
                 "SLACK_BOT_TOKEN: does not start with xoxb-; use the Bot User OAuth Token"
             )
-        app = slack.app_token.get_secret_value() if slack.app_token else ""
+        app = self.slack.app_token.get_secret_value() if self.slack.app_token else ""
         if app and not app.startswith("xapp-"):
             problems.append("SLACK_APP_TOKEN: does not start with xapp-; use an app-level token")
-        if not worker and not app and not slack.signing_secret:
+        if not worker and not app and not self.slack.signing_secret:
             problems.append(
                 "SLACK_SIGNING_SECRET: not set; copy it from the app's Basic Information page "
                 "(or set SLACK_APP_TOKEN for Socket Mode)"
@@ -676,29 +674,24 @@ class Settings(_WithTools):
         redis = self.redis
         problems = []
         url = urlsplit(redis.url)
-        sentinel = url.scheme == SENTINEL_SCHEME
         password = redis.password.get_secret_value() if redis.password else None
         in_url = unquote(url.password) if url.password else None
-        if password and in_url and password != in_url:
-            problems.append(
-                "REDIS_PASSWORD: differs from the password in REDIS_URL; set it in one place"
-            )
         user_in_url = unquote(url.username) if url.username else None
-        if redis.username and user_in_url and redis.username != user_in_url:
-            problems.append(
-                "REDIS_USERNAME: differs from the user in REDIS_URL; set it in one place"
-            )
-        if not sentinel:
-            for name, value in (
-                ("REDIS_SENTINEL_USERNAME", redis.sentinel_username),
-                ("REDIS_SENTINEL_PASSWORD", redis.sentinel_password),
-            ):
-                if value:
-                    problems.append(f"{name}: set, but REDIS_URL is not a redis+sentinel:// URL")
-            if redis.sentinel_tls:
+        for name, what, given, written_in_url in (
+            ("REDIS_PASSWORD", "password", password, in_url),
+            ("REDIS_USERNAME", "user", redis.username, user_in_url),
+        ):
+            if given and written_in_url and given != written_in_url:
                 problems.append(
-                    "REDIS_SENTINEL_TLS: true, but REDIS_URL is not a redis+sentinel:// URL"
+                    f"{name}: differs from the {what} in REDIS_URL; set it in one place"
                 )
+        for name, value, state in (
+            ("REDIS_SENTINEL_USERNAME", redis.sentinel_username, "set"),
+            ("REDIS_SENTINEL_PASSWORD", redis.sentinel_password, "set"),
+            ("REDIS_SENTINEL_TLS", redis.sentinel_tls, "true"),
+        ):
+            if value and url.scheme != SENTINEL_SCHEME:
+                problems.append(f"{name}: {state}, but REDIS_URL is not a redis+sentinel:// URL")
         if url.scheme == "unix" and redis.tls:
             problems.append("REDIS_TLS: true, but REDIS_URL is a unix:// socket (no TLS there)")
         if redis.tls_ca_file and not (redis.tls or redis.sentinel_tls or url.scheme == "rediss"):
@@ -851,8 +844,7 @@ def _problem(error: ErrorDetails, known: Mapping[str, Variable]) -> str:
     if error["type"] in _BOUNDS:
         number, longer, key = _BOUNDS[error["type"]]
         bound = written(error.get("ctx", {})[key], duration)
-        phrase = longer if duration else number
-        return f"{name}: {written(given, duration)} {phrase} {bound}"
+        return f"{name}: {written(given, duration)} {longer if duration else number} {bound}"
     if error["type"] in _NOT_A:
         return f"{name}: {written(given, duration)!r} is not {_NOT_A[error['type']]}"
     message = str(error["msg"]).removeprefix("Value error, ")

@@ -27,6 +27,7 @@ _TYPES: dict[object, str] = {
     int: "whole number",
     float: "number",
     str: "text",
+    frozenset: "text",  # comma-separated, as each such setting's description says
 }
 
 
@@ -58,15 +59,16 @@ def render(model: type[Settings] = Settings) -> str:
             )
         default = _default(variable, required.get(variable.name, []))
         if "\n" in default:
-            long_defaults.append((variable.name, default))
-            default = f"[below](#{_anchor(_long_default_title(variable.name))})"
+            heading = f"Default of `{variable.name}`"
+            long_defaults.append((heading, default))
+            default = f"[below](#{_anchor(heading)})"
         cells = [f"`{variable.name}`", _type(variable), default, field.description]
         body.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     if long_defaults:
         contents.append(f"- [Long defaults](#{_anchor('Long defaults')})")
         body += ["", "## Long defaults"]
-    for name, text in long_defaults:
-        body += ["", f"### {_long_default_title(name)}", "", "```text", text, "```"]
+    for heading, text in long_defaults:
+        body += ["", f"### {heading}", "", "```text", text, "```"]
     return "\n".join(_HEADER + contents + body) + "\n"
 
 
@@ -88,17 +90,13 @@ _HEADER = [
 ]
 
 
-def _long_default_title(variable: str) -> str:
-    return f"Default of `{variable}`"
-
-
 def _default(variable: Variable, required_by: list[str]) -> str:
     field = variable.info
     needed = ", ".join(f"`{command}`" for command in required_by)
-    if _is_secret(field) or (required_by and field.get_default() is None):
-        return f"— (required by {needed})" if needed else "—"
     value = field.get_default(call_default_factory=True)
-    if value is None:
+    if _is_secret(field) or (required_by and field.get_default() is None):
+        shown = "—"
+    elif value is None:
         shown = "none"
     elif value in ("", frozenset()):
         shown = "empty"
@@ -118,10 +116,8 @@ def _type(variable: Variable) -> str:
         shown = "duration"
     elif typing.get_origin(kind) is typing.Literal:
         shown = " or ".join(f"`{choice}`" for choice in typing.get_args(kind))
-    elif typing.get_origin(kind) is frozenset:
-        shown = "text"  # comma-separated, as each such setting's description says
-    else:
-        shown = _TYPES.get(kind, getattr(kind, "__name__", str(kind)))
+    else:  # a type, or the origin of one (frozenset[str])
+        shown = _TYPES.get(typing.get_origin(kind) or kind, getattr(kind, "__name__", str(kind)))
     bounds = bounds_of(variable)
     return f"{shown}, {bounds}" if bounds else shown
 
