@@ -5,7 +5,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sandbox.demo import SCENES
+from bot.process.demo import SCENES
 
 
 def test_the_cli_does_not_load_the_simulators_or_fakeredis() -> None:

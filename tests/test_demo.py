@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from matplotlib.image import imread
 
+from bot.process.demo import play
 from sandbox import GeminiRequest, GeminiSimulator, Reply
-from sandbox.demo import play
 from sandbox.plays import INVENTED_TRACE, INVENTED_VERSION, replay_agent, replay_grader
 from sandbox.slack import block_problems
 

@@ -5,7 +5,7 @@ import io
 import json
 from pathlib import Path
 
-from sandbox.demo import play
+from bot.process.demo import play
 from sandbox.plays import AGENT
 
 

@@ -1,7 +1,7 @@
 """The demo's transcript: Slack blocks wrapped for a terminal."""
 
 from bot.outbound.blocks import context, section
-from sandbox.transcript import WIDTH, render_blocks
+from bot.outbound.transcript import WIDTH, render_blocks
 
 LONG = (
     "Roll-back path: re-deploy 1.42.0 once the fix lands; the canary-analysis step "

@@ -13,6 +13,7 @@ import pytest
 from pydantic import BaseModel, Field, SecretStr, create_model
 
 from bot.process.cli import main
+from bot.process.demo import play
 from bot.process.settings import (
     VARIABLES,
     KubernetesSettings,
@@ -21,7 +22,6 @@ from bot.process.settings import (
     SlackSettings,
 )
 from bot.process.settings_docs import COMMAND, PAGE, render
-from sandbox.demo import play
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = (ROOT / "docs" / "architecture.md").read_text()

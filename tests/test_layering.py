@@ -27,9 +27,8 @@ ALLOWED: dict[str, set[str]] = {
 }
 # The only modules allowed a way out of those rules, and what for.
 EXCEPTIONS: dict[str, set[str]] = {
-    # `tracegate eval` and `tracegate demo`, imported when that command runs
-    "bot.process.cli": {"evals", "sandbox"},
-    "sandbox.demo": {"bot"},  # plays whole incidents through the real bot on the simulators
+    "bot.process.demo": {"sandbox"},  # the demo plays whole incidents on the simulators
+    "bot.process.cli": {"evals"},  # `tracegate eval`, imported when that command runs
     # forks tracegate processes from an interpreter that imported them (by name: the fork
     # server's preload); it speaks no wire protocol, and no product module imports it
     "sandbox.prefork": {"bot", "evals"},

@@ -71,7 +71,7 @@ def _print_result(result: InvestigationResult, actions: list[ActionRequest], as_
 
 def _demo(args: argparse.Namespace) -> int:
     # Imported here, not at load: only the demo needs the simulators and fakeredis.
-    from sandbox.demo import SCENES, play
+    from bot.process.demo import SCENES, play
 
     names = [name for name, *_ in SCENES]
     if unknown := [s for s in args.scene or [] if s not in names]:

@@ -25,6 +25,7 @@ import fakeredis
 import redis.asyncio as aioredis
 from langgraph.checkpoint.memory import InMemorySaver
 
+from bot.outbound.transcript import render_blocks, render_message
 from bot.process.server import RunningBot, running_bot
 from bot.process.settings import Settings
 from sandbox import GeminiSimulator, TempoSimulator
@@ -54,7 +55,6 @@ from sandbox.scenarios import (
     load_oom_loop,
 )
 from sandbox.slack import SlackDriver, SlackSimulator
-from sandbox.transcript import render_blocks, render_message
 
 SECRET = "demo-signing-secret"
 TEAM = "TDEMO"
