@@ -70,12 +70,8 @@ class Evaluation(TypedDict):
 
 def criteria_of(rubric: str) -> list[str]:
     """The checklist items of a rubric, without bullets."""
-    items = []
-    for line in rubric.splitlines():
-        item = line.strip().lstrip("-*•").strip()
-        if item:
-            items.append(item)
-    return items
+    items = (line.strip().lstrip("-*•").strip() for line in rubric.splitlines())
+    return [item for item in items if item]
 
 
 def missing_criteria(verdict: GraderVerdict, expected: list[str]) -> list[str]:
