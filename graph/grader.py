@@ -150,21 +150,20 @@ class Grader:
         ]
         args, call_id = await self._next_submission(convo, self._max_steps)
         problem = self._problem(args, expected)
-        if problem is None:
-            return GraderVerdict.model_validate(args), False
-        convo.append(
-            ToolMessage(
-                f"Verdict rejected: {problem}. Call SubmitVerdict again, consistent and "
-                "covering every rubric criterion.",
-                tool_call_id=call_id,
-                name="SubmitVerdict",
-                status="error",
+        if problem is not None:
+            convo.append(
+                ToolMessage(
+                    f"Verdict rejected: {problem}. Call SubmitVerdict again, consistent and "
+                    "covering every rubric criterion.",
+                    tool_call_id=call_id,
+                    name="SubmitVerdict",
+                    status="error",
+                )
             )
-        )
-        args, _ = await self._next_submission(convo, 0)
-        if self._problem(args, expected) is None:
-            return GraderVerdict.model_validate(args), False
-        return _salvage(args), True
+            args, _ = await self._next_submission(convo, 0)
+            if self._problem(args, expected) is not None:
+                return _salvage(args), True
+        return GraderVerdict.model_validate(args), False
 
     @staticmethod
     def _problem(args: object, expected: list[str]) -> str | None:
