@@ -228,15 +228,8 @@ def charts_for_answer(
     on, then the waterfall of the first trace it cites (fetched this turn)."""
     charts: list[ChartData] = list(state.get("charts") or [])
     evidence: list[Fact] = list(state.get("evidence") or [])
-    start = state.get("incident_start")
-    markers = [
-        m
-        for m in (
-            _alert_marker(evidence, start),
-            _rollout_marker(evidence, answer),
-        )
-        if m is not None
-    ]
+    alert = _alert_marker(evidence, state.get("incident_start"))
+    markers = [m for m in (alert, _rollout_marker(evidence, answer)) if m is not None]
     specs: list[ChartSpec] = []
     if metric := _rested_on(charts, checks):
         shown = [m for m in markers if metric["start"] <= m["at"] <= metric["end"]]
