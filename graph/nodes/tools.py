@@ -114,8 +114,7 @@ def _first_line(result: ToolMessage | Command[Any]) -> str:
     if not isinstance(result, ToolMessage):
         return ""
     text = result.content if isinstance(result.content, str) else str(result.content)
-    line = text.strip().split("\n", 1)[0]
-    return truncate(line, SUMMARY_CHARS)
+    return truncate(text.strip().split("\n", 1)[0], SUMMARY_CHARS)
 
 
 def declares(declared: Shown | None, each: Fact) -> bool:
