@@ -29,8 +29,7 @@ def make_force_answer(
 
     async def force_answer(state: InvestigationState) -> dict[str, Any]:
         reason = steps.stop_reason(state, limits.tool_budget) or "tool_budget"
-        report = reporter()
-        report({"type": "forced_answer", "reason": reason})
+        reporter()({"type": "forced_answer", "reason": reason})
         last = state["messages"][-1]
         # Every function call needs a response before the model may speak again.
         skipped = [
