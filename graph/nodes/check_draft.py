@@ -35,12 +35,7 @@ def make_check_draft(
         if draft is not None:
             claims, claimed, draft = await claim_guard(draft, state, config)
             update = {**update, **claimed}
-        check: DraftCheck = {
-            "traces": traces,
-            "grounding": grounding,
-            "claims": claims,
-            "answer": draft,
-        }
+        check = DraftCheck(traces=traces, grounding=grounding, claims=claims, answer=draft)
         return {**update, "draft_check": check}
 
     return check_draft
