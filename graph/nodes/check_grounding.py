@@ -67,12 +67,7 @@ def make_grounding_guard(
         else:
             answer, removed, marked = finalise(draft, claims, checks, limits.grounding_mode)
             GROUNDING_REMOVED.inc(removed)
-        verdict: GroundingVerdict = {
-            "outcome": "revise",
-            "checks": checks,
-            "removed": removed,
-            "marked": marked,
-        }
+        verdict = GroundingVerdict(outcome="revise", checks=checks, removed=removed, marked=marked)
         if answer is not None:
             verdict["outcome"] = "removed" if removed else "marked" if marked else "grounded"
         report(_finished(verdict))
