@@ -250,7 +250,7 @@ def _reply(each: list[Any]) -> Any:
 
 # A turn's text fields, recorded as they are: those every record has, those it may lack.
 _REQUIRED = ("thread", "team", "channel", "root", "ts")
-_OPTIONAL = ("user", "text", "event_id", "user_team", "enterprise")
+_OPTIONAL = ("user", "text", "event_id", "user_team", "enterprise", "alert")
 POSTED_ALERT = "posted"  # Turn.alert of an alert another app posted in a channel
 
 
@@ -289,7 +289,7 @@ class Turn:
         return cls(
             id=turn_id,
             **{name: f[name] for name in _REQUIRED},
-            **{name: f.get(name, "") for name in (*_OPTIONAL, "alert")},
+            **{name: f.get(name, "") for name in _OPTIONAL},
             state=f.get("state", "queued"),  # type: ignore[arg-type]
             attempts=int(f.get("attempts", 0)),
             about=f.get("about") or None,
@@ -336,7 +336,6 @@ class TurnStore:
         job (one round trip, shared with the other turns recorded in the same moment)."""
         fields = {name: getattr(turn, name) for name in (*_REQUIRED, *_OPTIONAL)} | {
             "about": turn.about or "",
-            "alert": turn.alert,
             "state": "queued",
             "attempts": 0,
             "recorded_at": f"{time.time():.3f}",
