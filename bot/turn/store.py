@@ -177,16 +177,12 @@ class ScriptBatch:
         task = asyncio.create_task(self._flush(batch))
         self._flushing.add(task)
         task.add_done_callback(self._flushing.discard)
-        # A flush cancelled before it first ran never reaches its own clean-up.
+        # A flush that ends without answering (cancelled, even before it first ran: the
+        # process is stopping) cancels its callers, who are stopping too.
         task.add_done_callback(lambda _: [reply.cancel() for _, reply in batch])
 
     async def _flush(self, batch: list[tuple[Call, asyncio.Future[Any]]]) -> None:
-        try:
-            replies = await self._replies([call for call, _ in batch])
-        except BaseException:  # cancelled: the process is stopping, and so are the callers
-            for _, reply in batch:
-                reply.cancel()
-            raise
+        replies = await self._replies([call for call, _ in batch])
         for (_, reply), result in zip(batch, replies, strict=True):
             if reply.done():  # its caller was cancelled
                 continue
