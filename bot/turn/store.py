@@ -422,9 +422,8 @@ class TurnStore:
         return as_text(first[0]) if first else None
 
     async def recorded(self, thread: str, stamps: list[str]) -> set[str]:
-        """Which of these messages of the thread are turns (questions to the bot)."""
-        if not stamps:
-            return set()
+        """Which of these messages of the thread are turns (questions to the bot); none
+        given, no round trip (an empty pipeline sends nothing)."""
         async with self.redis.pipeline(transaction=False) as pipe:
             for ts in stamps:
                 pipe.exists(self._key(turn_id_of(thread, ts)))
