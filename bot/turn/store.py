@@ -229,10 +229,9 @@ class ScriptBatch:
 
 def _invocation(calls: list[Call]) -> list[Any]:
     """EVALSHA's arguments after the sha for `calls` run by `_BATCHED`."""
-    keys: list[Any] = []
+    keys = [key for call_keys, _ in calls for key in call_keys]
     args: list[Any] = [len(calls)]
     for call_keys, call_args in calls:
-        keys.extend(call_keys)
         args.extend((len(call_keys), len(call_args), *call_args))
     return [len(keys), *keys, *args]
 
