@@ -335,7 +335,6 @@ class TurnStore:
             "attempts": 0,
             "recorded_at": f"{time.time():.3f}",
         }
-        flat = [str(item) for pair in fields.items() for item in pair]
         created = await self._record(
             keys=[
                 self._key(turn.id),
@@ -354,7 +353,7 @@ class TurnStore:
                 -RECENT_THREADS_KEPT - 1,
                 job.payload if job else "",
                 job.scheduled if job else 0,
-                *flat,
+                *(str(item) for pair in fields.items() for item in pair),
             ],
         )
         return _RECORDED[int(created)]
