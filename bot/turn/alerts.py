@@ -55,8 +55,7 @@ def message_text(message: dict[str, Any]) -> str:
     for block in message.get("blocks") or []:
         if isinstance(block.get("text"), dict):
             parts.append(str(block["text"].get("text", "")))
-        for f in block.get("fields") or []:
-            parts.append(str(f.get("text", "")))
+        parts += [str(f.get("text", "")) for f in block.get("fields") or []]
         for element in block.get("elements") or []:
             if isinstance(element, dict) and element.get("type") in ("mrkdwn", "plain_text"):
                 parts.append(str(element.get("text", "")))

@@ -324,13 +324,12 @@ class Conversations:
         else:
             placeholder: Placeholder | StreamProgress | None = stream
             if turn.placeholder_ts and stream is None:
-                p = self.presentation
                 placeholder = Placeholder(
                     self.client,
                     turn.channel,
                     turn.placeholder_ts,
-                    p.progress_interval_s,
-                    p.rubric_max_iterations,
+                    self.presentation.progress_interval_s,
+                    self.presentation.rubric_max_iterations,
                     fence,
                 )
             grouped = turn.alert not in ("", POSTED_ALERT)

@@ -177,16 +177,12 @@ class ScriptBatch:
         task = asyncio.create_task(self._flush(batch))
         self._flushing.add(task)
         task.add_done_callback(self._flushing.discard)
-        # A flush cancelled before it first ran never reaches its own clean-up.
+        # A flush that ends without answering (cancelled, even before it first ran: the
+        # process is stopping) cancels its callers, who are stopping too.
         task.add_done_callback(lambda _: [reply.cancel() for _, reply in batch])
 
     async def _flush(self, batch: list[tuple[Call, asyncio.Future[Any]]]) -> None:
-        try:
-            replies = await self._replies([call for call, _ in batch])
-        except BaseException:  # cancelled: the process is stopping, and so are the callers
-            for _, reply in batch:
-                reply.cancel()
-            raise
+        replies = await self._replies([call for call, _ in batch])
         for (_, reply), result in zip(batch, replies, strict=True):
             if reply.done():  # its caller was cancelled
                 continue
@@ -233,10 +229,9 @@ class ScriptBatch:
 
 def _invocation(calls: list[Call]) -> list[Any]:
     """EVALSHA's arguments after the sha for `calls` run by `_BATCHED`."""
-    keys: list[Any] = []
+    keys = [key for call_keys, _ in calls for key in call_keys]
     args: list[Any] = [len(calls)]
     for call_keys, call_args in calls:
-        keys.extend(call_keys)
         args.extend((len(call_keys), len(call_args), *call_args))
     return [len(keys), *keys, *args]
 
@@ -250,7 +245,7 @@ def _reply(each: list[Any]) -> Any:
 
 # A turn's text fields, recorded as they are: those every record has, those it may lack.
 _REQUIRED = ("thread", "team", "channel", "root", "ts")
-_OPTIONAL = ("user", "text", "event_id", "user_team", "enterprise")
+_OPTIONAL = ("user", "text", "event_id", "user_team", "enterprise", "alert")
 POSTED_ALERT = "posted"  # Turn.alert of an alert another app posted in a channel
 
 
@@ -289,7 +284,7 @@ class Turn:
         return cls(
             id=turn_id,
             **{name: f[name] for name in _REQUIRED},
-            **{name: f.get(name, "") for name in (*_OPTIONAL, "alert")},
+            **{name: f.get(name, "") for name in _OPTIONAL},
             state=f.get("state", "queued"),  # type: ignore[arg-type]
             attempts=int(f.get("attempts", 0)),
             about=f.get("about") or None,
@@ -336,12 +331,10 @@ class TurnStore:
         job (one round trip, shared with the other turns recorded in the same moment)."""
         fields = {name: getattr(turn, name) for name in (*_REQUIRED, *_OPTIONAL)} | {
             "about": turn.about or "",
-            "alert": turn.alert,
             "state": "queued",
             "attempts": 0,
             "recorded_at": f"{time.time():.3f}",
         }
-        flat = [str(item) for pair in fields.items() for item in pair]
         created = await self._record(
             keys=[
                 self._key(turn.id),
@@ -360,7 +353,7 @@ class TurnStore:
                 -RECENT_THREADS_KEPT - 1,
                 job.payload if job else "",
                 job.scheduled if job else 0,
-                *flat,
+                *(str(item) for pair in fields.items() for item in pair),
             ],
         )
         return _RECORDED[int(created)]
@@ -427,9 +420,8 @@ class TurnStore:
         return as_text(first[0]) if first else None
 
     async def recorded(self, thread: str, stamps: list[str]) -> set[str]:
-        """Which of these messages of the thread are turns (questions to the bot)."""
-        if not stamps:
-            return set()
+        """Which of these messages of the thread are turns (questions to the bot); none
+        given, no round trip (an empty pipeline sends nothing)."""
         async with self.redis.pipeline(transaction=False) as pipe:
             for ts in stamps:
                 pipe.exists(self._key(turn_id_of(thread, ts)))
