@@ -595,10 +595,6 @@ MAX_ALERTS_LISTED = 5
 MAX_TEXT = 300
 
 
-def _utc(at: datetime) -> str:
-    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-
 def _summary(alert: Alert, n: Notification) -> str:
     notes = {**n.common_annotations, **alert.annotations}
     return notes.get("summary") or notes.get("description") or notes.get("message") or ""
@@ -639,7 +635,7 @@ def alert_blocks(n: Notification, *, investigated: bool) -> list[Block]:
         if labels.get(k)
     ]
     if first:
-        facts.append(f"*started:* {_utc(first.starts_at)}")
+        facts.append(f"*started:* {first.starts_at.astimezone(UTC):%Y-%m-%d %H:%M UTC}")
     if facts:
         blocks.append(context(" · ".join(facts)))
     if len(firing) > 1:
@@ -651,15 +647,9 @@ def alert_blocks(n: Notification, *, investigated: bool) -> list[Block]:
         unlisted = len(firing) - MAX_ALERTS_LISTED
         more = f" and {unlisted} more" if unlisted > 0 else ""
         blocks.append(context(f"{len(firing)} alerts firing: {listed}{more}"))
-    links = [
-        link
-        for link in (
-            _link(first.generator_url, "source") if first else "",
-            _link(first.dashboard_url, "dashboard") if first else "",
-            _link(n.external_url, n.source.capitalize()),
-        )
-        if link
-    ]
+    sent = [(first.generator_url, "source"), (first.dashboard_url, "dashboard")] if first else []
+    sent.append((n.external_url, n.source.capitalize()))
+    links = [link for url, label in sent if (link := _link(url, label))]
     status = []
     if resolved:
         ended = [a.resolved_at for a in n.alerts if a.resolved_at]
