@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.outbound.mrkdwn import escape
-from bot.turn.notifications import Alert, Notification
+from bot.turn.notifications import Notification
 from gates.model import ActionRequest
 from graph.action_claims import remove_claims, true_state, unsupported_claims
 from graph.grounding.evidence import TEXT
@@ -595,11 +595,6 @@ MAX_ALERTS_LISTED = 5
 MAX_TEXT = 300
 
 
-def _summary(alert: Alert, n: Notification) -> str:
-    notes = {**n.common_annotations, **alert.annotations}
-    return notes.get("summary") or notes.get("description") or notes.get("message") or ""
-
-
 def _link(url: str, label: str) -> str:
     if not url.startswith(("https://", "http://")) or any(c in url for c in "<>| \n"):
         return ""
@@ -621,13 +616,14 @@ def alert_blocks(n: Notification, *, investigated: bool) -> list[Block]:
     labels = {**n.common_labels, **(first.labels if first else {})}
     name = labels.get("alertname") or n.title or "alert"
     severity = labels.get("severity", "")
-    resolved = n.resolved
-    icon = ":white_check_mark:" if resolved else ":rotating_light:"
+    icon = ":white_check_mark:" if n.resolved else ":rotating_light:"
     head = f"{icon} *{escape(truncate(name, 150))}*" + (
         f" · {escape(severity)}" if severity else ""
     )
     blocks = [section(head)]
-    if first and (summary := _summary(first, n)):
+    notes = {**n.common_annotations, **(first.annotations if first else {})}
+    summary = notes.get("summary") or notes.get("description") or notes.get("message")
+    if first and summary:
         blocks.append(section(escape(truncate(summary, MAX_TEXT))))
     facts = [
         f"*{escape(k)}:* `{escape(truncate(labels[k], 100))}`"
@@ -651,9 +647,8 @@ def alert_blocks(n: Notification, *, investigated: bool) -> list[Block]:
     sent.append((n.external_url, n.source.capitalize()))
     links = [link for url, label in sent if (link := _link(url, label))]
     status = []
-    if resolved:
-        ended = [a.resolved_at for a in n.alerts if a.resolved_at]
-        at = max(ended) if ended else datetime.now(UTC)
+    if n.resolved:
+        at = max((a.resolved_at for a in n.alerts if a.resolved_at), default=datetime.now(UTC))
         status.append(f"Resolved at {at.astimezone(UTC).strftime('%H:%M UTC')}")
     elif investigated:
         status.append("tracegate is investigating in the thread")
