@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.outbound.mrkdwn import escape
-from bot.turn.notifications import Alert, Notification
+from bot.turn.notifications import Notification
 from gates.model import ActionRequest
 from graph.action_claims import remove_claims, true_state, unsupported_claims
 from graph.grounding.evidence import TEXT
@@ -595,15 +595,6 @@ MAX_ALERTS_LISTED = 5
 MAX_TEXT = 300
 
 
-def _utc(at: datetime) -> str:
-    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-
-def _summary(alert: Alert, n: Notification) -> str:
-    notes = {**n.common_annotations, **alert.annotations}
-    return notes.get("summary") or notes.get("description") or notes.get("message") or ""
-
-
 def _link(url: str, label: str) -> str:
     if not url.startswith(("https://", "http://")) or any(c in url for c in "<>| \n"):
         return ""
@@ -625,13 +616,14 @@ def alert_blocks(n: Notification, *, investigated: bool) -> list[Block]:
     labels = {**n.common_labels, **(first.labels if first else {})}
     name = labels.get("alertname") or n.title or "alert"
     severity = labels.get("severity", "")
-    resolved = n.resolved
-    icon = ":white_check_mark:" if resolved else ":rotating_light:"
+    icon = ":white_check_mark:" if n.resolved else ":rotating_light:"
     head = f"{icon} *{escape(truncate(name, 150))}*" + (
         f" · {escape(severity)}" if severity else ""
     )
     blocks = [section(head)]
-    if first and (summary := _summary(first, n)):
+    notes = {**n.common_annotations, **(first.annotations if first else {})}
+    summary = notes.get("summary") or notes.get("description") or notes.get("message")
+    if first and summary:
         blocks.append(section(escape(truncate(summary, MAX_TEXT))))
     facts = [
         f"*{escape(k)}:* `{escape(truncate(labels[k], 100))}`"
@@ -639,7 +631,7 @@ def alert_blocks(n: Notification, *, investigated: bool) -> list[Block]:
         if labels.get(k)
     ]
     if first:
-        facts.append(f"*started:* {_utc(first.starts_at)}")
+        facts.append(f"*started:* {first.starts_at.astimezone(UTC):%Y-%m-%d %H:%M UTC}")
     if facts:
         blocks.append(context(" · ".join(facts)))
     if len(firing) > 1:
@@ -651,19 +643,12 @@ def alert_blocks(n: Notification, *, investigated: bool) -> list[Block]:
         unlisted = len(firing) - MAX_ALERTS_LISTED
         more = f" and {unlisted} more" if unlisted > 0 else ""
         blocks.append(context(f"{len(firing)} alerts firing: {listed}{more}"))
-    links = [
-        link
-        for link in (
-            _link(first.generator_url, "source") if first else "",
-            _link(first.dashboard_url, "dashboard") if first else "",
-            _link(n.external_url, n.source.capitalize()),
-        )
-        if link
-    ]
+    sent = [(first.generator_url, "source"), (first.dashboard_url, "dashboard")] if first else []
+    sent.append((n.external_url, n.source.capitalize()))
+    links = [link for url, label in sent if (link := _link(url, label))]
     status = []
-    if resolved:
-        ended = [a.resolved_at for a in n.alerts if a.resolved_at]
-        at = max(ended) if ended else datetime.now(UTC)
+    if n.resolved:
+        at = max((a.resolved_at for a in n.alerts if a.resolved_at), default=datetime.now(UTC))
         status.append(f"Resolved at {at.astimezone(UTC).strftime('%H:%M UTC')}")
     elif investigated:
         status.append("tracegate is investigating in the thread")
